@@ -1,0 +1,316 @@
+// Stage 2: index notation -> unit statements (three-address form) with temporaries.
+#include <algorithm>
+#include <sstream>
+
+#include "codegen/ir.h"
+
+namespace gnnfuse::codegen {
+
+bool Stmt::reads(const std::string& tensor) const {
+  for (auto& o : rhs)
+    if (!o.is_const && o.access.tensor == tensor) return true;
+  return false;
+}
+
+std::string to_string(const Stmt& s) {
+  auto acc = [](const Access& a) {
+    std::string out = a.tensor;
+    if (!a.idx.empty()) {
+      out += "(";
+      for (size_t k = 0; k < a.idx.size(); ++k) out += (k ? "," : "") + a.idx[k];
+      out += ")";
+    }
+    return out;
+  };
+  auto opnd = [&](const Operand& o) {
+    if (!o.is_const) return acc(o.access);
+    std::ostringstream os;
+    os << o.value;
+    return os.str();
+  };
+  std::string rhs;
+  switch (s.op) {
+    case Stmt::Op::Copy: rhs = opnd(s.rhs[0]); break;
+    case Stmt::Op::Neg: rhs = "-" + opnd(s.rhs[0]); break;
+    case Stmt::Op::Call: rhs = s.fn + "(" + opnd(s.rhs[0]) + ")"; break;
+    case Stmt::Op::Mul: rhs = opnd(s.rhs[0]) + " * " + opnd(s.rhs[1]); break;
+    case Stmt::Op::Div: rhs = opnd(s.rhs[0]) + " / " + opnd(s.rhs[1]); break;
+    case Stmt::Op::Add: rhs = opnd(s.rhs[0]) + " + " + opnd(s.rhs[1]); break;
+    case Stmt::Op::Sub: rhs = opnd(s.rhs[0]) + " - " + opnd(s.rhs[1]); break;
+  }
+  return acc(s.lhs) + (s.accumulate ? " += " : " = ") + rhs;
+}
+
+const TensorInfo& Program::tensor(const std::string& name) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw SpecError("internal error: unknown tensor " + name);
+  return it->second;
+}
+
+std::string Program::row_var(const std::string& sparse) const { return tensor(sparse).dims.at(0); }
+std::string Program::col_var(const std::string& sparse) const { return tensor(sparse).dims.at(1); }
+
+namespace {
+
+using Vars = std::vector<std::string>;
+
+bool has(const Vars& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+Vars unite(const Vars& a, const Vars& b) {
+  Vars out = a;
+  for (auto& x : b)
+    if (!has(out, x)) out.push_back(x);
+  return out;
+}
+
+// A value of the decomposition: an operand (tensor access or constant) with its variables.
+struct Value {
+  Operand operand;
+  Vars vars;
+};
+
+// An operation not yet given a destination: the root assigns it to the output, inner nodes to
+// a fresh temporary.
+struct Pending {
+  Stmt::Op op = Stmt::Op::Copy;
+  std::string fn;
+  std::vector<Value> args;
+  Vars vars;  // union of the arguments' variables
+};
+
+class Decomposer {
+ public:
+  explicit Decomposer(Program& p) : p_(p) {}
+
+  void run() {
+    const OpSpec& s = *p_.spec;
+    Vars lhs = s.expr.lhs_idx;
+    Pending root = lower(s.expr.rhs, lhs);
+    Vars summed;
+    for (auto& v : root.vars)
+      if (!has(lhs, v)) summed.push_back(v);
+    Access out{s.expr.lhs, lhs};
+    if (summed.empty()) {
+      add_stmt(out, root, false);
+      return;
+    }
+    // A reduction into the output goes through an accumulator in the accumulation type; the
+    // memory passes shrink it to a row buffer, and the final copy rounds once.
+    std::string acc = fresh(s.expr.lhs + "acc");
+    new_temp(acc, lhs);
+    add_stmt(Access{acc, lhs}, root, true);
+    Pending copy;
+    copy.op = Stmt::Op::Copy;
+    copy.args = {Value{Operand{false, 0, Access{acc, lhs}}, lhs}};
+    copy.vars = lhs;
+    add_stmt(out, copy, false);
+  }
+
+ private:
+  Program& p_;
+  int next_temp_ = 0;
+
+  std::string fresh(const std::string& want) {
+    std::string name = want;
+    while (p_.tensors.count(name)) name = want + std::to_string(next_temp_++);
+    return name;
+  }
+  std::string fresh_temp() {
+    std::string name;
+    do name = "T" + std::to_string(next_temp_++);
+    while (p_.tensors.count(name));
+    return name;
+  }
+  Vars in_loop_order(const Vars& v) const {
+    Vars out;
+    for (auto& x : p_.order)
+      if (has(v, x)) out.push_back(x);
+    return out;
+  }
+  void new_temp(const std::string& name, const Vars& dims) {
+    TensorInfo t;
+    t.name = name;
+    t.role = Role::Temp;
+    t.dims = dims;
+    t.kept_dims = dims;
+    p_.tensors[name] = t;
+    p_.temps.push_back(name);
+  }
+  void add_stmt(const Access& lhs, const Pending& pd, bool accumulate) {
+    Stmt st;
+    st.id = static_cast<int>(p_.stmts.size());
+    st.lhs = lhs;
+    st.op = pd.op;
+    st.fn = pd.fn;
+    for (auto& a : pd.args) st.rhs.push_back(a.operand);
+    st.accumulate = accumulate;
+    for (auto& v : pd.vars)
+      if (!has(lhs.idx, v)) st.sum_vars.push_back(v);
+    st.sum_vars = in_loop_order(st.sum_vars);
+    st.vars = in_loop_order(unite(lhs.idx, pd.vars));
+    p_.stmts.push_back(st);
+  }
+
+  // Gives a pending operation a temporary holding the variables in `needed`; the others are
+  // summed over.
+  Value materialize(const Pending& pd, const Vars& needed) {
+    Vars kept;
+    for (auto& v : pd.vars)
+      if (has(needed, v)) kept.push_back(v);
+    kept = in_loop_order(kept);
+    std::string t = fresh_temp();
+    new_temp(t, kept);
+    add_stmt(Access{t, kept}, pd, kept.size() != pd.vars.size());
+    return Value{Operand{false, 0, Access{t, kept}}, kept};
+  }
+
+  // A value whose variables are all needed; reduces the others away in a temporary.
+  Value value(const ExprP& e, const Vars& needed) {
+    if (e->kind == Expr::Kind::Const) return Value{Operand{true, e->value, {}}, {}};
+    if (e->kind == Expr::Kind::Access) {
+      Value v{Operand{false, 0, Access{e->name, e->idx}}, e->idx};
+      bool all = std::all_of(e->idx.begin(), e->idx.end(), [&](const std::string& x) { return has(needed, x); });
+      if (all) return v;
+      Pending copy;
+      copy.args = {v};
+      copy.vars = v.vars;
+      return materialize(copy, needed);
+    }
+    return materialize(lower(e, needed), needed);
+  }
+
+  static void flatten_product(const ExprP& e, std::vector<ExprP>* out) {
+    if (e->kind == Expr::Kind::Binary && e->op == '*') {
+      flatten_product(e->args[0], out);
+      flatten_product(e->args[1], out);
+    } else {
+      out->push_back(e);
+    }
+  }
+
+  bool is_sparse(const Value& v) const {
+    return !v.operand.is_const && p_.tensor(v.operand.access.tensor).role == Role::SparseInput;
+  }
+
+  Pending lower(const ExprP& e, const Vars& needed) {
+    Pending pd;
+    switch (e->kind) {
+      case Expr::Kind::Access:
+      case Expr::Kind::Const: {
+        Value v = e->kind == Expr::Kind::Const ? Value{Operand{true, e->value, {}}, {}}
+                                               : Value{Operand{false, 0, Access{e->name, e->idx}}, e->idx};
+        pd.op = Stmt::Op::Copy;
+        pd.args = {v};
+        pd.vars = v.vars;
+        return pd;
+      }
+      case Expr::Kind::Neg:
+      case Expr::Kind::Call: {
+        pd.op = e->kind == Expr::Kind::Neg ? Stmt::Op::Neg : Stmt::Op::Call;
+        pd.fn = e->name;
+        pd.args = {value(e->args[0], needed)};
+        pd.vars = pd.args[0].vars;
+        return pd;
+      }
+      case Expr::Kind::Binary:
+        break;
+    }
+    if (e->op == '+' || e->op == '-') {
+      // Each term sums its own private variables.
+      pd.op = e->op == '+' ? Stmt::Op::Add : Stmt::Op::Sub;
+      pd.args = {value(e->args[0], needed), value(e->args[1], needed)};
+      pd.vars = unite(pd.args[0].vars, pd.args[1].vars);
+      return pd;
+    }
+    if (e->op == '/') {
+      Vars va = vars_of(e->args[0]), vb = vars_of(e->args[1]);
+      pd.op = Stmt::Op::Div;
+      pd.args = {value(e->args[0], unite(needed, vb)), value(e->args[1], unite(needed, va))};
+      pd.vars = unite(pd.args[0].vars, pd.args[1].vars);
+      return pd;
+    }
+    // A product chain: lower the factors, then pair them greedily, smallest temporary first.
+    std::vector<ExprP> fs;
+    flatten_product(e, &fs);
+    std::vector<Value> vals;
+    for (size_t k = 0; k < fs.size(); ++k) {
+      Vars others = needed;
+      for (size_t m = 0; m < fs.size(); ++m)
+        if (m != k) others = unite(others, vars_of(fs[m]));
+      vals.push_back(value(fs[k], others));
+    }
+    while (vals.size() > 2) {
+      size_t best_a = 0, best_b = 1, best_size = SIZE_MAX;
+      bool best_sparse = false;
+      for (size_t a = 0; a < vals.size(); ++a)
+        for (size_t b = a + 1; b < vals.size(); ++b) {
+          Vars others = needed;
+          for (size_t m = 0; m < vals.size(); ++m)
+            if (m != a && m != b) others = unite(others, vals[m].vars);
+          size_t kept = 0;
+          for (auto& v : unite(vals[a].vars, vals[b].vars)) kept += has(others, v);
+          bool sparse = is_sparse(vals[a]) || is_sparse(vals[b]);
+          if (kept < best_size || (kept == best_size && sparse && !best_sparse)) {
+            best_a = a;
+            best_b = b;
+            best_size = kept;
+            best_sparse = sparse;
+          }
+        }
+      Vars others = needed;
+      for (size_t m = 0; m < vals.size(); ++m)
+        if (m != best_a && m != best_b) others = unite(others, vals[m].vars);
+      Pending pair;
+      pair.op = Stmt::Op::Mul;
+      pair.args = {vals[best_a], vals[best_b]};
+      pair.vars = unite(vals[best_a].vars, vals[best_b].vars);
+      vals[best_a] = materialize(pair, others);
+      vals.erase(vals.begin() + static_cast<long>(best_b));
+    }
+    if (vals.size() == 1) {
+      pd.op = Stmt::Op::Copy;
+      pd.args = vals;
+      pd.vars = vals[0].vars;
+      return pd;
+    }
+    pd.op = Stmt::Op::Mul;
+    pd.args = vals;
+    pd.vars = unite(vals[0].vars, vals[1].vars);
+    return pd;
+  }
+};
+
+}  // namespace
+
+Program decompose(const OpSpec& spec) {
+  Program p;
+  p.spec = &spec;
+  p.order = spec.order;
+  for (auto& t : spec.tensors) {
+    TensorInfo ti;
+    ti.name = t.name;
+    ti.role = t.role;
+    ti.dims = t.vars;
+    ti.kept_dims = t.vars;
+    ti.pattern = t.role == Role::SparseInput ? t.name : t.pattern;
+    p.tensors[t.name] = ti;
+  }
+  Decomposer(p).run();
+  return p;
+}
+
+std::string print_program(const Program& p) {
+  std::ostringstream os;
+  for (auto& s : p.stmts) {
+    os << "S" << s.id << ": " << to_string(s);
+    if (!s.sum_vars.empty()) {
+      os << "   (sum over";
+      for (auto& v : s.sum_vars) os << " " << v;
+      os << ")";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace gnnfuse::codegen

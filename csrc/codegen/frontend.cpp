@@ -1,0 +1,521 @@
+// Stage 1: the spec language (see ops/README.md): spec files, torch schemas and index notation.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "codegen/ir.h"
+
+namespace gnnfuse::codegen {
+
+std::string Loc::str() const {
+  std::ostringstream os;
+  os << (file.empty() ? "<spec>" : file) << ":" << line << ":" << col;
+  return os.str();
+}
+
+void fail(const Loc& loc, const std::string& msg) {
+  throw SpecError(loc.str() + ": error: " + msg);
+}
+
+// ---------------------------------------------------------------- expressions
+namespace {
+
+const std::set<std::string>& known_functions() {
+  static const std::set<std::string> fns{"exp", "log", "relu", "sigmoid", "tanh"};
+  return fns;
+}
+
+class ExprParser {
+ public:
+  ExprParser(const std::string& text, const Loc& loc) : s_(text), base_(loc) {}
+
+  Assignment assignment() {
+    Assignment a;
+    a.loc = here();
+    ExprP lhs = primary();
+    if (lhs->kind != Expr::Kind::Access) fail(lhs->loc, "the left side must be a tensor access such as Y(i,f)");
+    a.lhs = lhs->name;
+    a.lhs_idx = lhs->idx;
+    skip();
+    if (!eat('=')) fail(here(), "expected '=' after the left side");
+    a.rhs = sum();
+    skip();
+    if (pos_ != s_.size()) fail(here(), "unexpected '" + std::string(1, s_[pos_]) + "'");
+    return a;
+  }
+
+ private:
+  const std::string& s_;
+  Loc base_;
+  size_t pos_ = 0;
+
+  Loc here() const { return Loc{base_.file, base_.line, base_.col + static_cast<int>(pos_)}; }
+  void skip() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool eat(char c) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  std::string ident() {
+    skip();
+    size_t b = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    if (b == pos_ || std::isdigit(static_cast<unsigned char>(s_[b]))) fail(here(), "expected a name");
+    return s_.substr(b, pos_ - b);
+  }
+  static ExprP make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
+
+  ExprP sum() {
+    ExprP l = product();
+    for (;;) {
+      skip();
+      Loc at = here();
+      if (eat('+')) l = binary('+', l, product(), at);
+      else if (eat('-')) l = binary('-', l, product(), at);
+      else return l;
+    }
+  }
+  ExprP product() {
+    ExprP l = unary();
+    for (;;) {
+      skip();
+      Loc at = here();
+      if (eat('*')) l = binary('*', l, unary(), at);
+      else if (eat('/')) l = binary('/', l, unary(), at);
+      else return l;
+    }
+  }
+  static ExprP binary(char op, ExprP a, ExprP b, const Loc& at) {
+    Expr e;
+    e.kind = Expr::Kind::Binary;
+    e.op = op;
+    e.args = {std::move(a), std::move(b)};
+    e.loc = at;
+    return make(std::move(e));
+  }
+  ExprP unary() {
+    skip();
+    Loc at = here();
+    if (eat('-')) {
+      Expr e;
+      e.kind = Expr::Kind::Neg;
+      e.args = {unary()};
+      e.loc = at;
+      return make(std::move(e));
+    }
+    return primary();
+  }
+  ExprP primary() {
+    skip();
+    Loc at = here();
+    if (pos_ >= s_.size()) fail(at, "unexpected end of expression");
+    char c = s_[pos_];
+    if (c == '(') {
+      ++pos_;
+      ExprP e = sum();
+      if (!eat(')')) fail(here(), "expected ')'");
+      return e;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      size_t used = 0;
+      double v = std::stod(s_.substr(pos_), &used);
+      pos_ += used;
+      Expr e;
+      e.kind = Expr::Kind::Const;
+      e.value = v;
+      e.loc = at;
+      return make(std::move(e));
+    }
+    std::string name = ident();
+    if (!eat('(')) fail(here(), "expected '(' after '" + name + "': tensors are written with their indices, e.g. X(j,f)");
+    if (known_functions().count(name)) {
+      Expr e;
+      e.kind = Expr::Kind::Call;
+      e.name = name;
+      e.args = {sum()};
+      e.loc = at;
+      if (!eat(')')) fail(here(), "expected ')' closing " + name + "(");
+      return make(std::move(e));
+    }
+    Expr e;
+    e.kind = Expr::Kind::Access;
+    e.name = name;
+    e.loc = at;
+    if (!eat(')')) {
+      do {
+        std::string v = ident();
+        if (std::find(e.idx.begin(), e.idx.end(), v) != e.idx.end())
+          fail(here(), "index variable '" + v + "' repeated in an access of " + name + " (diagonals are not supported)");
+        e.idx.push_back(v);
+      } while (eat(','));
+      if (!eat(')')) fail(here(), "expected ')' or ',' in the indices of " + name);
+    }
+    return make(std::move(e));
+  }
+};
+
+std::string fmt_number(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::vector<std::string> split_ws(const std::string& s) {
+  std::istringstream is(s);
+  std::vector<std::string> out;
+  std::string w;
+  while (is >> w) out.push_back(w);
+  return out;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (size_t k = 0; k < v.size(); ++k) out += (k ? sep : "") + v[k];
+  return out;
+}
+
+}  // namespace
+
+bool is_known_function(const std::string& name) { return known_functions().count(name) > 0; }
+
+Assignment parse_assignment(const std::string& text, const Loc& loc) { return ExprParser(text, loc).assignment(); }
+
+std::string to_string(const ExprP& e) {
+  switch (e->kind) {
+    case Expr::Kind::Access: return e->name + "(" + join(e->idx, ",") + ")";
+    case Expr::Kind::Const: return fmt_number(e->value);
+    case Expr::Kind::Neg: return "-" + to_string(e->args[0]);
+    case Expr::Kind::Call: return e->name + "(" + to_string(e->args[0]) + ")";
+    case Expr::Kind::Binary: {
+      auto side = [&](const ExprP& a, bool right) {
+        std::string t = to_string(a);
+        bool low = a->kind == Expr::Kind::Binary && (a->op == '+' || a->op == '-');
+        bool paren = ((e->op == '*' || e->op == '/') && low) ||
+                     (right && a->kind == Expr::Kind::Binary && (e->op == '-' || e->op == '/' || (e->op == '*' && !low)));
+        return paren ? "(" + t + ")" : t;
+      };
+      return side(e->args[0], false) + " " + e->op + " " + side(e->args[1], true);
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> vars_of(const ExprP& e) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& v) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
+  if (e->kind == Expr::Kind::Access)
+    for (auto& v : e->idx) add(v);
+  for (auto& a : e->args)
+    for (auto& v : vars_of(a)) add(v);
+  return out;
+}
+
+// ---------------------------------------------------------------- schemas
+const SchemaArg* Schema::arg(const std::string& n) const {
+  for (auto& a : args)
+    if (a.name == n) return &a;
+  return nullptr;
+}
+
+Schema parse_schema(const std::string& text, const Loc& loc) {
+  Schema s;
+  s.text = trim(text);
+  size_t lp = s.text.find('('), rp = s.text.rfind(')'), arrow = s.text.find("->");
+  if (lp == std::string::npos || rp == std::string::npos || arrow == std::string::npos || rp > arrow)
+    fail(loc, "a schema reads name(Type arg, ...) -> Ret");
+  s.name = trim(s.text.substr(0, lp));
+  std::string inner = s.text.substr(lp + 1, rp - lp - 1);
+  std::stringstream is(inner);
+  std::string piece;
+  static const std::set<std::string> types{"Tensor", "int", "float", "bool", "str"};
+  while (std::getline(is, piece, ',')) {
+    auto w = split_ws(piece);
+    if (w.empty()) continue;
+    if (w.size() != 2) fail(loc, "schema argument '" + trim(piece) + "' must be 'Type name' (defaults are not supported yet)");
+    SchemaArg a;
+    a.type = w[0];
+    if (!a.type.empty() && a.type.back() == '?') {
+      a.optional = true;
+      a.type.pop_back();
+    }
+    if (!types.count(a.type)) fail(loc, "unknown schema type '" + w[0] + "'");
+    a.name = w[1];
+    if (s.arg(a.name)) fail(loc, "schema argument '" + a.name + "' repeated");
+    s.args.push_back(a);
+  }
+  std::string ret = trim(s.text.substr(arrow + 2));
+  if (!ret.empty() && ret.front() == '(') ret = ret.substr(1, ret.size() - 2);
+  std::stringstream rs(ret);
+  while (std::getline(rs, piece, ',')) {
+    auto w = split_ws(piece);
+    if (!w.empty()) s.returns.push_back(w[0]);
+  }
+  if (s.returns.empty()) fail(loc, "the schema returns nothing");
+  return s;
+}
+
+// ---------------------------------------------------------------- specs
+const TensorDecl* OpSpec::find(const std::string& n) const {
+  for (auto& t : tensors)
+    if (t.name == n) return &t;
+  return nullptr;
+}
+
+const TensorDecl& OpSpec::output() const {
+  for (auto& t : tensors)
+    if (t.role == Role::Output) return t;
+  throw SpecError("spec " + name + " has no output");
+}
+
+namespace {
+
+// "A(i,j)" -> name A, vars [i, j]
+void parse_decl_head(const std::string& head, const Loc& loc, TensorDecl* d) {
+  Assignment probe = parse_assignment(head + " = 0", loc);
+  d->name = probe.lhs;
+  d->vars = probe.lhs_idx;
+  d->loc = loc;
+}
+
+void check_spec(OpSpec& s) {
+  if (s.name.empty()) fail(s.loc, "missing 'op' line");
+  if (s.schema.name != s.name) fail(s.loc, "schema name '" + s.schema.name + "' differs from op name '" + s.name + "'");
+  if (!s.expr.rhs) fail(s.loc, "missing 'expr' line");
+  if (s.dtypes.empty()) fail(s.loc, "missing 'dtypes' line");
+  if (s.index_dtypes.empty()) fail(s.loc, "missing 'index' line");
+  for (auto& d : s.dtypes)
+    if (d != "float32" && d != "float64") fail(s.loc, "dtype '" + d + "' is not supported yet (float32, float64)");
+  for (auto& d : s.index_dtypes)
+    if (d != "int32" && d != "int64") fail(s.loc, "index dtype '" + d + "' is not int32 or int64");
+  if (s.reduce != "sum") fail(s.loc, "reduce '" + s.reduce + "' is not lowered yet (sum)");
+
+  int outputs = 0;
+  std::set<std::string> used_args;
+  auto use_arg = [&](const std::string& a, const Loc& loc, bool may_be_optional) {
+    const SchemaArg* sa = s.schema.arg(a);
+    if (!sa) fail(loc, "'" + a + "' is not an argument of the schema");
+    if (sa->type != "Tensor") fail(loc, "argument '" + a + "' must be a Tensor");
+    if (sa->optional && !may_be_optional) fail(loc, "argument '" + a + "' may not be optional here");
+    if (!used_args.insert(a).second) fail(loc, "argument '" + a + "' bound twice");
+  };
+  for (auto& t : s.tensors) {
+    if (std::count_if(s.tensors.begin(), s.tensors.end(), [&](const TensorDecl& o) { return o.name == t.name; }) > 1)
+      fail(t.loc, "tensor '" + t.name + "' declared twice");
+    switch (t.role) {
+      case Role::SparseInput:
+        if (t.vars.size() != 2) fail(t.loc, "a csr operand has two indices: row, column");
+        use_arg(t.rowptr, t.loc, false);
+        use_arg(t.col, t.loc, false);
+        if (!t.values.empty()) {
+          use_arg(t.values, t.loc, true);
+          t.values_optional = s.schema.arg(t.values)->optional;
+        }
+        break;
+      case Role::DenseInput:
+        if (t.vars.empty()) fail(t.loc, "a dense operand needs at least one index");
+        use_arg(t.arg, t.loc, false);
+        break;
+      case Role::Output: {
+        ++outputs;
+        if (!t.pattern.empty()) {
+          const TensorDecl* p = s.find(t.pattern);
+          if (!p || p->role != Role::SparseInput) fail(t.loc, "'" + t.pattern + "' is not a sparse operand");
+          if (p->vars != t.vars) fail(t.loc, "an output on " + t.pattern + "'s pattern must use its indices (" + p->vars[0] + "," + p->vars[1] + ")");
+        }
+        break;
+      }
+      case Role::Temp: break;
+    }
+  }
+  if (outputs != 1) fail(s.loc, "a spec has exactly one output");
+  if (s.schema.returns.size() != 1 || s.schema.returns[0] != "Tensor") fail(s.loc, "the schema must return one Tensor");
+  for (auto& a : s.schema.args)
+    if (!used_args.count(a.name)) fail(s.loc, "schema argument '" + a.name + "' is not bound to a tensor of the spec");
+
+  const TensorDecl& out = s.output();
+  if (s.expr.lhs != out.name) fail(s.expr.loc, "the expression must assign the output '" + out.name + "'");
+  if (s.expr.lhs_idx != out.vars) fail(s.expr.loc, "the left side must use the output's indices as declared");
+  std::function<void(const ExprP&)> check_expr = [&](const ExprP& e) {
+    if (e->kind == Expr::Kind::Access) {
+      const TensorDecl* t = s.find(e->name);
+      if (!t) fail(e->loc, "unknown tensor '" + e->name + "'");
+      if (t->role == Role::Output) fail(e->loc, "the output may not be read");
+      if (t->vars != e->idx) fail(e->loc, "'" + e->name + "' is declared with indices (" + join(t->vars, ",") + ") and must be used with them");
+    }
+    for (auto& a : e->args) check_expr(a);
+  };
+  check_expr(s.expr.rhs);
+
+  std::vector<std::string> all = vars_of(s.expr.rhs);
+  for (auto& v : s.expr.lhs_idx)
+    if (std::find(all.begin(), all.end(), v) == all.end()) fail(s.expr.loc, "output index '" + v + "' does not appear on the right side");
+  if (s.order.empty()) {
+    // Default: every sparse operand's row then column variable, then the rest as they appear.
+    for (auto& t : s.tensors)
+      if (t.role == Role::SparseInput)
+        for (auto& v : t.vars)
+          if (std::find(s.order.begin(), s.order.end(), v) == s.order.end()) s.order.push_back(v);
+    for (auto& v : all)
+      if (std::find(s.order.begin(), s.order.end(), v) == s.order.end()) s.order.push_back(v);
+  }
+  for (auto& v : all)
+    if (std::find(s.order.begin(), s.order.end(), v) == s.order.end()) fail(s.loc, "index variable '" + v + "' is missing from 'order'");
+  for (auto& v : s.order)
+    if (std::find(all.begin(), all.end(), v) == all.end()) fail(s.loc, "'order' names '" + v + "', which the expression does not use");
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput) {
+      auto pos = [&](const std::string& v) { return std::find(s.order.begin(), s.order.end(), v) - s.order.begin(); };
+      if (pos(t.vars[0]) > pos(t.vars[1])) fail(t.loc, "csr operand " + t.name + ": its row index must come before its column index in 'order'");
+    }
+}
+
+}  // namespace
+
+OpSpec parse_spec(const std::string& text, const std::string& file) {
+  OpSpec s;
+  s.loc = Loc{file, 1, 1};
+  std::istringstream is(text);
+  std::string raw;
+  int line_no = 0;
+  std::vector<TensorDecl> outputs;
+  while (std::getline(is, raw)) {
+    ++line_no;
+    std::string line = raw;
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line = line.substr(0, hash);
+    if (trim(line).empty()) continue;
+    size_t kb = line.find_first_not_of(" \t");
+    size_t ke = line.find_first_of(" \t", kb);
+    std::string key = line.substr(kb, ke == std::string::npos ? std::string::npos : ke - kb);
+    size_t vb = ke == std::string::npos ? line.size() : line.find_first_not_of(" \t", ke);
+    if (vb == std::string::npos) vb = line.size();
+    std::string value = trim(line.substr(vb));
+    Loc loc{file, line_no, static_cast<int>(vb) + 1};
+    Loc key_loc{file, line_no, static_cast<int>(kb) + 1};
+    auto once = [&](bool already) {
+      if (already) fail(key_loc, "'" + key + "' given twice");
+    };
+    if (value.empty()) fail(key_loc, "'" + key + "' needs a value");
+    if (key == "op") {
+      once(!s.name.empty());
+      s.name = value;
+      s.loc = key_loc;
+    } else if (key == "doc") {
+      once(!s.doc.empty());
+      s.doc = value;
+    } else if (key == "schema") {
+      once(!s.schema.text.empty());
+      s.schema = parse_schema(value, loc);
+    } else if (key == "sparse") {
+      // A(i,j) = csr(rowptr, col[, values])
+      size_t eq = value.find('=');
+      if (eq == std::string::npos) fail(loc, "expected 'A(i,j) = csr(rowptr, col[, values])'");
+      TensorDecl d;
+      parse_decl_head(value.substr(0, eq), loc, &d);
+      d.role = Role::SparseInput;
+      std::string rhs = trim(value.substr(eq + 1));
+      if (rhs.rfind("csr(", 0) != 0 || rhs.back() != ')') fail(loc, "the only sparse format is csr(rowptr, col[, values])");
+      std::stringstream as(rhs.substr(4, rhs.size() - 5));
+      std::string piece;
+      std::vector<std::string> parts;
+      while (std::getline(as, piece, ',')) parts.push_back(trim(piece));
+      if (parts.size() < 2 || parts.size() > 3) fail(loc, "csr takes rowptr, col and optional values");
+      d.rowptr = parts[0];
+      d.col = parts[1];
+      if (parts.size() == 3) d.values = parts[2];
+      s.tensors.push_back(d);
+    } else if (key == "dense") {
+      size_t eq = value.find('=');
+      if (eq == std::string::npos) fail(loc, "expected 'X(j,f) = x'");
+      TensorDecl d;
+      parse_decl_head(value.substr(0, eq), loc, &d);
+      d.role = Role::DenseInput;
+      d.arg = trim(value.substr(eq + 1));
+      s.tensors.push_back(d);
+    } else if (key == "output") {
+      // Y(i,f)   or   E(i,j) on A
+      TensorDecl d;
+      std::string head = value, pattern;
+      size_t on = value.find(" on ");
+      if (on != std::string::npos) {
+        head = value.substr(0, on);
+        pattern = trim(value.substr(on + 4));
+      }
+      parse_decl_head(head, loc, &d);
+      d.role = Role::Output;
+      d.pattern = pattern;
+      outputs.push_back(d);
+    } else if (key == "expr") {
+      once(s.expr.rhs != nullptr);
+      s.expr = parse_assignment(value, loc);
+    } else if (key == "reduce") {
+      s.reduce = value;
+    } else if (key == "order") {
+      once(!s.order.empty());
+      s.order = split_ws(value);
+    } else if (key == "dtypes") {
+      once(!s.dtypes.empty());
+      s.dtypes = split_ws(value);
+    } else if (key == "index") {
+      once(!s.index_dtypes.empty());
+      s.index_dtypes = split_ws(value);
+    } else {
+      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, output, expr, reduce, order, dtypes, index)");
+    }
+  }
+  for (auto& o : outputs) s.tensors.push_back(o);
+  check_spec(s);
+  return s;
+}
+
+OpSpec load_spec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw SpecError(path + ": error: cannot read the spec file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_spec(ss.str(), path);
+}
+
+std::string print_spec(const OpSpec& s) {
+  std::ostringstream os;
+  os << "op      " << s.name << "\n";
+  if (!s.doc.empty()) os << "doc     " << s.doc << "\n";
+  os << "schema  " << s.schema.text << "\n";
+  for (auto& t : s.tensors) {
+    std::string head = t.name + "(" + join(t.vars, ",") + ")";
+    switch (t.role) {
+      case Role::SparseInput:
+        os << "sparse  " << head << " = csr(" << t.rowptr << ", " << t.col << (t.values.empty() ? "" : ", " + t.values) << ")\n";
+        break;
+      case Role::DenseInput: os << "dense   " << head << " = " << t.arg << "\n"; break;
+      case Role::Output: os << "output  " << head << (t.pattern.empty() ? "" : " on " + t.pattern) << "\n"; break;
+      case Role::Temp: break;
+    }
+  }
+  os << "expr    " << s.expr.lhs << "(" << join(s.expr.lhs_idx, ",") << ") = " << to_string(s.expr.rhs) << "\n";
+  os << "reduce  " << s.reduce << "\n";
+  os << "order   " << join(s.order, " ") << "\n";
+  os << "dtypes  " << join(s.dtypes, " ") << "\n";
+  os << "index   " << join(s.index_dtypes, " ") << "\n";
+  return os.str();
+}
+
+}  // namespace gnnfuse::codegen

@@ -1,0 +1,271 @@
+// The generator's data structures, one stage after another:
+//   OpSpec (parsed spec)  ->  Program (unit statements + tensors)  ->  index trees (Node)
+// Index trees are the loop IR: propagation, fusion, memory passes and the schedule annotate or
+// rewrite them, and the emitters print them. Everything is torch-free.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gnnfuse::codegen {
+
+// ---------------------------------------------------------------- errors and locations
+struct Loc {
+  std::string file;
+  int line = 0;
+  int col = 0;
+  std::string str() const;
+};
+
+struct SpecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws SpecError "file:line:col: error: msg".
+[[noreturn]] void fail(const Loc& loc, const std::string& msg);
+
+// ---------------------------------------------------------------- expression IR (immutable)
+struct Expr;
+using ExprP = std::shared_ptr<const Expr>;
+
+struct Expr {
+  enum class Kind { Access, Const, Binary, Call, Neg };
+  Kind kind;
+  std::string name;              // Access: tensor name; Call: function name
+  std::vector<std::string> idx;  // Access: index variables
+  double value = 0;              // Const
+  char op = 0;                   // Binary: one of + - * /
+  std::vector<ExprP> args;       // Binary: 2, Call: 1, Neg: 1
+  Loc loc;
+};
+
+std::string to_string(const ExprP& e);
+// Index variables of an expression, in order of first appearance.
+std::vector<std::string> vars_of(const ExprP& e);
+// Element-wise functions the generator knows (name -> arity 1).
+bool is_known_function(const std::string& name);
+
+struct Assignment {
+  std::string lhs;
+  std::vector<std::string> lhs_idx;
+  ExprP rhs;
+  Loc loc;
+};
+// Parses "Y(i,f) = A(i,j) * X(j,f)". `loc` is the location of the text's first character.
+Assignment parse_assignment(const std::string& text, const Loc& loc);
+
+// ---------------------------------------------------------------- op specs
+struct SchemaArg {
+  std::string type;  // "Tensor", "int", "float", "bool", "str"
+  std::string name;
+  bool optional = false;  // "Tensor?" etc.
+};
+
+struct Schema {
+  std::string name;
+  std::vector<SchemaArg> args;
+  std::vector<std::string> returns;  // "Tensor", ...
+  std::string text;
+  const SchemaArg* arg(const std::string& name) const;
+};
+Schema parse_schema(const std::string& text, const Loc& loc);
+
+enum class Role { SparseInput, DenseInput, Output, Temp };
+
+// A tensor of the spec: a sparse operand (CSR over its first variable), a dense operand
+// (row-major over its variables), or the output (dense, or one value per stored entry of a
+// sparse operand: "on A").
+struct TensorDecl {
+  std::string name;
+  Role role = Role::DenseInput;
+  std::vector<std::string> vars;
+  std::string arg;                             // dense input: the schema argument
+  std::string rowptr, col, values;             // sparse input: schema arguments
+  bool values_optional = false;                // sparse input: values may be None (then 1)
+  std::string pattern;                         // output: sparse operand whose pattern it has
+  Loc loc;
+};
+
+struct OpSpec {
+  std::string name;
+  std::string doc;
+  Schema schema;
+  std::vector<TensorDecl> tensors;  // inputs in declaration order, then the output
+  Assignment expr;
+  std::string reduce = "sum";
+  std::vector<std::string> order;   // loop order of the index variables
+  std::vector<std::string> dtypes;  // float32, float64
+  std::vector<std::string> index_dtypes;  // int32, int64
+  Loc loc;
+
+  const TensorDecl* find(const std::string& name) const;
+  const TensorDecl& output() const;
+};
+
+OpSpec parse_spec(const std::string& text, const std::string& file);
+OpSpec load_spec(const std::string& path);
+// Prints a spec back in the spec language; parse_spec(print_spec(s)) == s (round trip).
+std::string print_spec(const OpSpec& spec);
+
+// ---------------------------------------------------------------- unit statements
+struct Access {
+  std::string tensor;
+  std::vector<std::string> idx;
+  bool operator==(const Access& o) const { return tensor == o.tensor && idx == o.idx; }
+};
+
+struct Operand {
+  bool is_const = false;
+  double value = 0;
+  Access access;
+};
+
+// One unit operation in three-address form: lhs (=|+=) op(rhs...). `accumulate` is true when
+// the statement reduces over `sum_vars` (variables of the right side missing on the left).
+struct Stmt {
+  enum class Op { Copy, Mul, Div, Add, Sub, Neg, Call };
+  int id = 0;
+  Access lhs;
+  Op op = Op::Copy;
+  std::string fn;  // Call
+  std::vector<Operand> rhs;
+  bool accumulate = false;
+  std::vector<std::string> sum_vars;
+  std::vector<std::string> vars;  // every variable of the statement, in loop order
+
+  bool reads(const std::string& tensor) const;
+};
+std::string to_string(const Stmt& s);
+
+// Per-tensor facts, including what the memory passes decide for temporaries.
+struct TensorInfo {
+  std::string name;
+  Role role = Role::Temp;
+  std::vector<std::string> dims;  // index variables of its full shape
+  std::string pattern;            // sparse input: itself; output "on A": A
+  // Memory passes (temporaries only):
+  std::vector<std::string> kept_dims;  // dims left after shrinking
+  std::string compressed_by;           // sparse operand whose positions index the last kept dim
+  bool compressed_global = false;      // kept dims are that operand's (row, col): absolute positions;
+                                       // otherwise the row is bound outside: positions within the row
+  bool shrunk = false;
+};
+
+struct Program {
+  const OpSpec* spec = nullptr;
+  std::vector<Stmt> stmts;  // topological (dependence) order
+  std::map<std::string, TensorInfo> tensors;
+  std::vector<std::string> order;  // loop order
+  std::vector<std::string> temps;  // temporaries in creation order
+
+  const TensorInfo& tensor(const std::string& name) const;
+  // Row and column variable of a sparse operand.
+  std::string row_var(const std::string& sparse) const;
+  std::string col_var(const std::string& sparse) const;
+};
+
+// Stage 2: break the expression into unit statements with temporaries. Products of several
+// factors are associated greedily so that each step produces the smallest temporary (ties go
+// to a step involving a sparse operand), which contracts U(i,k)*V(j,k) before masking with
+// A(i,j). A reducing output gets an accumulator temporary in the accumulation type.
+Program decompose(const OpSpec& spec);
+
+// ---------------------------------------------------------------- iteration spaces
+// A Boolean mask over stored levels, in disjunctive normal form: an OR of ANDs of compressed
+// levels. {{}} (one empty conjunction) is "true", i.e. a dense iteration space.
+struct Space {
+  std::set<std::set<std::string>> terms{{}};
+
+  static Space dense() { return Space{}; }
+  static Space level(const std::string& sparse) { return Space{{{sparse}}}; }
+  Space operator&(const Space& o) const;
+  Space operator|(const Space& o) const;
+  bool is_dense() const;
+  // The one sparse operand whose level this space iterates, or "" when dense.
+  // Fails for co-iteration (AND of two levels) and unions of levels, which this
+  // generator does not lower yet.
+  bool single_level(std::string* sparse) const;
+  bool operator==(const Space& o) const { return terms == o.terms; }
+  bool operator!=(const Space& o) const { return !(*this == o); }
+  std::string str() const;
+};
+
+// Stage 3: the space of every (statement, variable). Initial spaces come from each
+// statement's own operands (AND for * and /, OR for + and -); then masks flow backwards from
+// consumers to the producers of temporaries, OR-ed over consumers.
+using SpaceMap = std::vector<std::map<std::string, Space>>;  // per statement id
+SpaceMap initial_spaces(const Program& p);
+SpaceMap propagate_spaces(const Program& p);
+
+// ---------------------------------------------------------------- index trees
+struct Node {
+  enum class Kind { Root, Loop, Compute, Reset };
+  Kind kind = Kind::Root;
+  std::string var;    // Loop
+  Space space;        // Loop
+  int stmt = -1;      // Compute
+  std::string tensor; // Reset: temporary set to zero
+  std::vector<std::unique_ptr<Node>> kids;
+
+  // CPU schedule annotations.
+  bool parallel = false;        // outer row loop run with runtime::parallel_for
+  std::string balance_by;       // sparse operand whose nonzeros balance the parallel chunks
+  bool simd = false;            // innermost contiguous loop
+  std::string simd_reduction;   // scalar temporary reduced in a simd loop
+
+  static std::unique_ptr<Node> root();
+  static std::unique_ptr<Node> loop(const std::string& var, const Space& space);
+  static std::unique_ptr<Node> compute(int stmt);
+  static std::unique_ptr<Node> reset(const std::string& tensor);
+  std::unique_ptr<Node> clone() const;
+};
+
+// Stage 3': one chain of loops per statement, in the program's loop order, under one root.
+std::unique_ptr<Node> build_trees(const Program& p, const SpaceMap& spaces);
+
+// Stage 4: trie-like fusion (seed 003 Algorithms 1 and 2). Siblings are grouped along
+// dependence edges (flow, anti, output and input dependences) unless the edge is
+// fusion-preventing: different variables or spaces, or a consumer under loop x reading a
+// value reduced over x. Groups never create cycles.
+void fuse(const Program& p, Node& root);
+
+// Stage 5: temporary shrinking (seed 003 Algorithm 3) and sparsification. Each temporary
+// loses the dimensions of the loops common to its definitions and uses, gets a reset as the
+// first child of the deepest common loop when it accumulates, and is stored compressed when
+// its only kept dimension iterates one sparse level everywhere.
+void shrink_temporaries(Program& p, Node& root);
+
+// Stage 6: CPU schedule.
+void schedule_cpu(const Program& p, Node& root);
+
+// The deepest loop common to every definition and use of a temporary (nullptr: the root).
+const Node* home_of(const Program& p, const Node& root, const std::string& temp);
+
+// Printers.
+std::string print_tree(const Program& p, const Node& root);
+std::string print_program(const Program& p);
+
+// ---------------------------------------------------------------- pipeline and emitters
+struct Compiled {
+  OpSpec spec;
+  Program program;
+  std::unique_ptr<Node> tree;  // after every pass
+  // Snapshots of the tree after each stage, for --dump and the golden tests.
+  std::vector<std::pair<std::string, std::string>> stages;
+};
+// Runs every stage; `spec` is copied into the result (the program points to it).
+std::unique_ptr<Compiled> compile(const OpSpec& spec);
+
+struct GeneratedFile {
+  std::string path;  // relative to the output directory
+  std::string text;
+};
+std::vector<GeneratedFile> emit_op_cpu(const Compiled& c);          // <op>_kernel.h, <op>_cpu.cpp
+std::vector<GeneratedFile> emit_registration(const std::vector<const Compiled*>& ops);  // registration.cpp, include/gnnfuse/ops.h
+
+}  // namespace gnnfuse::codegen

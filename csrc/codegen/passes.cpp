@@ -1,0 +1,549 @@
+// Stages 3-6: iteration spaces, index trees, trie-like fusion, temporary shrinking, CPU schedule.
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "codegen/ir.h"
+
+namespace gnnfuse::codegen {
+
+// ---------------------------------------------------------------- spaces
+namespace {
+std::set<std::set<std::string>> absorb(const std::set<std::set<std::string>>& terms) {
+  std::set<std::set<std::string>> out;
+  for (auto& t : terms) {
+    bool covered = false;
+    for (auto& o : terms)
+      if (o != t && std::includes(t.begin(), t.end(), o.begin(), o.end())) covered = true;
+    if (!covered) out.insert(t);
+  }
+  return out;
+}
+}  // namespace
+
+Space Space::operator&(const Space& o) const {
+  Space s;
+  s.terms.clear();
+  for (auto& a : terms)
+    for (auto& b : o.terms) {
+      std::set<std::string> t = a;
+      t.insert(b.begin(), b.end());
+      s.terms.insert(t);
+    }
+  s.terms = absorb(s.terms);
+  return s;
+}
+
+Space Space::operator|(const Space& o) const {
+  Space s;
+  s.terms = terms;
+  s.terms.insert(o.terms.begin(), o.terms.end());
+  s.terms = absorb(s.terms);
+  return s;
+}
+
+bool Space::is_dense() const { return terms.size() == 1 && terms.begin()->empty(); }
+
+bool Space::single_level(std::string* sparse) const {
+  if (is_dense()) {
+    sparse->clear();
+    return true;
+  }
+  if (terms.size() == 1 && terms.begin()->size() == 1) {
+    *sparse = *terms.begin()->begin();
+    return true;
+  }
+  return false;
+}
+
+std::string Space::str() const {
+  if (is_dense()) return "dense";
+  std::string out;
+  for (auto& t : terms) {
+    if (!out.empty()) out += " | ";
+    std::string term;
+    for (auto& l : t) term += (term.empty() ? "" : "&") + l;
+    out += term;
+  }
+  return out;
+}
+
+SpaceMap initial_spaces(const Program& p) {
+  // Forward, in statement order: a temporary holds values only where its producer iterates
+  // (stored-entry semantics), so a consumer sees the producer's space for each of its dims.
+  SpaceMap m(p.stmts.size());
+  std::map<std::string, std::vector<Space>> temp_space;
+  for (auto& s : p.stmts) {
+    for (auto& v : s.vars) {
+      auto operand_space = [&](const Operand& o) {
+        if (o.is_const) return Space::dense();
+        const TensorInfo& t = p.tensor(o.access.tensor);
+        if (t.role == Role::SparseInput && o.access.idx.at(1) == v) return Space::level(t.name);
+        if (t.role == Role::Temp)
+          for (size_t d = 0; d < o.access.idx.size(); ++d)
+            if (o.access.idx[d] == v) return temp_space.at(t.name).at(d);
+        return Space::dense();
+      };
+      Space sp;
+      bool is_sum = s.op == Stmt::Op::Add || s.op == Stmt::Op::Sub;
+      for (size_t k = 0; k < s.rhs.size(); ++k) {
+        Space o = operand_space(s.rhs[k]);
+        sp = k == 0 ? o : (is_sum ? (sp | o) : (sp & o));
+      }
+      const TensorInfo& lhs = p.tensor(s.lhs.tensor);
+      if (!lhs.pattern.empty() && s.lhs.idx.at(1) == v) sp = sp & Space::level(lhs.pattern);
+      m[s.id][v] = sp;
+    }
+    if (p.tensor(s.lhs.tensor).role == Role::Temp) {
+      std::vector<Space> dims;
+      for (auto& v : s.lhs.idx) dims.push_back(m[s.id][v]);
+      temp_space[s.lhs.tensor] = dims;
+    }
+  }
+  return m;
+}
+
+SpaceMap propagate_spaces(const Program& p) {
+  SpaceMap m = initial_spaces(p);
+  for (int s = static_cast<int>(p.stmts.size()) - 1; s >= 0; --s) {
+    const Stmt& st = p.stmts[s];
+    if (p.tensor(st.lhs.tensor).role != Role::Temp) continue;
+    for (size_t d = 0; d < st.lhs.idx.size(); ++d) {
+      bool any = false;
+      Space need;
+      for (size_t c = s + 1; c < p.stmts.size(); ++c)
+        for (auto& o : p.stmts[c].rhs) {
+          if (o.is_const || o.access.tensor != st.lhs.tensor) continue;
+          const Space& cs = m[c].at(o.access.idx.at(d));
+          need = any ? (need | cs) : cs;
+          any = true;
+        }
+      if (any) m[s][st.lhs.idx[d]] = m[s][st.lhs.idx[d]] & need;
+    }
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------- trees
+std::unique_ptr<Node> Node::root() { return std::make_unique<Node>(); }
+
+std::unique_ptr<Node> Node::loop(const std::string& var, const Space& space) {
+  auto n = std::make_unique<Node>();
+  n->kind = Kind::Loop;
+  n->var = var;
+  n->space = space;
+  return n;
+}
+
+std::unique_ptr<Node> Node::compute(int stmt) {
+  auto n = std::make_unique<Node>();
+  n->kind = Kind::Compute;
+  n->stmt = stmt;
+  return n;
+}
+
+std::unique_ptr<Node> Node::reset(const std::string& tensor) {
+  auto n = std::make_unique<Node>();
+  n->kind = Kind::Reset;
+  n->tensor = tensor;
+  return n;
+}
+
+std::unique_ptr<Node> Node::clone() const {
+  auto n = std::make_unique<Node>();
+  n->kind = kind;
+  n->var = var;
+  n->space = space;
+  n->stmt = stmt;
+  n->tensor = tensor;
+  n->parallel = parallel;
+  n->balance_by = balance_by;
+  n->simd = simd;
+  n->simd_reduction = simd_reduction;
+  for (auto& k : kids) n->kids.push_back(k->clone());
+  return n;
+}
+
+std::unique_ptr<Node> build_trees(const Program& p, const SpaceMap& spaces) {
+  auto root = Node::root();
+  for (auto& s : p.stmts) {
+    Node* at = root.get();
+    for (auto& v : s.vars) {
+      at->kids.push_back(Node::loop(v, spaces[s.id].at(v)));
+      at = at->kids.back().get();
+    }
+    at->kids.push_back(Node::compute(s.id));
+  }
+  return root;
+}
+
+// ---------------------------------------------------------------- fusion
+namespace {
+
+void collect_stmts(const Node& n, std::vector<int>* out) {
+  if (n.kind == Node::Kind::Compute) out->push_back(n.stmt);
+  for (auto& k : n.kids) collect_stmts(*k, out);
+}
+
+bool same_space(const Node& a, const Node& b) {
+  return a.kind == Node::Kind::Loop && b.kind == Node::Kind::Loop && a.var == b.var && a.space == b.space;
+}
+
+struct SiblingDeps {
+  // order[a][b]: b depends on a (flow, anti or output); input[a][b]: both read one input tensor.
+  std::vector<std::vector<bool>> order, input, prevent;
+};
+
+SiblingDeps sibling_deps(const Program& p, const Node& parent) {
+  size_t n = parent.kids.size();
+  std::vector<std::vector<int>> st(n);
+  for (size_t k = 0; k < n; ++k) collect_stmts(*parent.kids[k], &st[k]);
+  SiblingDeps d;
+  d.order.assign(n, std::vector<bool>(n, false));
+  d.input = d.order;
+  d.prevent = d.order;
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = a + 1; b < n; ++b) {
+      const Node& na = *parent.kids[a];
+      const Node& nb = *parent.kids[b];
+      for (int sa : st[a])
+        for (int sb : st[b]) {
+          const Stmt& A = p.stmts[sa];
+          const Stmt& B = p.stmts[sb];
+          bool flow = B.reads(A.lhs.tensor);
+          bool anti = A.reads(B.lhs.tensor);
+          bool output = A.lhs.tensor == B.lhs.tensor;
+          if (flow || anti || output) d.order[a][b] = true;
+          for (auto& o : A.rhs)
+            if (!o.is_const && p.tensor(o.access.tensor).role != Role::Temp && B.reads(o.access.tensor)) d.input[a][b] = true;
+          // Reduce-then-use: B under loop x may not read a value that A reduces over x.
+          if (flow && na.kind == Node::Kind::Loop && std::count(A.sum_vars.begin(), A.sum_vars.end(), na.var))
+            d.prevent[a][b] = true;
+        }
+      if (!same_space(na, nb)) d.prevent[a][b] = true;
+    }
+  return d;
+}
+
+// Algorithms 1 and 2 of seed 003 on the children of one node, then recursion.
+void fuse_level(const Program& p, Node& parent) {
+  size_t n = parent.kids.size();
+  if (n > 1) {
+    SiblingDeps d = sibling_deps(p, parent);
+    std::vector<size_t> head(n);
+    for (size_t k = 0; k < n; ++k) head[k] = k;
+    auto find = [&](size_t k) {
+      while (head[k] != k) k = head[k];
+      return k;
+    };
+    auto members = [&](size_t g) {
+      std::vector<size_t> m;
+      for (size_t k = 0; k < n; ++k)
+        if (find(k) == g) m.push_back(k);
+      return m;
+    };
+    auto group_order_edge = [&](size_t g, size_t h) {
+      for (size_t a : members(g))
+        for (size_t b : members(h))
+          if (a < b && d.order[a][b]) return true;
+      return false;
+    };
+    // Would merging groups g and h close a cycle through a third group?
+    auto creates_cycle = [&](size_t g, size_t h) {
+      std::vector<size_t> groups;
+      for (size_t k = 0; k < n; ++k)
+        if (find(k) == k && k != g && k != h) groups.push_back(k);
+      std::function<bool(size_t, size_t, std::vector<bool>&)> reach = [&](size_t from, size_t to, std::vector<bool>& seen) {
+        if (from == to) return true;
+        seen[from] = true;
+        for (size_t k = 0; k < n; ++k)
+          if (find(k) == k && !seen[k] && group_order_edge(from, k) && reach(k, to, seen)) return true;
+        return false;
+      };
+      for (size_t w : groups) {
+        std::vector<bool> s1(n, false), s2(n, false), s3(n, false), s4(n, false);
+        bool from_pair = reach(g, w, s1) || reach(h, w, s2);
+        bool to_pair = reach(w, g, s3) || reach(w, h, s4);
+        if (from_pair && to_pair) return true;
+      }
+      return false;
+    };
+    auto prevented = [&](size_t g, size_t h) {
+      for (size_t a : members(g))
+        for (size_t b : members(h))
+          if (d.prevent[std::min(a, b)][std::max(a, b)]) return true;
+      return false;
+    };
+    for (size_t k = 0; k < n; ++k) {
+      bool changed = true;
+      while (changed) {
+        changed = false;
+        size_t g = find(k);
+        for (size_t b = 0; b < n && !changed; ++b) {
+          size_t h = find(b);
+          if (h == g) continue;
+          bool edge = false;
+          for (size_t x : members(g))
+            for (size_t y : members(h))
+              if (x < y && (d.order[x][y] || d.input[x][y])) edge = true;
+          if (!edge || prevented(g, h) || creates_cycle(g, h)) continue;
+          head[h] = g;
+          changed = true;
+        }
+      }
+    }
+    // Merge each group into its first member, then order the groups topologically
+    // (ties by original position).
+    std::vector<size_t> group_ids;
+    for (size_t k = 0; k < n; ++k)
+      if (find(k) == k) group_ids.push_back(k);
+    std::vector<size_t> sorted;
+    std::vector<bool> placed(n, false);
+    while (sorted.size() < group_ids.size()) {
+      for (size_t g : group_ids) {
+        if (placed[g]) continue;
+        bool ready = true;
+        for (size_t h : group_ids)
+          if (h != g && !placed[h] && group_order_edge(h, g)) ready = false;
+        if (ready) {
+          placed[g] = true;
+          sorted.push_back(g);
+          break;
+        }
+      }
+    }
+    std::vector<std::unique_ptr<Node>> old = std::move(parent.kids);
+    parent.kids.clear();
+    for (size_t g : sorted) {
+      std::vector<size_t> ms = members(g);
+      std::unique_ptr<Node> host = std::move(old[ms[0]]);
+      for (size_t m = 1; m < ms.size(); ++m)
+        for (auto& kid : old[ms[m]]->kids) host->kids.push_back(std::move(kid));
+      parent.kids.push_back(std::move(host));
+    }
+  }
+  for (auto& k : parent.kids)
+    if (k->kind == Node::Kind::Loop) fuse_level(p, *k);
+}
+
+// Loop nodes from the root down to every compute node that defines or uses `temp`.
+std::vector<std::vector<const Node*>> paths_of(const Program& p, const Node& root, const std::string& temp, bool defs_only = false) {
+  std::vector<std::vector<const Node*>> out;
+  std::vector<const Node*> stack;
+  std::function<void(const Node&)> walk = [&](const Node& n) {
+    if (n.kind == Node::Kind::Compute) {
+      const Stmt& s = p.stmts[n.stmt];
+      if (s.lhs.tensor == temp || (!defs_only && s.reads(temp))) out.push_back(stack);
+      return;
+    }
+    if (n.kind == Node::Kind::Loop) stack.push_back(&n);
+    for (auto& k : n.kids) walk(*k);
+    if (n.kind == Node::Kind::Loop) stack.pop_back();
+  };
+  walk(root);
+  return out;
+}
+
+std::vector<const Node*> common_prefix(const std::vector<std::vector<const Node*>>& paths) {
+  std::vector<const Node*> prefix;
+  if (paths.empty()) return prefix;
+  for (size_t d = 0;; ++d) {
+    for (auto& pth : paths)
+      if (d >= pth.size() || pth[d] != paths[0][d]) return prefix;
+    prefix.push_back(paths[0][d]);
+  }
+}
+
+}  // namespace
+
+void fuse(const Program& p, Node& root) { fuse_level(p, root); }
+
+const Node* home_of(const Program& p, const Node& root, const std::string& temp) {
+  auto prefix = common_prefix(paths_of(p, root, temp));
+  return prefix.empty() ? nullptr : prefix.back();
+}
+
+// ---------------------------------------------------------------- memory
+void shrink_temporaries(Program& p, Node& root) {
+  for (auto& name : p.temps) {
+    TensorInfo& t = p.tensors.at(name);
+    auto paths = paths_of(p, root, name);
+    auto prefix = common_prefix(paths);
+    std::vector<std::string> kept;
+    for (auto& v : t.dims) {
+      bool common = std::any_of(prefix.begin(), prefix.end(), [&](const Node* n) { return n->var == v; });
+      if (!common) kept.push_back(v);
+    }
+    t.kept_dims = kept;
+    t.shrunk = true;
+    t.compressed_by.clear();
+    // Sparsify: the last kept dimension iterates the same sparse level in every definition and
+    // use. Stored by position within the row when the row loop is common to all of them, or by
+    // absolute position when the row is the other kept dimension.
+    t.compressed_global = false;
+    if (!kept.empty()) {
+      std::string level;
+      bool ok = true;
+      for (auto& pth : paths) {
+        const Node* loop = nullptr;
+        for (size_t d = prefix.size(); d < pth.size(); ++d)
+          if (pth[d]->var == kept.back()) loop = pth[d];
+        std::string l;
+        if (!loop || !loop->space.single_level(&l) || l.empty() || (!level.empty() && l != level)) {
+          ok = false;
+          break;
+        }
+        level = l;
+      }
+      if (ok && !level.empty()) {
+        std::string row = p.row_var(level);
+        bool row_bound = std::any_of(prefix.begin(), prefix.end(), [&](const Node* n) { return n->var == row; });
+        if (kept.size() == 1 && row_bound) {
+          t.compressed_by = level;
+        } else if (kept.size() == 2 && kept[0] == row) {
+          t.compressed_by = level;
+          t.compressed_global = true;
+        }
+      }
+    }
+    bool accumulates = false;
+    for (auto& s : p.stmts)
+      if (s.lhs.tensor == name && s.accumulate) accumulates = true;
+    if (accumulates) {
+      Node* home = prefix.empty() ? &root : const_cast<Node*>(prefix.back());
+      home->kids.insert(home->kids.begin(), Node::reset(name));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- CPU schedule
+void schedule_cpu(const Program& p, Node& root) {
+  for (auto& top : root.kids) {
+    if (top->kind != Node::Kind::Loop) continue;
+    std::vector<int> st;
+    collect_stmts(*top, &st);
+    bool summed = false;
+    for (int s : st)
+      if (std::count(p.stmts[s].sum_vars.begin(), p.stmts[s].sum_vars.end(), top->var)) summed = true;
+    if (summed || !top->space.is_dense()) continue;
+    top->parallel = true;
+    std::function<void(const Node&)> find_level = [&](const Node& n) {
+      std::string l;
+      if (n.kind == Node::Kind::Loop && n.space.single_level(&l) && !l.empty() && p.row_var(l) == top->var && top->balance_by.empty())
+        top->balance_by = l;
+      for (auto& k : n.kids) find_level(*k);
+    };
+    find_level(*top);
+  }
+  std::function<void(Node&)> mark_simd = [&](Node& n) {
+    for (auto& k : n.kids) mark_simd(*k);
+    if (n.kind != Node::Kind::Loop || !n.space.is_dense() || n.parallel) return;
+    std::string reduction;
+    for (auto& k : n.kids) {
+      if (k->kind != Node::Kind::Compute) return;
+      const Stmt& s = p.stmts[k->stmt];
+      const TensorInfo& t = p.tensor(s.lhs.tensor);
+      const auto& dims = t.role == Role::Temp ? t.kept_dims : t.dims;
+      if (std::count(dims.begin(), dims.end(), n.var)) continue;
+      // The statement reduces over this loop: only a scalar temporary can be a simd reduction.
+      if (!s.accumulate || t.role != Role::Temp || !dims.empty() || !reduction.empty()) return;
+      reduction = t.name;
+    }
+    n.simd = true;
+    n.simd_reduction = reduction;
+  };
+  mark_simd(root);
+}
+
+// ---------------------------------------------------------------- printing
+std::string print_tree(const Program& p, const Node& root) {
+  std::ostringstream os;
+  auto label_access = [&](const Access& a) {
+    const TensorInfo& t = p.tensor(a.tensor);
+    std::vector<std::string> idx;
+    if (t.role == Role::Temp) {
+      for (size_t d = 0; d < a.idx.size(); ++d)
+        if (std::count(t.kept_dims.begin(), t.kept_dims.end(), t.dims[d])) idx.push_back(a.idx[d]);
+    } else {
+      idx = a.idx;
+    }
+    return Access{a.tensor, idx};
+  };
+  std::function<void(const Node&, int)> rec = [&](const Node& n, int depth) {
+    std::string pad(static_cast<size_t>(depth) * 2, ' ');
+    switch (n.kind) {
+      case Node::Kind::Root: os << pad << "root\n"; break;
+      case Node::Kind::Loop:
+        os << pad << "for " << n.var << " in " << n.space.str();
+        if (n.parallel) os << "  [parallel" << (n.balance_by.empty() ? "" : ", balanced by " + n.balance_by + " nonzeros") << "]";
+        if (n.simd) os << "  [simd" << (n.simd_reduction.empty() ? "" : " reduction(+:" + n.simd_reduction + ")") << "]";
+        os << "\n";
+        break;
+      case Node::Kind::Compute: {
+        Stmt s = p.stmts[n.stmt];
+        s.lhs = label_access(s.lhs);
+        for (auto& o : s.rhs)
+          if (!o.is_const) o.access = label_access(o.access);
+        os << pad << "S" << n.stmt << ": " << to_string(s) << "\n";
+        break;
+      }
+      case Node::Kind::Reset: {
+        const TensorInfo& t = p.tensor(n.tensor);
+        os << pad << "reset " << n.tensor;
+        if (!t.kept_dims.empty()) {
+          os << "(";
+          for (size_t d = 0; d < t.kept_dims.size(); ++d) os << (d ? "," : "") << t.kept_dims[d];
+          os << ")";
+        }
+        os << "\n";
+        break;
+      }
+    }
+    for (auto& k : n.kids) rec(*k, depth + 1);
+  };
+  rec(root, 0);
+  bool any = false;
+  for (auto& name : p.temps) {
+    const TensorInfo& t = p.tensor(name);
+    if (!t.shrunk) continue;
+    if (!any) os << "temporaries:\n";
+    any = true;
+    os << "  " << name << "(";
+    for (size_t d = 0; d < t.dims.size(); ++d) os << (d ? "," : "") << t.dims[d];
+    os << ") -> ";
+    if (t.kept_dims.empty()) {
+      os << "scalar";
+    } else {
+      os << "(";
+      for (size_t d = 0; d < t.kept_dims.size(); ++d) os << (d ? "," : "") << t.kept_dims[d];
+      os << ")";
+      if (t.compressed_by.empty()) os << " dense";
+      else os << " compressed by " << t.compressed_by << (t.compressed_global ? " positions" : " row positions");
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+// ---------------------------------------------------------------- pipeline
+std::unique_ptr<Compiled> compile(const OpSpec& spec) {
+  auto c = std::make_unique<Compiled>();
+  c->spec = spec;
+  c->program = decompose(c->spec);
+  Program& p = c->program;
+  c->stages.emplace_back("decomposed", print_program(p));
+  auto tree = build_trees(p, initial_spaces(p));
+  c->stages.emplace_back("index trees", print_tree(p, *tree));
+  tree = build_trees(p, propagate_spaces(p));
+  c->stages.emplace_back("after iteration-space propagation", print_tree(p, *tree));
+  fuse(p, *tree);
+  c->stages.emplace_back("after trie fusion", print_tree(p, *tree));
+  shrink_temporaries(p, *tree);
+  c->stages.emplace_back("after temporary shrinking", print_tree(p, *tree));
+  schedule_cpu(p, *tree);
+  c->stages.emplace_back("CPU schedule", print_tree(p, *tree));
+  c->tree = std::move(tree);
+  return c;
+}
+
+}  // namespace gnnfuse::codegen

@@ -1,0 +1,69 @@
+// Torch-free building blocks that generated CPU kernels call: dtype tags, the accumulation
+// type, parallel loops over row chunks balanced by nonzeros.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/parallel.h"
+
+namespace gnnfuse::runtime {
+
+enum class DType { Float32, Float64 };
+enum class IType { Int32, Int64 };
+
+// Accumulation type: float and double accumulate in themselves; reduced precisions (later)
+// accumulate in float.
+template <typename T>
+struct AccType {
+  using type = T;
+};
+template <typename T>
+using acc_t = typename AccType<T>::type;
+
+[[noreturn]] inline void unsupported(const char* op, DType d, IType i) {
+  throw std::runtime_error(std::string("gnnfuse::") + op + ": no kernel for dtype " +
+                           std::to_string(static_cast<int>(d)) + " and index dtype " + std::to_string(static_cast<int>(i)));
+}
+
+// Chunks per thread: enough to even out rows of unequal cost, few enough to keep scheduling cheap.
+constexpr int64_t kChunksPerThread = 8;
+
+// Row boundaries [b_0 = 0, ..., b_c = rows] splitting `rows` rows into chunks of about equal
+// work, where a row costs (its nonzeros + 1). O(chunks * log rows).
+template <typename index_t>
+std::vector<int64_t> balanced_chunks(const index_t* rowptr, int64_t rows) {
+  std::vector<int64_t> b{0};
+  if (rows <= 0) return b;
+  const int64_t nnz = static_cast<int64_t>(rowptr[rows]);
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rows, max_threads() * kChunksPerThread));
+  const int64_t total = nnz + rows;
+  for (int64_t c = 1; c < chunks; ++c) {
+    const int64_t target = total * c / chunks;
+    // First row r with rowptr[r] + r >= target.
+    int64_t lo = b.back(), hi = rows;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (static_cast<int64_t>(rowptr[mid]) + mid < target) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > b.back() && lo < rows) b.push_back(lo);
+  }
+  b.push_back(rows);
+  return b;
+}
+
+// Row boundaries splitting `rows` rows into equal chunks.
+inline std::vector<int64_t> even_chunks(int64_t rows) {
+  std::vector<int64_t> b{0};
+  if (rows <= 0) return b;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rows, max_threads() * kChunksPerThread));
+  for (int64_t c = 1; c < chunks; ++c) b.push_back(rows * c / chunks);
+  b.push_back(rows);
+  return b;
+}
+
+}  // namespace gnnfuse::runtime
