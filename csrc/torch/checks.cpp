@@ -1,0 +1,224 @@
+#include "torch/checks.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+namespace gnnfuse::checks {
+namespace {
+
+// Elements per parallel task in the O(N + E) value scans.
+constexpr int64_t kScanGrain = int64_t{1} << 16;
+// Elements per branch-free block inside a task.
+constexpr int64_t kScanBlock = 1024;
+
+// Raises "gnnfuse::<op>: argument '<arg>' <what...>". Callers end <what...> with "(got ...)".
+template <typename... Args>
+[[noreturn]] void fail(const char* op, const char* arg, const Args&... what) {
+  TORCH_CHECK(false, "gnnfuse::", op, ": argument '", arg, "' ", what...);
+}
+
+// The name a PyTorch user knows a dtype by (torch.float32 rather than Float).
+const char* dtype_name(at::ScalarType s) {
+  switch (s) {
+    case at::kBool: return "bool";
+    case at::kByte: return "uint8";
+    case at::kChar: return "int8";
+    case at::kShort: return "int16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    default: return c10::toString(s);
+  }
+}
+
+void defined(const char* op, const char* arg, const at::Tensor& t) {
+  if (!t.defined()) fail(op, arg, "must be a tensor (got an undefined tensor)");
+}
+
+void ndim_eq(const char* op, const char* arg, const at::Tensor& t, int64_t ndim) {
+  if (t.dim() != ndim) {
+    fail(op, arg, "must be ", ndim, "-D (got a ", t.dim(), "-D tensor of shape ", t.sym_sizes(), ")");
+  }
+}
+
+// Smallest i in [0, n) with bad(i), or n when there is none. Each task scans its range
+// in blocks with a branch-free OR (vectorisable) and pins the position only inside a
+// block that holds a violation; tasks past an already known violation stop early.
+template <typename Bad>
+int64_t first_violation(int64_t n, const Bad& bad) {
+  std::atomic<int64_t> first{n};
+  at::parallel_for(0, n, kScanGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; b += kScanBlock) {
+      if (b >= first.load(std::memory_order_relaxed)) return;
+      const int64_t e = std::min(end, b + kScanBlock);
+      unsigned any = 0;
+      for (int64_t i = b; i < e; ++i) any |= static_cast<unsigned>(bad(i));
+      if (any == 0) continue;
+      int64_t i = b;
+      while (!bad(i)) ++i;
+      int64_t seen = first.load(std::memory_order_relaxed);
+      while (i < seen && !first.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
+      }
+      return;
+    }
+  });
+  return first.load();
+}
+
+template <typename index_t>
+void csr_values(const char* op, const index_t* rowptr, int64_t rows, const index_t* col,
+                int64_t nnz, int64_t num_cols) {
+  if (rowptr[0] != 0) fail(op, "rowptr", "must start at 0 (got rowptr[0] = ", rowptr[0], ")");
+
+  const int64_t drop = first_violation(rows, [rowptr](int64_t i) { return rowptr[i + 1] < rowptr[i]; });
+  if (drop < rows) {
+    fail(op, "rowptr", "must be non-decreasing (got rowptr[", drop, "] = ", rowptr[drop], " > rowptr[",
+         drop + 1, "] = ", rowptr[drop + 1], ")");
+  }
+  if (static_cast<int64_t>(rowptr[rows]) != nnz) {
+    fail(op, "rowptr", "must end at the number of edges col.numel() = ", nnz, " (got rowptr[", rows,
+         "] = ", rowptr[rows], ")");
+  }
+
+  if (num_cols < 0) return;
+  // One unsigned comparison catches both c < 0 and c >= num_cols.
+  const auto bound = static_cast<uint64_t>(num_cols);
+  const int64_t bad = first_violation(nnz, [col, bound](int64_t p) {
+    return static_cast<uint64_t>(static_cast<int64_t>(col[p])) >= bound;
+  });
+  if (bad < nnz) {
+    fail(op, "col", "must hold column indices in [0, ", num_cols, ") (got col[", bad, "] = ", col[bad],
+         ")");
+  }
+}
+
+template <typename index_t>
+void edge_index_values(const char* op, const index_t* ei, int64_t num_edges, int64_t num_nodes) {
+  const auto bound = static_cast<uint64_t>(num_nodes);
+  const int64_t bad = first_violation(2 * num_edges, [ei, bound](int64_t p) {
+    return static_cast<uint64_t>(static_cast<int64_t>(ei[p])) >= bound;
+  });
+  if (bad < 2 * num_edges) {
+    fail(op, "edge_index", "must hold node indices in [0, ", num_nodes, ") (got edge_index[",
+         bad / num_edges, ", ", bad % num_edges, "] = ", ei[bad], ")");
+  }
+}
+
+}  // namespace
+
+void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  index_tensor(op, "rowptr", rowptr);
+  index_tensor(op, "col", col);
+  same_dtype(op, "col", col, "rowptr", rowptr);
+  same_device(op, "col", col, "rowptr", rowptr);
+  if (rowptr.sym_numel() < 1) {
+    fail(op, "rowptr", "must have at least one element (got an empty tensor)");
+  }
+  // Value checks on other devices would cost a synchronisation and a device kernel.
+  if (!rowptr.device().is_cpu()) return;
+
+  const at::Tensor rowptr_c = rowptr.contiguous();
+  const at::Tensor col_c = col.contiguous();
+  AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csr", [&] {
+    csr_values<index_t>(op, rowptr_c.const_data_ptr<index_t>(), rowptr.numel() - 1,
+                        col_c.const_data_ptr<index_t>(), col.numel(), num_cols);
+  });
+}
+
+void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes) {
+  defined(op, "edge_index", edge_index);
+  const at::ScalarType s = edge_index.scalar_type();
+  if (s != at::kInt && s != at::kLong) {
+    fail(op, "edge_index", "must be an int32 or int64 tensor (got ", dtype_name(s), ")");
+  }
+  if (edge_index.dim() != 2 || edge_index.sym_size(0) != 2) {
+    fail(op, "edge_index", "must have shape [2, E] (got shape ", edge_index.sym_sizes(), ")");
+  }
+  non_negative(op, "num_nodes", num_nodes);
+  // Symbolic sizes (tracing) are checked when the CPU kernel runs on real ones.
+  if (!edge_index.device().is_cpu()) return;
+  const int64_t num_edges = edge_index.size(1);
+  // Row pointers share edge_index's dtype and count up to E.
+  if (s == at::kInt && num_edges > std::numeric_limits<int32_t>::max()) {
+    fail(op, "edge_index", "must have at most ", std::numeric_limits<int32_t>::max(),
+         " edges when int32, use int64 (got ", num_edges, " edges)");
+  }
+  if (num_edges == 0) return;
+
+  const at::Tensor ei = edge_index.contiguous();
+  AT_DISPATCH_INDEX_TYPES(s, "gnnfuse::checks::edge_index", [&] {
+    edge_index_values<index_t>(op, ei.const_data_ptr<index_t>(), num_edges, num_nodes);
+  });
+}
+
+void non_negative(const char* op, const char* arg, int64_t value) {
+  if (value < 0) fail(op, arg, "must be non-negative (got ", value, ")");
+}
+
+void index_tensor(const char* op, const char* arg, const at::Tensor& t) {
+  defined(op, arg, t);
+  const at::ScalarType s = t.scalar_type();
+  if (s != at::kInt && s != at::kLong) {
+    fail(op, arg, "must be an int32 or int64 tensor (got ", dtype_name(s), ")");
+  }
+  ndim_eq(op, arg, t, 1);
+}
+
+void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim) {
+  defined(op, arg, t);
+  const at::ScalarType s = t.scalar_type();
+  if (s != at::kFloat && s != at::kDouble) {
+    fail(op, arg, "must be a float32 or float64 tensor (got ", dtype_name(s), ")");
+  }
+  ndim_eq(op, arg, t, ndim);
+}
+
+void same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
+                const at::Tensor& ref) {
+  if (t.scalar_type() != ref.scalar_type()) {
+    fail(op, arg, "must have the dtype of '", ref_arg, "', ", dtype_name(ref.scalar_type()), " (got ",
+         dtype_name(t.scalar_type()), ")");
+  }
+}
+
+void same_device(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
+                 const at::Tensor& ref) {
+  if (t.device() != ref.device()) {
+    fail(op, arg, "must be on the device of '", ref_arg, "', ", ref.device(), " (got ", t.device(), ")");
+  }
+}
+
+void size_eq(const char* op, const char* arg, const at::Tensor& t, int64_t dim, int64_t expected,
+             const char* what) {
+  if (dim >= t.dim() || dim < -t.dim()) {
+    fail(op, arg, "must have a dimension ", dim, " (got a ", t.dim(), "-D tensor of shape ", t.sym_sizes(),
+         ")");
+  }
+  const c10::SymInt size = t.sym_size(dim);
+  if (size != expected) {
+    fail(op, arg, "must have size(", dim, ") equal to ", what, " = ", expected, " (got ", size,
+         ", shape ", t.sym_sizes(), ")");
+  }
+}
+
+void nonempty(const char* op, const char* arg, const at::Tensor& rowptr) {
+  if (rowptr.sym_numel() < 1) fail(op, arg, "must hold at least one row pointer (n + 1 for n rows) (got 0 elements)");
+}
+
+void sym_size_eq(const char* op, const char* arg, const at::Tensor& t, int64_t dim,
+                 const c10::SymInt& expected, const char* what) {
+  if (dim >= t.dim()) fail(op, arg, "needs a dimension ", dim, " of size ", expected, " (", what, ") (got ", t.dim(), " dimensions)");
+  const c10::SymInt got = t.sym_size(dim);
+  if (got != expected) fail(op, arg, "has size ", got, " in dimension ", dim, ", expected ", expected, " (", what, ") (got shape ", t.sym_sizes(), ")");
+}
+
+}  // namespace gnnfuse::checks

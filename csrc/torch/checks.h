@@ -1,0 +1,67 @@
+// Input validation for every gnnfuse op: the only place checks live.
+//
+// Every failure raises c10::Error through TORCH_CHECK (RuntimeError in Python)
+// with a message of the form
+//     gnnfuse::<op>: argument '<arg>' <what is wrong> (got <value>)
+// so a user sees which op, which argument and which value is at fault.
+//
+// Shape, dtype and device checks also work on symbolic sizes, so Meta kernels (torch.compile,
+// torch.export) share them; checks that read values run for CPU tensors only.
+//
+// None of these functions requires contiguous inputs: checks that read values
+// go through a contiguous view (a no-op for contiguous tensors). Kernels that
+// read raw pointers make their own contiguous copies.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/SymInt.h>
+
+namespace gnnfuse::checks {
+
+// A CSR matrix over target rows (see docs/CONTRACTS.md):
+//  - rowptr and col are 1-D, int32 or int64, of the same dtype, on the same device;
+//  - rowptr.numel() >= 1, rowptr[0] == 0, rowptr is non-decreasing,
+//    rowptr[-1] == col.numel();
+//  - every col value is in [0, num_cols) when num_cols >= 0 (num_cols < 0: unchecked).
+// The value checks (O(N + E), parallel over col) run for CPU tensors only;
+// for other devices only dtypes, shapes and devices are checked.
+void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols);
+
+// An index tensor: int32 or int64, 1-D.
+void index_tensor(const char* op, const char* arg, const at::Tensor& t);
+
+// A floating tensor: float32 or float64, with exactly `ndim` dimensions.
+void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim);
+
+// `t` has the dtype of `ref` (named `ref_arg` in the message).
+void same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
+                const at::Tensor& ref);
+
+// `t` lives on the device of `ref` (named `ref_arg` in the message).
+void same_device(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
+                 const at::Tensor& ref);
+
+// t.size(dim) == expected; `what` names the expected extent in the message,
+// e.g. "the number of rows (rowptr.numel() - 1)". A dim past t.dim() is itself an error.
+void size_eq(const char* op, const char* arg, const at::Tensor& t, int64_t dim, int64_t expected,
+             const char* what);
+
+// A PyG edge_index: int32 or int64, shape [2, E] (row 0 sources, row 1 targets), every value
+// in [0, num_nodes), num_nodes >= 0, and E small enough for int32 row pointers when int32.
+// Values are checked for CPU tensors only.
+void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes);
+
+// A scalar argument that counts something: value >= 0.
+void non_negative(const char* op, const char* arg, int64_t value);
+
+// rowptr.numel() >= 1 (a CSR over n rows has n + 1 row pointers). Shape only: Meta-safe.
+void nonempty(const char* op, const char* arg, const at::Tensor& rowptr);
+
+// t.sym_size(dim) == expected, for symbolic (Meta) and concrete sizes alike; `what` names the
+// expected extent. A dim past t.dim() is itself an error.
+void sym_size_eq(const char* op, const char* arg, const at::Tensor& t, int64_t dim,
+                 const c10::SymInt& expected, const char* what);
+
+}  // namespace gnnfuse::checks
