@@ -1,0 +1,22 @@
+"""gnnfuse: generated sparse (fused) operators for graph neural networks in PyTorch.
+
+Importing the package loads the compiled operator library once, which registers
+``torch.ops.gnnfuse.{spmm, sddmm, sddmm_spmm, edge_index_to_csr, csr_transpose}``.
+Set ``GNNFUSE_LIBRARY=/path/to/libgnnfuse.so`` to load a specific build.
+
+>>> import torch, gnnfuse
+>>> edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])   # row 0 source, row 1 target
+>>> g = gnnfuse.Graph.from_edge_index(edge_index, num_nodes=3)
+>>> y = gnnfuse.ops.spmm(g, torch.randn(3, 8))
+"""
+
+from ._version import __version__
+from ._library import library_path, load_library as _load_library
+
+_load_library()
+
+from . import ops  # noqa: E402
+from .graph import Graph  # noqa: E402
+from .ops import sddmm, sddmm_spmm, spmm  # noqa: E402
+
+__all__ = ["Graph", "ops", "spmm", "sddmm", "sddmm_spmm", "library_path", "__version__"]

@@ -1,0 +1,96 @@
+"""Finding and loading the compiled gnnfuse operator library.
+
+The build (CMake, driven by ``setup.py``) produces a plain shared library that
+registers every op under ``torch.ops.gnnfuse`` when it is loaded; it is copied
+next to this file as ``_gnnfuse*.so``.  It is *not* a Python extension module:
+it is loaded with :func:`torch.ops.load_library`.
+
+Search order:
+
+1. the environment variable ``GNNFUSE_LIBRARY`` (a path to the ``.so``), handy
+   for running against a CMake build folder, e.g.
+   ``GNNFUSE_LIBRARY=build/libgnnfuse.so``;
+2. ``_gnnfuse*.so`` in this package's directory.
+
+The library is loaded at most once per process.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import List, Optional
+
+import torch
+
+__all__ = ["ENV_VAR", "library_path", "load_library", "find_library"]
+
+ENV_VAR = "GNNFUSE_LIBRARY"
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_LOADED_PATH: Optional[str] = None
+
+
+def _candidates() -> List[str]:
+    pattern = os.path.join(_PACKAGE_DIR, "_gnnfuse*.so")
+    return sorted(glob.glob(pattern))
+
+
+def find_library() -> str:
+    """Return the path of the library to load; raise ImportError if there is none."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        path = os.path.abspath(os.path.expanduser(env))
+        if not os.path.isfile(path):
+            raise ImportError(
+                f"gnnfuse: {ENV_VAR} is set to {env!r}, but no such file exists"
+            )
+        return path
+
+    found = _candidates()
+    if not found:
+        raise ImportError(
+            "gnnfuse: the compiled operator library was not found "
+            f"(looked for {os.path.join(_PACKAGE_DIR, '_gnnfuse*.so')}). "
+            "Build it with `pip install --no-build-isolation -e .` from the repository "
+            f"root, or point {ENV_VAR} at a built libgnnfuse.so "
+            "(e.g. build/libgnnfuse.so)."
+        )
+    if len(found) > 1:
+        # Two copies would both try to define TORCH_LIBRARY(gnnfuse): refuse rather
+        # than load an arbitrary one.
+        raise ImportError(
+            "gnnfuse: several compiled libraries found next to the package, remove "
+            f"the stale ones or set {ENV_VAR}: {found}"
+        )
+    return found[0]
+
+
+def load_library() -> str:
+    """Load the operator library once and return its path."""
+    global _LOADED_PATH
+    if _LOADED_PATH is not None:
+        return _LOADED_PATH
+    path = find_library()
+    if path in torch.ops.loaded_libraries:  # loaded by hand before importing gnnfuse
+        _LOADED_PATH = path
+        return path
+    try:
+        torch.ops.load_library(path)
+    except OSError as err:  # dlopen failure: missing symbols, wrong torch, ...
+        cause = err.__cause__ if err.__cause__ is not None else err  # torch wraps dlopen's error
+        raise ImportError(
+            f"gnnfuse: failed to load the operator library {path}: {cause}\n"
+            f"(it must be built against the installed torch {torch.__version__})"
+        ) from err
+    if not hasattr(torch.ops.gnnfuse, "spmm"):
+        raise ImportError(
+            f"gnnfuse: loaded {path}, but it registered no torch.ops.gnnfuse.spmm"
+        )
+    _LOADED_PATH = path
+    return path
+
+
+def library_path() -> Optional[str]:
+    """Path of the loaded library, or None before :func:`load_library`."""
+    return _LOADED_PATH

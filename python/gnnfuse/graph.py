@@ -1,0 +1,286 @@
+"""The :class:`Graph`: a CSR over target nodes, as every gnnfuse op expects.
+
+Convention (PyG): ``edge_index[0]`` holds the source ``j``, ``edge_index[1]`` the
+target ``i``; messages flow ``j -> i``.  Row ``i`` of the CSR lists the sources
+of target ``i``, ``col[rowptr[i]:rowptr[i+1]]``, sorted ascending.  Per-edge
+tensors (weights, scores) handed to the ops are in that (``col``) order; for a
+graph built from ``edge_index``, ``g.perm`` maps the input edge order to it:
+``w_csr = w[g.perm]`` (see :meth:`Graph.permute_edge_values`).
+
+A ``Graph`` only holds plain tensors (``rowptr``, ``col``, ``perm``, optional
+``values``) and integers; the ops themselves take tensors, so TorchScript,
+``torch.compile`` and C++ callers never see this class.
+
+Index tensors are int32 or int64; the dtype given is kept.  All checking of
+index data is done by the C++ ops (``csrc/torch/checks.h``), which raise
+``RuntimeError("gnnfuse::<op>: argument '<name>' ... (got <value>)")``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["Graph"]
+
+
+def _infer_num_nodes(index: Tensor) -> int:
+    """``max index + 1``, or 0 for an empty index tensor (eager only: it syncs)."""
+    if index.numel() == 0:
+        return 0
+    return int(index.max()) + 1
+
+
+class Graph:
+    """A graph stored as a CSR over target nodes (rows = targets, columns = sources).
+
+    Build one with :meth:`from_edge_index`, :meth:`from_csr` or :meth:`from_sparse`;
+    the constructor itself trusts its arguments and checks nothing.
+
+    Attributes:
+        rowptr: ``[num_nodes + 1]`` row pointers (int32 or int64).
+        col: ``[num_edges]`` source of each edge, sorted within each row
+            (same dtype as ``rowptr``).
+        num_nodes: number of target nodes (CSR rows).
+        num_src_nodes: number of source nodes (CSR columns); equals
+            ``num_nodes`` unless the graph is bipartite.  ``x`` passed to
+            :func:`gnnfuse.ops.spmm` has this many rows.
+        perm: int64 ``[num_edges]`` or None; for a graph built from
+            ``edge_index``, CSR position ``p`` holds input edge ``perm[p]``.
+        values: per-edge values in CSR order (the values of the sparse tensor a
+            graph was built from with :meth:`from_sparse`), or None.  The ops in
+            :mod:`gnnfuse.ops` use them as edge weights when no ``edge_weight``
+            is given.
+    """
+
+    def __init__(
+        self,
+        rowptr: Tensor,
+        col: Tensor,
+        num_nodes: Optional[int] = None,
+        num_src_nodes: Optional[int] = None,
+        perm: Optional[Tensor] = None,
+        values: Optional[Tensor] = None,
+    ) -> None:
+        self.rowptr = rowptr
+        self.col = col
+        self.num_nodes = rowptr.numel() - 1 if num_nodes is None else num_nodes
+        self.num_src_nodes = self.num_nodes if num_src_nodes is None else num_src_nodes
+        self.perm = perm
+        self.values = values
+        self._csc: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+
+    # ------------------------------------------------------------------ builders
+    @classmethod
+    def from_edge_index(
+        cls,
+        edge_index: Tensor,
+        num_nodes: Optional[int] = None,
+        num_src_nodes: Optional[int] = None,
+    ) -> "Graph":
+        """Build the CSR of a PyG-style ``edge_index`` (``[2, E]``, row 0 source, row 1 target).
+
+        Runs the registered op ``torch.ops.gnnfuse.edge_index_to_csr`` (which
+        validates the indices), so this works under ``torch.compile`` and the
+        result keeps ``edge_index``'s dtype.  Duplicate edges are kept, in input
+        order (the sort is stable).
+
+        The op checks every index against its ``num_nodes`` argument.  With
+        ``num_src_nodes <= num_nodes`` that is ``num_nodes`` (sources in
+        ``[num_src_nodes, num_nodes)`` are caught by each op call instead, which
+        checks ``col < x.size(0)``); with ``num_src_nodes > num_nodes`` the op
+        runs with ``num_src_nodes`` rows and the extra (empty) rows are cut off,
+        which reads one value (a graph break under ``torch.compile``).
+
+        Args:
+            edge_index: int32 or int64 ``[2, E]``.
+            num_nodes: number of targets; default ``edge_index.max() + 1`` (0 for
+                no edges), or ``edge_index[1].max() + 1`` when ``num_src_nodes``
+                is given.  Pass it explicitly inside compiled code: inferring it
+                reads a value from the tensor.
+            num_src_nodes: number of sources, if not ``num_nodes`` (bipartite).
+        """
+        if num_nodes is None:
+            if num_src_nodes is None:
+                num_nodes = _infer_num_nodes(edge_index)
+            else:
+                num_nodes = _infer_num_nodes(edge_index[1])
+        if num_src_nodes is None or num_src_nodes <= num_nodes:
+            rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(edge_index, num_nodes)
+            return cls(rowptr, col, num_nodes, num_src_nodes, perm=perm)
+        # More sources than targets: edge_index_to_csr bounds every index by its num_nodes,
+        # so convert with num_src_nodes rows and keep the first num_nodes, which hold every
+        # edge exactly when no target is >= num_nodes (one scalar read).
+        rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(edge_index, num_src_nodes)
+        if int(rowptr[num_nodes]) != col.numel():
+            dst = edge_index[1]
+            bad = int(dst[dst >= num_nodes][0])
+            raise RuntimeError(
+                "gnnfuse.Graph.from_edge_index: argument 'edge_index' must hold target "
+                f"indices in [0, {num_nodes}) (got {bad})"
+            )
+        return cls(rowptr[: num_nodes + 1], col, num_nodes, num_src_nodes, perm=perm)
+
+    @classmethod
+    def from_csr(
+        cls,
+        rowptr: Tensor,
+        col: Tensor,
+        num_nodes: Optional[int] = None,
+        num_src_nodes: Optional[int] = None,
+        *,
+        values: Optional[Tensor] = None,
+        validate: bool = True,
+    ) -> "Graph":
+        """Wrap an existing CSR (rows = targets, sources sorted within each row).
+
+        With ``validate=True`` the CSR is checked once, here, by the same C++
+        validation every op runs (dtypes, 1-D, ``rowptr[0] == 0``, monotone,
+        ``rowptr[-1] == col.numel()``, ``0 <= col < num_src_nodes``): the graph
+        is passed through ``torch.ops.gnnfuse.spmm`` with a zero-width feature
+        matrix, one pass over ``rowptr`` and ``col`` that allocates nothing of
+        size ``nnz``.  Errors are the op's ``RuntimeError`` (they name
+        ``gnnfuse::spmm`` and the offending argument).  Sortedness of the columns
+        within a row is not checked.
+
+        Args:
+            rowptr, col: int32 or int64, the same dtype.
+            num_nodes: number of rows; must equal ``rowptr.numel() - 1`` if given.
+            num_src_nodes: number of columns; default ``num_nodes``.
+            values: optional per-edge values in CSR order (kept as ``g.values``).
+            validate: run the check described above.
+        """
+        rows = rowptr.numel() - 1
+        if num_nodes is None:
+            num_nodes = rows
+        elif num_nodes != rows:
+            raise ValueError(
+                f"gnnfuse.Graph.from_csr: num_nodes={num_nodes} does not match "
+                f"rowptr.numel() - 1 = {rows}"
+            )
+        if num_src_nodes is None:
+            num_src_nodes = num_nodes
+        if validate:
+            _validate_csr(rowptr, col, num_src_nodes)
+        return cls(rowptr, col, num_nodes, num_src_nodes, perm=None, values=values)
+
+    @classmethod
+    def from_sparse(cls, t: Tensor, *, validate: bool = True) -> "Graph":
+        """Build a graph from a 2-D torch sparse matrix ``A`` (``[num_nodes, num_src_nodes]``).
+
+        Rows are targets: ``A[i, j] != 0`` is an edge ``j -> i``.  A sparse CSR
+        tensor is used as is (its ``crow_indices``/``col_indices`` dtype is
+        kept); a COO tensor is coalesced first (duplicates summed) and converted
+        to CSR with int64 indices; other sparse layouts go through COO.  The
+        tensor's values become ``g.values`` (CSR order), which the ops use as
+        edge weights by default.  ``g.perm`` is None.
+        """
+        if not isinstance(t, torch.Tensor) or t.layout == torch.strided:
+            raise TypeError(
+                "gnnfuse.Graph.from_sparse: expected a torch sparse tensor (CSR or COO), "
+                f"got {type(t).__name__}"
+                + (f" with layout {t.layout}" if isinstance(t, torch.Tensor) else "")
+            )
+        if t.dim() != 2 or t.dense_dim() != 0:
+            raise ValueError(
+                "gnnfuse.Graph.from_sparse: expected a 2-D sparse matrix with scalar "
+                f"values, got shape {tuple(t.shape)} with dense_dim={t.dense_dim()}"
+            )
+        if t.layout != torch.sparse_csr:
+            if t.layout != torch.sparse_coo:
+                t = t.to_sparse_coo()
+            t = t.coalesce().to_sparse_csr()
+        return cls.from_csr(
+            t.crow_indices(),
+            t.col_indices(),
+            t.size(0),
+            t.size(1),
+            values=t.values(),
+            validate=validate,
+        )
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def num_edges(self) -> int:
+        return self.col.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.rowptr.device
+
+    @property
+    def index_dtype(self) -> torch.dtype:
+        return self.rowptr.dtype
+
+    # ------------------------------------------------------------------- helpers
+    def csc(self) -> Tuple[Tensor, Tensor, Tensor]:
+        """The transposed (CSC) view ``(colptr, row, perm)``, computed once and cached.
+
+        ``colptr`` has ``num_src_nodes + 1`` entries, ``row`` lists the targets of
+        each source sorted ascending, and CSC position ``q`` holds CSR position
+        ``perm[q]`` (so a CSR-ordered edge tensor ``w`` in CSC order is ``w[perm]``).
+        Computed by ``torch.ops.gnnfuse.csr_transpose``.
+        """
+        if self._csc is None:
+            self._csc = torch.ops.gnnfuse.csr_transpose(
+                self.rowptr, self.col, self.num_src_nodes
+            )
+        return self._csc
+
+    def permute_edge_values(self, values: Tensor) -> Tensor:
+        """Reorder a per-edge tensor given in input ``edge_index`` order into CSR order.
+
+        Returns ``values[self.perm]``; the first dimension of ``values`` must be
+        ``num_edges``.  Only for graphs built with :meth:`from_edge_index`.
+        """
+        if self.perm is None:
+            raise ValueError(
+                "gnnfuse.Graph.permute_edge_values: this graph was not built from an "
+                "edge_index (perm is None); its per-edge tensors are already in CSR order"
+            )
+        if values.dim() == 0 or values.size(0) != self.num_edges:
+            raise ValueError(
+                "gnnfuse.Graph.permute_edge_values: expected a tensor with "
+                f"{self.num_edges} rows (one per edge), got shape {tuple(values.shape)}"
+            )
+        return values[self.perm]
+
+    def to(self, device, non_blocking: bool = False) -> "Graph":
+        """A copy of the graph on ``device`` (the cached CSC view moves along)."""
+
+        def mv(t: Optional[Tensor]) -> Optional[Tensor]:
+            return None if t is None else t.to(device, non_blocking=non_blocking)
+
+        g = Graph(
+            mv(self.rowptr),
+            mv(self.col),
+            self.num_nodes,
+            self.num_src_nodes,
+            perm=mv(self.perm),
+            values=mv(self.values),
+        )
+        if self._csc is not None:
+            colptr, row, perm = self._csc
+            g._csc = (mv(colptr), mv(row), mv(perm))
+        return g
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.num_src_nodes != self.num_nodes:
+            extra = f", num_src_nodes={self.num_src_nodes}"
+        return (
+            f"Graph(num_nodes={self.num_nodes}{extra}, num_edges={self.num_edges}, "
+            f"index_dtype={self.index_dtype}, device={self.device}"
+            + (", values" if self.values is not None else "")
+            + ")"
+        )
+
+
+def _validate_csr(rowptr: Tensor, col: Tensor, num_cols: int) -> None:
+    """Run the C++ CSR checks once (see :meth:`Graph.from_csr`)."""
+    if not isinstance(rowptr, torch.Tensor) or not isinstance(col, torch.Tensor):
+        raise TypeError("gnnfuse.Graph.from_csr: rowptr and col must be tensors")
+    x = torch.empty((num_cols, 0), dtype=torch.float32, device=rowptr.device)
+    torch.ops.gnnfuse.spmm(rowptr, col, None, x)

@@ -1,0 +1,129 @@
+"""Functional API: thin wrappers over the registered ``torch.ops.gnnfuse`` ops.
+
+Each function accepts the graph in one of three forms:
+
+* a :class:`gnnfuse.Graph`: ``edge_weight`` (and any per-edge output) is in CSR
+  (``g.col``) order; when ``edge_weight`` is None, ``g.values`` is used (None
+  for graphs built from ``edge_index``, i.e. unweighted);
+* a torch sparse matrix (CSR, or COO which is coalesced first), rows = targets:
+  its values are the edge weights unless ``edge_weight`` (in CSR order) is given;
+* a PyG-style ``edge_index`` (int32/int64 ``[2, E]``, row 0 source, row 1
+  target), with ``num_nodes`` = rows of ``x`` (:func:`spmm`) or of ``u``
+  (:func:`sddmm`, :func:`sddmm_spmm`), which must bound sources and targets
+  alike (a square graph, as PyG assumes without ``size``): it is converted with
+  ``torch.ops.gnnfuse.edge_index_to_csr`` on every call, ``edge_weight`` is in
+  ``edge_index`` order, and :func:`sddmm` returns its scores in ``edge_index``
+  order too.  Build a :class:`Graph` once to avoid the repeated conversion, or
+  for bipartite graphs.
+
+These wrappers are plain Python (they dispatch on the graph's type) and trace
+fine under ``torch.compile``; TorchScript code should call the registered ops
+directly, e.g. ``torch.ops.gnnfuse.spmm(rowptr, col, edge_weight, x)``.
+All input checking happens in C++ and raises ``RuntimeError`` naming the op and
+the argument.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .graph import Graph
+
+__all__ = ["spmm", "sddmm", "sddmm_spmm"]
+
+GraphLike = Union[Graph, Tensor]
+
+_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def _resolve(
+    graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str
+) -> Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
+    """-> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None)."""
+    if isinstance(graph, Graph):
+        if edge_weight is None:
+            edge_weight = graph.values
+        return graph.rowptr, graph.col, edge_weight, None
+    if isinstance(graph, torch.Tensor):
+        if graph.layout == torch.sparse_csr:
+            if edge_weight is None:
+                edge_weight = graph.values()
+            return graph.crow_indices(), graph.col_indices(), edge_weight, None
+        if graph.layout in _SPARSE_LAYOUTS:
+            g = Graph.from_sparse(graph, validate=False)  # the op validates anyway
+            if edge_weight is None:
+                edge_weight = g.values
+            return g.rowptr, g.col, edge_weight, None
+        # A strided tensor: a PyG-style edge_index; the op checks its shape and dtype.
+        rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(graph, num_nodes)
+        if edge_weight is not None and edge_weight.dim() == 1 and edge_weight.size(0) == perm.size(0):
+            edge_weight = edge_weight[perm]
+        # (otherwise pass it on unchanged: the op rejects it with a message naming 'edge_weight')
+        return rowptr, col, edge_weight, perm
+    raise TypeError(
+        f"gnnfuse.ops.{fn}: expected a gnnfuse.Graph, a torch sparse tensor or an "
+        f"edge_index tensor, got {type(graph).__name__}"
+    )
+
+
+def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
+    """Sparse-dense product (sum aggregation): ``Y[i, f] = sum_{j -> i} w_ij * x[j, f]``.
+
+    Args:
+        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
+        x: ``[num_src_nodes, F]`` float32/float64 source features.
+        edge_weight: optional ``[E]`` weights (1 if None).
+
+    Returns:
+        ``[num_nodes, F]``.
+    """
+    rowptr, col, w, _ = _resolve(graph, edge_weight, x.size(0), "spmm")
+    return torch.ops.gnnfuse.spmm(rowptr, col, w, x)
+
+
+def sddmm(
+    graph: GraphLike, u: Tensor, v: Tensor, edge_weight: Optional[Tensor] = None
+) -> Tensor:
+    """Sampled dense-dense product: ``E[e] = w_e * (u[i] . v[j])`` for every edge ``e = j -> i``.
+
+    Args:
+        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
+        u: ``[num_nodes, K]`` target features.
+        v: ``[num_src_nodes, K]`` source features.
+        edge_weight: optional ``[E]`` weights (1 if None).
+
+    Returns:
+        ``[E]`` scores, in CSR order (``edge_index`` order for an ``edge_index`` graph).
+    """
+    rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm")
+    out = torch.ops.gnnfuse.sddmm(rowptr, col, w, u, v)
+    if perm is not None:
+        # CSR position p holds input edge perm[p]: scatter back to input order.
+        out = torch.index_copy(torch.empty_like(out), 0, perm, out)
+    return out
+
+
+def sddmm_spmm(
+    graph: GraphLike,
+    u: Tensor,
+    v: Tensor,
+    x: Tensor,
+    edge_weight: Optional[Tensor] = None,
+) -> Tensor:
+    """Fused SDDMM -> SpMM: ``Y[i, f] = sum_{j -> i} w_ij * (u[i] . v[j]) * x[j, f]``.
+
+    The per-edge scores are never materialised.
+
+    Args:
+        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
+        u: ``[num_nodes, K]``; v: ``[num_src_nodes, K]``; x: ``[num_src_nodes, F]``.
+        edge_weight: optional ``[E]`` weights (1 if None).
+
+    Returns:
+        ``[num_nodes, F]``.
+    """
+    rowptr, col, w, _ = _resolve(graph, edge_weight, u.size(0), "sddmm_spmm")
+    return torch.ops.gnnfuse.sddmm_spmm(rowptr, col, w, u, v, x)
