@@ -399,23 +399,33 @@ std::vector<GeneratedFile> emit_op_cpu(const Compiled& c) {
   k << "#include <algorithm>\n#include <cmath>\n#include <vector>\n\n";
   k << "#include \"" << op << "_kernel.h\"\n\nnamespace gnnfuse::generated {\nnamespace {\n\n";
   auto opt = optional_values(s);
-  k << "template <typename scalar_t, typename index_t";
-  for (auto* t : opt) k << ", bool kHas" << t->name;
-  k << ">\nvoid " << op << "_impl(const " << op << "_params& prm) {\n";
-  k << KernelEmitter(c).body();
-  k << "}\n\n";
+  // The kernel is emitted twice: a baseline copy, and on x86-64 with GCC a copy compiled for
+  // AVX2+FMA (target pragma on the definitions only, so no shared inline code is built for AVX2),
+  // chosen at run time from the CPU's features.
+  std::string tparams = "template <typename scalar_t, typename index_t";
+  for (auto* t : opt) tparams += ", bool kHas" + t->name;
+  tparams += ">\nvoid " + op + "_impl(const " + op + "_params& prm) {\n" + KernelEmitter(c).body() + "}\n";
+  k << "namespace base {\n" << tparams << "}  // namespace base\n\n";
+  k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n";
+  k << "#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
+  k << "namespace avx2 {\n" << tparams << "}  // namespace avx2\n#pragma GCC pop_options\n#endif\n\n";
   // Optional values become compile-time flags, so the inner loops carry no branch.
   k << "template <typename scalar_t, typename index_t>\nvoid " << op << "_flags(const " << op << "_params& prm) {\n";
   size_t combos = size_t(1) << opt.size();
-  for (size_t m = 0; m < combos; ++m) {
-    std::string cond, targs;
-    for (size_t b = 0; b < opt.size(); ++b) {
-      bool on = (m >> b) & 1;
-      cond += std::string(b ? " && " : "") + "(prm." + opt[b]->name + "_val " + (on ? "!=" : "==") + " nullptr)";
-      targs += on ? ", true" : ", false";
+  for (const char* ns : {"avx2", "base"}) {
+    bool vec = std::string(ns) == "avx2";
+    if (vec) k << "#ifdef GNNFUSE_AVX2_PATH\n  if (runtime::cpu_has_avx2_fma()) {\n";
+    for (size_t m = 0; m < combos; ++m) {
+      std::string cond, targs;
+      for (size_t b = 0; b < opt.size(); ++b) {
+        bool on = (m >> b) & 1;
+        cond += std::string(b ? " && " : "") + "(prm." + opt[b]->name + "_val " + (on ? "!=" : "==") + " nullptr)";
+        targs += on ? ", true" : ", false";
+      }
+      std::string call = std::string(ns) + "::" + op + "_impl<scalar_t, index_t" + targs + ">(prm);";
+      k << (vec ? "    " : "  ") << (opt.empty() ? "return " + call : "if (" + cond + ") return " + call) << "\n";
     }
-    if (opt.empty()) k << "  " << op << "_impl<scalar_t, index_t>(prm);\n";
-    else k << "  if (" << cond << ") return " << op << "_impl<scalar_t, index_t" << targs << ">(prm);\n";
+    if (vec) k << "  }\n#endif\n";
   }
   k << "}\n\n}  // namespace\n\n";
   k << "void " << op << "_cpu(const " << op << "_params& prm, runtime::DType dtype, runtime::IType itype) {\n";

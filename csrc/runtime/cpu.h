@@ -29,6 +29,16 @@ using acc_t = typename AccType<T>::type;
                            std::to_string(static_cast<int>(d)) + " and index dtype " + std::to_string(static_cast<int>(i)));
 }
 
+// True when the CPU runs AVX2 and FMA code (the generated kernels' fast path on x86-64).
+inline bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
 // Chunks per thread: enough to even out rows of unequal cost, few enough to keep scheduling cheap.
 constexpr int64_t kChunksPerThread = 8;
 
