@@ -1,0 +1,179 @@
+// The ops generated from ops/*.spec, called through the generated C++ API (gnnfuse/ops.h),
+// against dense ATen references built from the same CSR.
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include "gnnfuse/gnnfuse.h"
+
+namespace {
+
+struct Csr {
+  at::Tensor rowptr, col;
+  int64_t rows, cols;
+};
+
+// A random CSR over `rows` x `cols` with about `nnz` entries, duplicates and empty rows
+// included, in the index dtype `itype` (built through edge_index_to_csr).
+Csr random_csr(int64_t rows, int64_t cols, int64_t nnz, at::ScalarType itype, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  // Targets avoid the last quarter of the rows, so those rows are empty.
+  const int64_t used_rows = std::max<int64_t>(1, rows * 3 / 4);
+  at::Tensor dst = at::zeros({0}, at::kLong), src = dst;
+  if (nnz > 0) {
+    dst = at::randint(used_rows, {nnz}, gen, at::kLong);
+    src = at::randint(cols, {nnz}, gen, at::kLong);
+  }
+  if (nnz > 4) {  // repeat a few edges
+    src.slice(0, 0, 2).copy_(src.slice(0, 2, 4));
+    dst.slice(0, 0, 2).copy_(dst.slice(0, 2, 4));
+  }
+  // edge_index_to_csr is square: embed the rectangle in max(rows, cols) nodes, then cut rows.
+  const int64_t n = std::max(rows, cols);
+  const auto [rowptr, col, perm] = gnnfuse::edge_index_to_csr(at::stack({src, dst}).to(itype), n);
+  return {rowptr.slice(0, 0, rows + 1).contiguous(), col, rows, cols};
+}
+
+// Row index of every stored entry: the COO rows of the CSR.
+at::Tensor coo_rows(const Csr& a) {
+  const at::Tensor counts = a.rowptr.slice(0, 1).to(at::kLong) - a.rowptr.slice(0, 0, -1).to(at::kLong);
+  return at::repeat_interleave(at::arange(a.rows, at::kLong), counts);
+}
+
+// Dense [rows, cols] matrix with entry values `values` (one per stored entry, summed over duplicates).
+at::Tensor dense(const Csr& a, const at::Tensor& values) {
+  at::Tensor m = at::zeros({a.rows, a.cols}, values.options());
+  m.index_put_({coo_rows(a), a.col.to(at::kLong)}, values, /*accumulate=*/true);
+  return m;
+}
+
+at::Tensor ones_like_edges(const Csr& a, at::ScalarType dtype) { return at::ones({a.col.numel()}, dtype); }
+
+// Per-entry scores u[i] . v[col[p]] of SDDMM, computed densely.
+at::Tensor dot_scores(const Csr& a, const at::Tensor& u, const at::Tensor& v) {
+  return (u.index_select(0, coo_rows(a)) * v.index_select(0, a.col.to(at::kLong))).sum(1);
+}
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, at::ScalarType dtype) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  ASSERT_EQ(got.scalar_type(), dtype);
+  const double rtol = dtype == at::kDouble ? 1e-10 : 1e-4;
+  const double atol = dtype == at::kDouble ? 1e-10 : 1e-4;
+  EXPECT_TRUE(at::allclose(got.to(at::kDouble), want.to(at::kDouble), rtol, atol))
+      << "max abs error " << (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
+}
+
+void expect_error(const std::function<void()>& f, std::initializer_list<const char*> parts) {
+  std::string msg;
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    msg = e.what_without_backtrace();
+  }
+  ASSERT_FALSE(msg.empty()) << "no error raised";
+  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+}
+
+using Types = std::tuple<at::ScalarType, at::ScalarType>;  // (value dtype, index dtype)
+
+class SpecOps : public ::testing::TestWithParam<Types> {
+ protected:
+  at::ScalarType dtype() const { return std::get<0>(GetParam()); }
+  at::ScalarType itype() const { return std::get<1>(GetParam()); }
+  at::Tensor randn(at::IntArrayRef size, uint64_t seed) const {
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    return at::randn(size, gen, at::TensorOptions().dtype(dtype()));
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, SpecOps,
+                         ::testing::Combine(::testing::Values(at::kDouble, at::kFloat),
+                                            ::testing::Values(at::kInt, at::kLong)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == at::kDouble ? "f64" : "f32") + "_" +
+                                  (std::get<1>(info.param) == at::kInt ? "i32" : "i64");
+                         });
+
+// (rows, cols, nnz): empty graph, single node, a rectangle, and a larger sparse one.
+const std::tuple<int64_t, int64_t, int64_t> kShapes[] = {{0, 0, 0}, {1, 1, 1}, {5, 9, 30}, {300, 200, 3000}};
+const int64_t kFeatures[] = {1, 3, 32, 129};
+
+TEST_P(SpecOps, SpmmMatchesDense) {
+  uint64_t seed = 1;
+  for (const auto& [rows, cols, nnz] : kShapes) {
+    const Csr a = random_csr(rows, cols, nnz, itype(), seed++);
+    for (int64_t f : kFeatures) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " nnz=" + std::to_string(nnz) + " F=" + std::to_string(f));
+      const at::Tensor x = randn({cols, f}, seed++);
+      const at::Tensor w = randn({a.col.numel()}, seed++);
+      expect_close(gnnfuse::spmm(a.rowptr, a.col, w, x), at::mm(dense(a, w), x), dtype());
+      expect_close(gnnfuse::spmm(a.rowptr, a.col, std::nullopt, x),
+                   at::mm(dense(a, ones_like_edges(a, dtype())), x), dtype());
+    }
+  }
+}
+
+TEST_P(SpecOps, SddmmMatchesDense) {
+  uint64_t seed = 100;
+  for (const auto& [rows, cols, nnz] : kShapes) {
+    const Csr a = random_csr(rows, cols, nnz, itype(), seed++);
+    for (int64_t k : kFeatures) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " nnz=" + std::to_string(nnz) + " K=" + std::to_string(k));
+      const at::Tensor u = randn({rows, k}, seed++);
+      const at::Tensor v = randn({cols, k}, seed++);
+      const at::Tensor w = randn({a.col.numel()}, seed++);
+      expect_close(gnnfuse::sddmm(a.rowptr, a.col, w, u, v), w * dot_scores(a, u, v), dtype());
+      expect_close(gnnfuse::sddmm(a.rowptr, a.col, std::nullopt, u, v), dot_scores(a, u, v), dtype());
+    }
+  }
+}
+
+TEST_P(SpecOps, SddmmSpmmMatchesDense) {
+  uint64_t seed = 200;
+  for (const auto& [rows, cols, nnz] : kShapes) {
+    const Csr a = random_csr(rows, cols, nnz, itype(), seed++);
+    for (int64_t f : kFeatures) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " nnz=" + std::to_string(nnz) + " F=" + std::to_string(f));
+      const int64_t k = f == 1 ? 4 : f / 2 + 1;
+      const at::Tensor u = randn({rows, k}, seed++);
+      const at::Tensor v = randn({cols, k}, seed++);
+      const at::Tensor x = randn({cols, f}, seed++);
+      const at::Tensor w = randn({a.col.numel()}, seed++);
+      expect_close(gnnfuse::sddmm_spmm(a.rowptr, a.col, w, u, v, x), at::mm(dense(a, w * dot_scores(a, u, v)), x),
+                   dtype());
+      expect_close(gnnfuse::sddmm_spmm(a.rowptr, a.col, std::nullopt, u, v, x),
+                   at::mm(dense(a, dot_scores(a, u, v)), x), dtype());
+    }
+  }
+}
+
+TEST_P(SpecOps, RejectBadInput) {
+  const Csr a = random_csr(6, 6, 20, itype(), 7);
+  const at::Tensor x = randn({6, 4}, 1);
+  const at::Tensor u = randn({6, 4}, 2);
+
+  // A column index past x's rows.
+  const at::Tensor bad_col = a.col.clone();
+  bad_col[0] = 6;
+  expect_error([&] { gnnfuse::spmm(a.rowptr, bad_col, std::nullopt, x); },
+               {"gnnfuse::spmm", "argument 'col'", "= 6"});
+
+  // An edge weight per stored entry, and not one fewer.
+  const at::Tensor short_w = randn({a.col.numel() - 1}, 3);
+  expect_error([&] { gnnfuse::sddmm(a.rowptr, a.col, short_w, u, u); }, {"gnnfuse::sddmm", "argument 'edge_weight'"});
+
+  // Row pointers that go down.
+  const at::Tensor bad_rowptr = a.rowptr.clone();
+  bad_rowptr[2] = a.rowptr[1].item<int64_t>() + 100;
+  expect_error([&] { gnnfuse::sddmm_spmm(bad_rowptr, a.col, std::nullopt, u, u, x); },
+               {"gnnfuse::sddmm_spmm", "argument 'rowptr'"});
+}
+
+}  // namespace
