@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import math
 import os
 import platform
 import re
@@ -113,6 +112,25 @@ def machine_tag() -> str:
     return f"{m}-{os.cpu_count()}c"
 
 
+def cpu_busy_fraction(seconds: float = 1.0):
+    """Fraction of all CPU time used (by anyone) over `seconds`, from /proc/stat; None if unavailable.
+
+    Called while this process sleeps, it measures what other processes take.
+    """
+    def snap():
+        with open("/proc/stat") as f:
+            vals = [int(v) for v in f.readline().split()[1:]]
+        idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+        return idle, sum(vals[:8])
+    try:
+        i0, t0 = snap()
+        time.sleep(seconds)
+        i1, t1 = snap()
+        return 1.0 - (i1 - i0) / max(1, t1 - t0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stream_copy_bandwidth(mib: int = 512, reps: int = 10):
     """STREAM-like copy y.copy_(x) of two `mib`-MiB float32 tensors: bytes = read + write.
 
@@ -152,8 +170,6 @@ def _glibc(name):
         return None
 
 
-_M_MMAP_THRESHOLD = -3
-_MALLOPT = _glibc("mallopt")
 _MALLOC_TRIM = _glibc("malloc_trim")
 
 
@@ -165,62 +181,75 @@ def call_with_peak(fn):
     allocator recycles from earlier frees is invisible, so small values are noise.
     """
     # Make the call's memory visible in VmHWM: hand free heap memory back to the OS
-    # (malloc_trim; otherwise glibc recycles resident pages unseen) and serve blocks
-    # >= 64 KiB with fresh pages. Afterwards fix the mmap threshold at 32 MiB, where
-    # glibc's dynamic threshold settles once large blocks have been freed.
+    # first (otherwise glibc recycles resident pages unseen). Blocks above glibc's
+    # mmap threshold are fresh pages anyway. No mallopt: that would freeze glibc's
+    # dynamic thresholds and change the timings that follow.
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
-    if _MALLOPT is not None:
-        _MALLOPT(_M_MMAP_THRESHOLD, 64 << 10)
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
         before = _vm_kib("VmRSS")
     except OSError:
         return fn(), None
-    try:
-        out = fn()
-        peak = _vm_kib("VmHWM")
-        return out, max(0.0, (peak - before) / 1024.0)
-    finally:
-        if _MALLOPT is not None:
-            _MALLOPT(_M_MMAP_THRESHOLD, 32 << 20)
+    out = fn()
+    peak = _vm_kib("VmHWM")
+    return out, max(0.0, (peak - before) / 1024.0)
 
 
 # ----------------------------------------------------------------------------
 # timing
 
 
-def time_fn(fn, min_time: float, min_reps: int, max_reps: int, block_time: float = 0.005,
-            first_call_s: float | None = None, budget_s: float = float("inf"), floor_reps: int = 3):
-    """Median seconds per call.
+class Timed:
+    """Timing state of one implementation (see time_interleaved)."""
 
-    One warm-up call (skipped when the caller already made a call of >= 1 s and passes
-    its duration as `first_call_s`), then blocks of `inner` back-to-back calls (inner chosen so a
-    block lasts >= block_time, to resolve microsecond ops); blocks are repeated until
-    both `min_reps` blocks and `min_time` seconds are reached, at most `max_reps` blocks.
-    Very slow calls (min_reps calls > budget_s) get fewer blocks, but at least `floor_reps`.
-    Returns (median, list of per-call times of each block).
-    """
-    if first_call_s is None or first_call_s < 1.0:  # warm-up (cheap unless the op is slow)
+    def __init__(self, fn, min_time, min_reps, max_reps, first_call_s=None, budget_s=float("inf"),
+                 block_time=0.005, floor_reps=3):
+        if first_call_s is None or first_call_s < 1.0:  # warm-up (cheap unless the op is slow)
+            t0 = time.perf_counter()
+            fn()
+            first_call_s = time.perf_counter() - t0
+        single = first_call_s
+        # tiny ops: loop `inner` calls per block so that a block lasts >= block_time
+        self.inner = 1 if single >= block_time else max(1, min(10000, int(block_time / max(single, 1e-7))))
+        if single * min_reps > budget_s:  # very slow: fewer blocks, but at least floor_reps
+            min_reps = max(floor_reps, int(budget_s / single))
+            max_reps = min(max_reps, min_reps)
+        self.fn, self.min_time, self.min_reps, self.max_reps = fn, min_time, min_reps, max_reps
+        self.samples, self.spent = [], 0.0
+
+    def done(self):
+        n = len(self.samples)
+        return n >= self.max_reps or (n >= self.min_reps and self.spent >= self.min_time)
+
+    def block(self):
+        fn = self.fn
         t0 = time.perf_counter()
-        fn()
-        first_call_s = time.perf_counter() - t0
-    single = first_call_s
-    inner = 1 if single >= block_time else max(1, min(10000, int(block_time / max(single, 1e-7))))
-    if single * min_reps > budget_s:
-        min_reps = max(floor_reps, int(budget_s / single))
-        max_reps = min(max_reps, min_reps)
-    samples = []
-    spent = 0.0
-    while len(samples) < max_reps and (len(samples) < min_reps or spent < min_time):
-        t0 = time.perf_counter()
-        for _ in range(inner):
+        for _ in range(self.inner):
             fn()
         dt = time.perf_counter() - t0
-        spent += dt
-        samples.append(dt / inner)
-    return statistics.median(samples), samples
+        self.spent += dt
+        self.samples.append(dt / self.inner)
+
+    @property
+    def median(self):
+        return statistics.median(self.samples)
+
+
+def time_interleaved(timers):
+    """Run timing blocks round-robin over the implementations of one op until each is done.
+
+    Each implementation repeats blocks until both its `min_reps` blocks and `min_time`
+    seconds are reached (at most `max_reps`); interleaving makes slow phases of a shared
+    machine hit every implementation alike instead of whichever ran at the time.
+    """
+    while True:
+        active = [t for t in timers if not t.done()]
+        if not active:
+            return
+        for t in active:
+            t.block()
 
 
 def iqr(xs):
@@ -500,7 +529,7 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
             flops = FLOPS_PER_EDGE_FEATURE[op] * p.e * f
             cbytes = compulsory_bytes(op, p, f)
             floor_s = cbytes / (bw_gbps * 1e9)
-            op_rows, ref_cache = [], []
+            op_rows, ref_cache, timers = [], [], []
             for impl, fn in impls[op]:
                 label = f"{name} F={f} {op} [{impl}]"
                 ref_fn, ref_args, pick, shape = checks[op]
@@ -510,17 +539,17 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
                 err = check(label, out, ref_fn, ref_args, pick, shape, ref_cache)
                 del out
                 budget = float("inf") if impl == "gnnfuse" else args.impl_budget  # gnnfuse: never fewer reps
-                med, samples = time_fn(fn, args.min_time, min_reps, args.max_reps, first_call_s=first,
-                                       budget_s=budget)
-                r = {"graph": name, "N": n, "E": p.e, "F": f, "op": op, "impl": impl,
-                     "ms": med * 1e3, "gflops": flops / med / 1e9, "gbps": cbytes / med / 1e9,
-                     "floor_ms": floor_s * 1e3, "pct_floor": 100.0 * floor_s / med,
-                     "peak_mib": peak, "gnnfuse_speedup": None,
-                     "reps": len(samples), "min_ms": min(samples) * 1e3, "max_ms": max(samples) * 1e3,
-                     "iqr_ms": iqr(samples) * 1e3, "first_call_ms": first * 1e3,
-                     "compulsory_bytes": cbytes, "gather_bytes": gather_bytes(op, p, f),
-                     "flops": flops, "check_max_err_over_scale": err}
-                op_rows.append(r)
+                timers.append(Timed(fn, args.min_time, min_reps, args.max_reps, first_call_s=first, budget_s=budget))
+                op_rows.append({"graph": name, "N": n, "E": p.e, "F": f, "op": op, "impl": impl,
+                                "peak_mib": peak, "first_call_ms": first * 1e3, "check_max_err_over_scale": err})
+            time_interleaved(timers)
+            for r, t in zip(op_rows, timers):
+                med, samples = t.median, t.samples
+                r.update({"ms": med * 1e3, "gflops": flops / med / 1e9, "gbps": cbytes / med / 1e9,
+                          "floor_ms": floor_s * 1e3, "pct_floor": 100.0 * floor_s / med, "gnnfuse_speedup": None,
+                          "reps": len(samples), "inner": t.inner, "min_ms": min(samples) * 1e3,
+                          "max_ms": max(samples) * 1e3, "iqr_ms": iqr(samples) * 1e3,
+                          "compulsory_bytes": cbytes, "gather_bytes": gather_bytes(op, p, f), "flops": flops})
             base = next((r for r in op_rows if r["impl"] == "gnnfuse"), None)
             for r in op_rows:
                 if base is not None:
@@ -592,7 +621,7 @@ def main(argv=None):
         log(f"WARNING: gnnfuse not importable, timing the PyTorch baselines only ({why})")
 
     t_start = time.perf_counter()
-    load_start = os.getloadavg()
+    busy_start = cpu_busy_fraction()
     bw_med, bw_best = stream_copy_bandwidth()
     bw_floor = bw_best  # the floor is a lower bound on time: use the best copy rate seen
     meta = {
@@ -615,8 +644,8 @@ def main(argv=None):
     log(f"gnnfuse CPU benchmark  torch {torch.__version__}  threads {threads}  cpu '{meta['cpu_model']}' "
         f"x{os.cpu_count()}  index {meta['index_dtype']}  float32")
     log(f"STREAM-like copy bandwidth: {bw_med:.1f} GB/s median ({bw_best:.1f} best) -> floor ms = compulsory bytes / {bw_floor:.1f} GB/s")
-    if load_start[0] > 0.5:
-        log(f"note: load average {load_start[0]:.2f} at start: other processes share the CPU, timings may be noisy")
+    if busy_start is not None and busy_start > 0.1:
+        log(f"note: other processes used {100 * busy_start:.0f}% of the CPUs just before the run: timings may be noisy")
     log()
     log(table_header())
 
@@ -629,8 +658,8 @@ def main(argv=None):
         log(f"\nCORRECTNESS CHECK FAILED: {e}")
         status = 1
     meta["elapsed_s"] = round(time.perf_counter() - t_start, 1)
-    meta["loadavg_start"] = [round(v, 2) for v in load_start]
-    meta["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+    meta["other_cpu_busy_start"] = None if busy_start is None else round(busy_start, 3)
+    meta["other_cpu_busy_end"] = (lambda b: None if b is None else round(b, 3))(cpu_busy_fraction())
     meta["status"] = "ok" if status == 0 else "check failed"
     log(f"\ntotal {meta['elapsed_s']:.0f} s")
 
