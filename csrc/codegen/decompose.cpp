@@ -32,7 +32,12 @@ std::string to_string(const Stmt& s) {
   switch (s.op) {
     case Stmt::Op::Copy: rhs = opnd(s.rhs[0]); break;
     case Stmt::Op::Neg: rhs = "-" + opnd(s.rhs[0]); break;
-    case Stmt::Op::Call: rhs = s.fn + "(" + opnd(s.rhs[0]) + ")"; break;
+    case Stmt::Op::Call: {
+      std::ostringstream prm;
+      if (s.has_param) prm << ", " << s.param;
+      rhs = s.fn + "(" + opnd(s.rhs[0]) + prm.str() + ")";
+      break;
+    }
     case Stmt::Op::Mul: rhs = opnd(s.rhs[0]) + " * " + opnd(s.rhs[1]); break;
     case Stmt::Op::Div: rhs = opnd(s.rhs[0]) + " / " + opnd(s.rhs[1]); break;
     case Stmt::Op::Add: rhs = opnd(s.rhs[0]) + " + " + opnd(s.rhs[1]); break;
@@ -47,8 +52,14 @@ const TensorInfo& Program::tensor(const std::string& name) const {
   return it->second;
 }
 
-std::string Program::row_var(const std::string& sparse) const { return tensor(sparse).dims.at(0); }
-std::string Program::col_var(const std::string& sparse) const { return tensor(sparse).dims.at(1); }
+std::string Program::outer_var(const std::string& sparse) const {
+  const TensorInfo& t = tensor(sparse);
+  return t.dims.at(static_cast<size_t>(t.outer));
+}
+std::string Program::inner_var(const std::string& sparse) const {
+  const TensorInfo& t = tensor(sparse);
+  return t.dims.at(static_cast<size_t>(1 - t.outer));
+}
 
 namespace {
 
@@ -74,6 +85,8 @@ struct Value {
 struct Pending {
   Stmt::Op op = Stmt::Op::Copy;
   std::string fn;
+  double param = 0;
+  bool has_param = false;
   std::vector<Value> args;
   Vars vars;  // union of the arguments' variables
 };
@@ -142,6 +155,8 @@ class Decomposer {
     st.lhs = lhs;
     st.op = pd.op;
     st.fn = pd.fn;
+    st.param = pd.param;
+    st.has_param = pd.has_param;
     for (auto& a : pd.args) st.rhs.push_back(a.operand);
     st.accumulate = accumulate;
     for (auto& v : pd.vars)
@@ -189,7 +204,9 @@ class Decomposer {
   }
 
   bool is_sparse(const Value& v) const {
-    return !v.operand.is_const && p_.tensor(v.operand.access.tensor).role == Role::SparseInput;
+    if (v.operand.is_const) return false;
+    Role r = p_.tensor(v.operand.access.tensor).role;
+    return r == Role::SparseInput || r == Role::EdgeInput;
   }
 
   Pending lower(const ExprP& e, const Vars& needed) {
@@ -208,6 +225,8 @@ class Decomposer {
       case Expr::Kind::Call: {
         pd.op = e->kind == Expr::Kind::Neg ? Stmt::Op::Neg : Stmt::Op::Call;
         pd.fn = e->name;
+        pd.param = e->value;
+        pd.has_param = e->has_param;
         pd.args = {value(e->args[0], needed)};
         pd.vars = pd.args[0].vars;
         return pd;
@@ -293,6 +312,12 @@ Program decompose(const OpSpec& spec) {
     ti.dims = t.vars;
     ti.kept_dims = t.vars;
     ti.pattern = t.role == Role::SparseInput ? t.name : t.pattern;
+    if (t.role == Role::SparseInput) {
+      // Walked by columns when the order puts its column variable first (the frontend checks
+      // that the CSC view is declared then).
+      auto at = [&](const std::string& v) { return std::find(spec.order.begin(), spec.order.end(), v) - spec.order.begin(); };
+      ti.outer = at(t.vars[1]) < at(t.vars[0]) ? 1 : 0;
+    }
     p.tensors[t.name] = ti;
   }
   Decomposer(p).run();

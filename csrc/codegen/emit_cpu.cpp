@@ -50,13 +50,37 @@ struct Binding {
   int dim = 0;         // dimension of arg; -1: rows of a csr operand (rowptr.size(0) - 1)
 };
 
+bool walks_csc(const OpSpec& s, const TensorDecl& t) {
+  auto at = [&](const std::string& v) { return std::find(s.order.begin(), s.order.end(), v) - s.order.begin(); };
+  return t.role == Role::SparseInput && at(t.vars[1]) < at(t.vars[0]);
+}
+
+void dense_accesses(const ExprP& e, const OpSpec& s, std::vector<const Expr*>* out) {
+  if (e->kind == Expr::Kind::Access) {
+    const TensorDecl* t = s.find(e->name);
+    if (t && t->role == Role::DenseInput) out->push_back(e.get());
+  }
+  for (auto& a : e->args) dense_accesses(a, s, out);
+}
+
 std::map<std::string, std::vector<Binding>> bindings(const OpSpec& s) {
   std::map<std::string, std::vector<Binding>> b;
+  auto add = [&](const std::string& v, const Binding& nb) {
+    for (auto& o : b[v])
+      if (o.arg == nb.arg && o.dim == nb.dim) return;
+    b[v].push_back(nb);
+  };
   for (auto& t : s.tensors) {
-    if (t.role == Role::SparseInput) b[t.vars[0]].push_back(Binding{t.name, t.rowptr, -1});
+    if (t.role == Role::SparseInput) add(t.vars[0], Binding{t.name, t.rowptr, -1});
+    if (t.role == Role::SparseInput && t.has_csc() && !t.csc_optional) add(t.vars[1], Binding{t.name, t.colptr, -1});
     if (t.role == Role::DenseInput)
-      for (size_t d = 0; d < t.vars.size(); ++d) b[t.vars[d]].push_back(Binding{t.name, t.arg, static_cast<int>(d)});
+      for (size_t d = 0; d < t.vars.size(); ++d) add(t.vars[d], Binding{t.name, t.arg, static_cast<int>(d)});
   }
+  // A dense operand read with other index names binds those too.
+  std::vector<const Expr*> acc;
+  dense_accesses(s.expr.rhs, s, &acc);
+  for (auto* e : acc)
+    for (size_t d = 0; d < e->idx.size(); ++d) add(e->idx[d], Binding{e->name, s.find(e->name)->arg, static_cast<int>(d)});
   for (auto& v : s.order)
     if (b[v].empty())
       fail(s.loc, "the extent of index '" + v + "' is not given by any dense operand or csr row count");
@@ -79,6 +103,8 @@ std::string ref_arg(const OpSpec& s) {
     if (t.role == Role::DenseInput) return t.arg;
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput && !t.values.empty() && !t.values_optional) return t.values;
+  for (auto& t : s.tensors)
+    if (t.role == Role::EdgeInput) return t.arg;
   fail(s.loc, "an op needs a dense operand or required csr values to take its dtype from");
 }
 
@@ -90,10 +116,14 @@ std::string cxx_arg(const SchemaArg& a) {
   return "c10::string_view";
 }
 
-std::string signature(const Schema& sc, bool with_names) {
+std::string signature(const Schema& sc, bool with_names, bool with_defaults = false) {
   std::string out;
-  for (size_t k = 0; k < sc.args.size(); ++k)
-    out += (k ? ", " : "") + cxx_arg(sc.args[k]) + (with_names ? " " + sc.args[k].name : "");
+  for (size_t k = 0; k < sc.args.size(); ++k) {
+    const SchemaArg& a = sc.args[k];
+    out += (k ? ", " : "") + cxx_arg(a) + (with_names ? " " + a.name : "");
+    if (with_defaults && !a.default_value.empty())
+      out += " = " + (a.default_value == "None" ? std::string("std::nullopt") : a.default_value);
+  }
   return out;
 }
 
@@ -119,9 +149,16 @@ class KernelEmitter {
           line("const index_t* __restrict__ " + t.name + "_col = static_cast<const index_t*>(prm." + t.name + "_col);");
           if (!t.values.empty())
             line("const scalar_t* __restrict__ " + t.name + "_val = static_cast<const scalar_t*>(prm." + t.name + "_val);");
+          line("(void)" + t.name + "_rowptr;");
           line("(void)" + t.name + "_col;");
+          if (p_.walks_csc(t.name)) {
+            line("const index_t* __restrict__ " + t.name + "_colptr = static_cast<const index_t*>(prm." + t.name + "_colptr);");
+            line("const index_t* __restrict__ " + t.name + "_row = static_cast<const index_t*>(prm." + t.name + "_row);");
+            line("const int64_t* __restrict__ " + t.name + "_perm = static_cast<const int64_t*>(prm." + t.name + "_perm);");
+          }
           break;
         case Role::DenseInput:
+        case Role::EdgeInput:
           line("const scalar_t* __restrict__ " + t.name + " = static_cast<const scalar_t*>(prm." + t.name + ");");
           break;
         case Role::Output:
@@ -157,12 +194,15 @@ class KernelEmitter {
     line(l);
   }
 
-  bool is_root_row_var(const std::string& sparse, const std::string& var) const { return p_.row_var(sparse) == var; }
+  bool is_outer_var(const std::string& sparse, const std::string& var) const { return p_.outer_var(sparse) == var; }
+  // The pointer array that delimits the inner ranges of a sparse operand: rowptr through CSR,
+  // colptr through the CSC view.
+  std::string ptr(const std::string& sparse) const { return sparse + (p_.walks_csc(sparse) ? "_colptr" : "_rowptr"); }
 
   std::string buffer_size(const std::string& temp) const {
     const TensorInfo& t = p_.tensor(temp);
     if (!t.compressed_by.empty() && t.compressed_global)
-      return "static_cast<int64_t>(" + t.compressed_by + "_rowptr[n_" + p_.row_var(t.compressed_by) + "])";
+      return "static_cast<int64_t>(" + ptr(t.compressed_by) + "[n_" + p_.outer_var(t.compressed_by) + "])";
     if (!t.compressed_by.empty()) return t.compressed_by + "_re - " + t.compressed_by + "_rb";
     std::string size = "int64_t(1)";
     for (auto& d : t.kept_dims) size += " * n_" + d;
@@ -178,6 +218,9 @@ class KernelEmitter {
   }
 
   std::string pos(const std::string& sparse) const { return "p_" + sparse; }
+  // The CSR position (edge id) of the current entry: the position itself through CSR, perm of
+  // it through the CSC view. Values, edge operands and outputs "on" a pattern are in CSR order.
+  std::string edge(const std::string& sparse) const { return "e_" + sparse; }
 
   std::string read(const Operand& o) const {
     if (o.is_const) return fmt_const(o.value);
@@ -188,9 +231,10 @@ class KernelEmitter {
       case Role::SparseInput:
         if (d->values.empty()) return "acc_t(1)";
         if (d->values_optional)
-          return "(kHas" + a.tensor + " ? static_cast<acc_t>(" + a.tensor + "_val[" + pos(a.tensor) + "]) : acc_t(1))";
-        return "static_cast<acc_t>(" + a.tensor + "_val[" + pos(a.tensor) + "])";
-      case Role::DenseInput: return "static_cast<acc_t>(" + a.tensor + "[" + offset(a.idx, t.dims) + "])";
+          return "(kHas" + a.tensor + " ? static_cast<acc_t>(" + a.tensor + "_val[" + edge(a.tensor) + "]) : acc_t(1))";
+        return "static_cast<acc_t>(" + a.tensor + "_val[" + edge(a.tensor) + "])";
+      case Role::DenseInput: return "static_cast<acc_t>(" + a.tensor + "[" + offset(a.idx, a.idx) + "])";
+      case Role::EdgeInput: return "static_cast<acc_t>(" + a.tensor + "[" + edge(t.pattern) + "])";
       case Role::Temp: return temp_ref(a);
       case Role::Output: fail(s_.loc, "internal error: the output is read");
     }
@@ -225,6 +269,10 @@ class KernelEmitter {
         if (s.fn == "tanh") return "std::tanh(" + arg(0) + ")";
         if (s.fn == "relu") return "std::max(" + arg(0) + ", acc_t(0))";
         if (s.fn == "sigmoid") return "acc_t(1) / (acc_t(1) + std::exp(-(" + arg(0) + ")))";
+        if (s.fn == "step") return "(" + arg(0) + " > acc_t(0) ? acc_t(1) : acc_t(0))";
+        if (s.fn == "leaky_relu") return "(" + arg(0) + " > acc_t(0) ? " + arg(0) + " : " + fmt_const(s.param) + " * " + arg(0) + ")";
+        if (s.fn == "leaky_step") return "(" + arg(0) + " > acc_t(0) ? acc_t(1) : " + fmt_const(s.param) + ")";
+        if (s.fn == "pow") return "std::pow(" + arg(0) + ", " + fmt_const(s.param) + ")";
         fail(s_.loc, "no CPU lowering for function " + s.fn);
     }
     return "";
@@ -235,7 +283,7 @@ class KernelEmitter {
     std::string value = rhs(s);
     if (t.role == Role::Output) {
       if (s.accumulate) fail(s_.loc, "internal error: the output accumulates directly");
-      std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : pos(t.pattern);
+      std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : edge(t.pattern);
       line(s.lhs.tensor + "[" + at + "] = static_cast<scalar_t>(" + value + ");");
       return;
     }
@@ -246,9 +294,9 @@ class KernelEmitter {
   // walks, then the temporaries whose common loop this is.
   void enter(const Node& n) {
     for (auto& t : s_.tensors)
-      if (t.role == Role::SparseInput && is_root_row_var(t.name, n.var)) {
-        line("const index_t " + t.name + "_rb = " + t.name + "_rowptr[" + n.var + "];");
-        line("const index_t " + t.name + "_re = " + t.name + "_rowptr[" + n.var + " + 1];");
+      if (t.role == Role::SparseInput && is_outer_var(t.name, n.var)) {
+        line("const index_t " + t.name + "_rb = " + ptr(t.name) + "[" + n.var + "];");
+        line("const index_t " + t.name + "_re = " + ptr(t.name) + "[" + n.var + " + 1];");
         line("(void)" + t.name + "_rb;");
         line("(void)" + t.name + "_re;");
       }
@@ -303,7 +351,10 @@ class KernelEmitter {
           open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
         } else {
           open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
-          line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + "_col[" + pos(level) + "]);");
+          bool csc = p_.walks_csc(level);
+          line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + (csc ? "_row[" : "_col[") + pos(level) + "]);");
+          line(std::string("const int64_t ") + edge(level) + " = " + (csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
+          line("(void)" + edge(level) + ";");
         }
         enter(n);
         for (auto& k : n.kids) node(*k);
@@ -325,7 +376,7 @@ class KernelEmitter {
     if (n.parallel) {
       line(std::string("const std::vector<int64_t> chunks = ") +
            (n.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
-                                 : "runtime::balanced_chunks(" + n.balance_by + "_rowptr, n_" + n.var + ")") + ";");
+                                 : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + n.var + ")") + ";");
       open("runtime::parallel_for(0, static_cast<int64_t>(chunks.size()) - 1, 1, [&](int64_t c_begin, int64_t c_end) {");
       workspaces(n);
       open("for (int64_t c = c_begin; c < c_end; ++c) {");
@@ -355,13 +406,12 @@ std::vector<const TensorDecl*> optional_values(const OpSpec& s) {
 
 }  // namespace
 
-std::vector<GeneratedFile> emit_op_cpu(const Compiled& c) {
+// ---------------------------------------------------------------- kernels of one family
+namespace {
+
+void emit_params(const Compiled& c, std::ostream& h) {
   const OpSpec& s = c.spec;
   const std::string& op = s.name;
-  // ---- header: params struct and entry point
-  std::ostringstream h;
-  h << banner(op) << "#pragma once\n\n#include <cstdint>\n\n#include \"runtime/cpu.h\"\n\n";
-  h << "namespace gnnfuse::generated {\n\n";
   h << "// " << s.doc << "\n// " << s.expr.lhs << "(";
   for (size_t k = 0; k < s.expr.lhs_idx.size(); ++k) h << (k ? "," : "") << s.expr.lhs_idx[k];
   h << ") = " << to_string(s.expr.rhs) << "\n";
@@ -373,6 +423,11 @@ std::vector<GeneratedFile> emit_op_cpu(const Compiled& c) {
         h << "  const void* " << t.name << "_rowptr = nullptr;  // index_t[n_" << t.vars[0] << " + 1]\n";
         h << "  const void* " << t.name << "_col = nullptr;     // index_t[nnz]\n";
         if (!t.values.empty()) h << "  const void* " << t.name << "_val = nullptr;     // scalar_t[nnz]" << (t.values_optional ? ", nullptr: all ones" : "") << "\n";
+        if (walks_csc(s, t)) {
+          h << "  const void* " << t.name << "_colptr = nullptr;  // index_t[n_" << t.vars[1] << " + 1]\n";
+          h << "  const void* " << t.name << "_row = nullptr;     // index_t[nnz]\n";
+          h << "  const void* " << t.name << "_perm = nullptr;    // int64_t[nnz]: CSR position of each CSC entry\n";
+        }
         break;
       case Role::DenseInput: {
         h << "  const void* " << t.name << " = nullptr;  // scalar_t[";
@@ -380,24 +435,33 @@ std::vector<GeneratedFile> emit_op_cpu(const Compiled& c) {
         h << "], contiguous\n";
         break;
       }
+      case Role::EdgeInput: h << "  const void* " << t.name << " = nullptr;  // scalar_t[nnz of " << t.pattern << "], CSR order\n"; break;
       case Role::Output:
-        h << "  void* " << t.name << " = nullptr;  // scalar_t" << (t.pattern.empty() ? "[n_" + t.vars[0] + "][n_" + t.vars.back() + "]" : "[nnz of " + t.pattern + "]") << "\n";
+        h << "  void* " << t.name << " = nullptr;  // scalar_t";
+        if (t.pattern.empty()) {
+          for (auto& v : t.vars) h << "[n_" << v << "]";
+        } else {
+          h << "[nnz of " << t.pattern << "], CSR order";
+        }
+        h << "\n";
         break;
       case Role::Temp: break;
     }
   }
-  h << "};\n\n";
+  h << "};\n";
   h << "void " << op << "_cpu(const " << op << "_params& prm, runtime::DType dtype, runtime::IType itype);\n\n";
-  h << "}  // namespace gnnfuse::generated\n";
+}
 
-  // ---- kernel translation unit
-  std::ostringstream k;
-  k << banner(op);
-  k << "//\n// Loop structure (gnnfuse-gen --dump ops/" << op << ".spec):\n";
+void emit_kernel(const Compiled& c, std::ostream& k) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  k << "// ---------------------------------------------------------------- " << op << "\n";
+  k << "// " << s.expr.lhs << "(";
+  for (size_t m = 0; m < s.expr.lhs_idx.size(); ++m) k << (m ? "," : "") << s.expr.lhs_idx[m];
+  k << ") = " << to_string(s.expr.rhs) << "\n";
   std::istringstream tree(c.stages.back().second);
   for (std::string l; std::getline(tree, l);) k << "//   " << l << "\n";
-  k << "#include <algorithm>\n#include <cmath>\n#include <vector>\n\n";
-  k << "#include \"" << op << "_kernel.h\"\n\nnamespace gnnfuse::generated {\nnamespace {\n\n";
+  k << "namespace {\n\n";
   auto opt = optional_values(s);
   // The kernel is emitted twice: a baseline copy, and on x86-64 with GCC a copy compiled for
   // AVX2+FMA (target pragma on the definitions only, so no shared inline code is built for AVX2),
@@ -406,8 +470,7 @@ std::vector<GeneratedFile> emit_op_cpu(const Compiled& c) {
   for (auto* t : opt) tparams += ", bool kHas" + t->name;
   tparams += ">\nvoid " + op + "_impl(const " + op + "_params& prm) {\n" + KernelEmitter(c).body() + "}\n";
   k << "namespace base {\n" << tparams << "}  // namespace base\n\n";
-  k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n";
-  k << "#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
+  k << "#ifdef GNNFUSE_AVX2_PATH\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
   k << "namespace avx2 {\n" << tparams << "}  // namespace avx2\n#pragma GCC pop_options\n#endif\n\n";
   // Optional values become compile-time flags, so the inner loops carry no branch.
   k << "template <typename scalar_t, typename index_t>\nvoid " << op << "_flags(const " << op << "_params& prm) {\n";
@@ -433,161 +496,366 @@ std::vector<GeneratedFile> emit_op_cpu(const Compiled& c) {
     for (auto& i : s.index_dtypes)
       k << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << op << "_flags<" << ctype(d) << ", "
         << ctype(i) << ">(prm);\n";
-  k << "  runtime::unsupported(\"" << op << "\", dtype, itype);\n}\n\n}  // namespace gnnfuse::generated\n";
-  return {{op + "_kernel.h", h.str()}, {op + "_cpu.cpp", k.str()}};
+  k << "  runtime::unsupported(\"" << op << "\", dtype, itype);\n}\n\n";
 }
 
-std::vector<GeneratedFile> emit_registration(const std::vector<const Compiled*>& ops) {
-  std::ostringstream r;
-  r << "// Generated by gnnfuse-gen from ops/*.spec. Do not edit: edit the specs.\n";
-  r << "// ATen adapters (checks, contiguous inputs, output allocation), Meta kernels and the\n";
-  r << "// registration of every spec op.\n";
-  r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <c10/core/SymInt.h>\n#include <torch/library.h>\n\n";
-  r << "#include \"torch/checks.h\"\n";
-  for (auto* c : ops) r << "#include \"" << c->spec.name << "_kernel.h\"\n";
-  r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
-  r << "runtime::DType dtype_of(const at::Tensor& t) {\n"
-       "  return t.scalar_type() == at::kDouble ? runtime::DType::Float64 : runtime::DType::Float32;\n}\n\n";
-  r << "runtime::IType itype_of(const at::Tensor& t) {\n"
-       "  return t.scalar_type() == at::kInt ? runtime::IType::Int32 : runtime::IType::Int64;\n}\n\n";
-  for (auto* c : ops) {
-    const OpSpec& s = c->spec;
-    const std::string& op = s.name;
-    auto bind = bindings(s);
-    std::string ref = ref_arg(s);
-    const TensorDecl& out = s.output();
-    r << "// ---------------------------------------------------------------- " << op << "\n";
-    r << "// " << s.doc << "\n";
-    r << "struct " << op << "_extents {\n";
-    for (auto& v : s.order) r << "  c10::SymInt n_" << v << ";\n";
-    r << "};\n\n";
-    // Shape and dtype checks shared by the CPU and Meta kernels.
-    r << op << "_extents " << op << "_check(" << signature(s.schema, true) << ") {\n";
-    r << "  constexpr const char* op = \"" << op << "\";\n";
-    std::string first_index;
-    for (auto& t : s.tensors)
-      if (t.role == Role::SparseInput) {
-        r << "  checks::index_tensor(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
-        r << "  checks::index_tensor(op, \"" << t.col << "\", " << t.col << ");\n";
-        r << "  checks::same_dtype(op, \"" << t.col << "\", " << t.col << ", \"" << t.rowptr << "\", " << t.rowptr << ");\n";
-        if (first_index.empty()) first_index = t.rowptr;
-        else r << "  checks::same_dtype(op, \"" << t.rowptr << "\", " << t.rowptr << ", \"" << first_index << "\", " << first_index << ");\n";
-        r << "  checks::nonempty(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
-      }
-    for (auto& t : s.tensors)
-      if (t.role == Role::DenseInput) {
-        r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ");\n";
-        if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
-      }
-    std::string dev_ref = first_index.empty() ? ref : first_index;
-    for (auto& a : s.schema.args) {
-      if (a.type != "Tensor" || a.name == dev_ref) continue;
-      if (a.optional) r << "  if (" << a.name << ") checks::same_device(op, \"" << a.name << "\", *" << a.name << ", \"" << dev_ref << "\", " << dev_ref << ");\n";
-      else r << "  checks::same_device(op, \"" << a.name << "\", " << a.name << ", \"" << dev_ref << "\", " << dev_ref << ");\n";
+}  // namespace
+
+std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
+  const std::string& fam = f.ops[0]->spec.name;
+  std::ostringstream h;
+  h << banner(fam) << "// Kernel entry points of " << fam << " and of the ops derived from it (its adjoints).\n";
+  h << "#pragma once\n\n#include <cstdint>\n\n#include \"runtime/cpu.h\"\n\nnamespace gnnfuse::generated {\n\n";
+  for (auto& c : f.ops) emit_params(*c, h);
+  h << "}  // namespace gnnfuse::generated\n";
+
+  std::ostringstream k;
+  k << banner(fam);
+  k << "#include <algorithm>\n#include <cmath>\n#include <vector>\n\n";
+  k << "#include \"" << fam << "_kernel.h\"\n\n";
+  k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n#endif\n\n";
+  k << "namespace gnnfuse::generated {\n\n";
+  for (auto& c : f.ops) emit_kernel(*c, k);
+  k << "}  // namespace gnnfuse::generated\n";
+  return {{fam + "_kernel.h", h.str()}, {fam + "_cpu.cpp", k.str()}};
+}
+
+// ---------------------------------------------------------------- registration of one family
+namespace {
+
+std::string csc_names(const TensorDecl& t) {
+  return "{\"" + t.colptr + "\", \"" + t.row + "\", \"" + t.perm + "\"}";
+}
+
+void emit_adapter(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  auto bind = bindings(s);
+  std::string ref = ref_arg(s);
+  const TensorDecl& out = s.output();
+  r << "// ---------------------------------------------------------------- " << op << "\n";
+  r << "// " << s.doc << "\n";
+  r << "struct " << op << "_extents {\n";
+  for (auto& v : s.order) r << "  c10::SymInt n_" << v << ";\n";
+  r << "};\n\n";
+  // Shape and dtype checks shared by the CPU and Meta kernels.
+  r << op << "_extents " << op << "_check(" << signature(s.schema, true) << ") {\n";
+  r << "  constexpr const char* op = \"" << op << "\";\n";
+  std::string first_index;
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput) {
+      r << "  checks::index_tensor(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+      r << "  checks::index_tensor(op, \"" << t.col << "\", " << t.col << ");\n";
+      r << "  checks::same_dtype(op, \"" << t.col << "\", " << t.col << ", \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+      if (first_index.empty()) first_index = t.rowptr;
+      else r << "  checks::same_dtype(op, \"" << t.rowptr << "\", " << t.rowptr << ", \"" << first_index << "\", " << first_index << ");\n";
+      r << "  checks::nonempty(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+      if (t.has_csc() && !t.csc_optional) r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
     }
-    r << "  " << op << "_extents e;\n";
-    for (auto& v : s.order) r << "  e.n_" << v << " = " << extent_expr(bind[v][0]) << ";\n";
-    for (auto& v : s.order)
-      for (size_t b = 1; b < bind[v].size(); ++b) {
-        const Binding& bd = bind[v][b];
-        std::string what = extent_text(bind[v][0]) + ", the extent of index " + v;
-        if (bd.dim < 0) r << "  checks::sym_size_eq(op, \"" << bd.arg << "\", " << bd.arg << ", 0, e.n_" << v << " + 1, \"" << what << " plus one\");\n";
-        else r << "  checks::sym_size_eq(op, \"" << bd.arg << "\", " << bd.arg << ", " << bd.dim << ", e.n_" << v << ", \"" << what << "\");\n";
-      }
-    for (auto& t : s.tensors)
-      if (t.role == Role::SparseInput && !t.values.empty()) {
-        std::string w = t.values_optional ? "*" + t.values : t.values;
-        if (t.values_optional) r << "  if (" << t.values << ") {\n  ";
-        r << "  checks::floating(op, \"" << t.values << "\", " << w << ", 1);\n";
-        if (t.values != ref) {
-          if (t.values_optional) r << "  ";
-          r << "  checks::same_dtype(op, \"" << t.values << "\", " << w << ", \"" << ref << "\", " << ref << ");\n";
-        }
+  for (auto& t : s.tensors)
+    if (t.role == Role::DenseInput) {
+      r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ");\n";
+      if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
+    }
+  std::string dev_ref = first_index.empty() ? ref : first_index;
+  for (auto& a : s.schema.args) {
+    if (a.type != "Tensor" || a.name == dev_ref) continue;
+    if (a.optional) r << "  if (" << a.name << ") checks::same_device(op, \"" << a.name << "\", *" << a.name << ", \"" << dev_ref << "\", " << dev_ref << ");\n";
+    else r << "  checks::same_device(op, \"" << a.name << "\", " << a.name << ", \"" << dev_ref << "\", " << dev_ref << ");\n";
+  }
+  r << "  " << op << "_extents e;\n";
+  for (auto& v : s.order) r << "  e.n_" << v << " = " << extent_expr(bind[v][0]) << ";\n";
+  for (auto& v : s.order)
+    for (size_t b = 1; b < bind[v].size(); ++b) {
+      const Binding& bd = bind[v][b];
+      std::string what = extent_text(bind[v][0]) + ", the extent of index " + v;
+      if (bd.dim < 0) r << "  checks::sym_size_eq(op, \"" << bd.arg << "\", " << bd.arg << ", 0, e.n_" << v << " + 1, \"" << what << " plus one\");\n";
+      else r << "  checks::sym_size_eq(op, \"" << bd.arg << "\", " << bd.arg << ", " << bd.dim << ", e.n_" << v << ", \"" << what << "\");\n";
+    }
+  for (auto& t : s.tensors) {
+    if (t.role == Role::SparseInput && !t.values.empty()) {
+      std::string w = t.values_optional ? "*" + t.values : t.values;
+      if (t.values_optional) r << "  if (" << t.values << ") {\n  ";
+      r << "  checks::floating(op, \"" << t.values << "\", " << w << ", 1);\n";
+      if (t.values != ref) {
         if (t.values_optional) r << "  ";
-        r << "  checks::sym_size_eq(op, \"" << t.values << "\", " << w << ", 0, " << t.col << ".sym_size(0), \"" << t.col
-          << ".size(0), the number of stored entries\");\n";
-        if (t.values_optional) r << "  }\n";
+        r << "  checks::same_dtype(op, \"" << t.values << "\", " << w << ", \"" << ref << "\", " << ref << ");\n";
       }
-    r << "  return e;\n}\n\n";
-    // Output shape.
-    std::string shape;
-    if (out.pattern.empty()) {
-      for (size_t d = 0; d < out.vars.size(); ++d) shape += (d ? ", " : "") + std::string("e.n_") + out.vars[d];
-    } else {
-      shape = s.find(out.pattern)->col + ".sym_size(0)";
+      if (t.values_optional) r << "  ";
+      r << "  checks::sym_size_eq(op, \"" << t.values << "\", " << w << ", 0, " << t.col << ".sym_size(0), \"" << t.col
+        << ".size(0), the number of stored entries\");\n";
+      if (t.values_optional) r << "  }\n";
     }
-    // CPU kernel.
-    r << "at::Tensor " << op << "_cpu_kernel(" << signature(s.schema, true) << ") {\n";
-    r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
-    for (auto& t : s.tensors)
-      if (t.role == Role::SparseInput) {
-        std::string cols = "-1";
-        for (auto& d : s.tensors)
-          if (d.role == Role::DenseInput && std::count(d.vars.begin(), d.vars.end(), t.vars[1])) cols = "e.n_" + t.vars[1] + ".expect_int()";
-        r << "  checks::csr(\"" << op << "\", " << t.rowptr << ", " << t.col << ", " << cols << ");\n";
+    if (t.role == Role::SparseInput && t.has_csc()) {
+      r << "  {\n    static const char* const names[3] = " << csc_names(t) << ";\n";
+      if (t.csc_optional) {
+        r << "    if (" << t.colptr << " || " << t.row << " || " << t.perm << ") {\n";
+        r << "      checks::all_given(op, names, " << t.colptr << ".has_value(), " << t.row << ".has_value(), " << t.perm << ".has_value());\n";
+        r << "      checks::csc_shapes(op, names, " << t.rowptr << ", " << t.col << ", *" << t.colptr << ", *" << t.row << ", *" << t.perm
+          << ", e.n_" << t.vars[1] << ");\n    }\n";
+      } else {
+        r << "    checks::csc_shapes(op, names, " << t.rowptr << ", " << t.col << ", " << t.colptr << ", " << t.row << ", " << t.perm
+          << ", e.n_" << t.vars[1] << ");\n";
       }
-    r << "  " << op << "_params prm;\n";
-    for (auto& v : s.order) r << "  prm.n_" << v << " = e.n_" << v << ".expect_int();\n";
-    for (auto& t : s.tensors) {
-      switch (t.role) {
-        case Role::SparseInput:
-          r << "  const at::Tensor " << t.rowptr << "_c = " << t.rowptr << ".contiguous();\n";
-          r << "  const at::Tensor " << t.col << "_c = " << t.col << ".contiguous();\n";
-          r << "  prm." << t.name << "_rowptr = " << t.rowptr << "_c.const_data_ptr();\n";
-          r << "  prm." << t.name << "_col = " << t.col << "_c.const_data_ptr();\n";
-          if (!t.values.empty()) {
-            if (t.values_optional) {
-              r << "  const at::Tensor " << t.values << "_c = " << t.values << " ? " << t.values << "->contiguous() : at::Tensor();\n";
-              r << "  prm." << t.name << "_val = " << t.values << " ? " << t.values << "_c.const_data_ptr() : nullptr;\n";
-            } else {
-              r << "  const at::Tensor " << t.values << "_c = " << t.values << ".contiguous();\n";
-              r << "  prm." << t.name << "_val = " << t.values << "_c.const_data_ptr();\n";
-            }
+      r << "  }\n";
+    }
+    if (t.role == Role::EdgeInput) {
+      const TensorDecl* pt = s.find(t.pattern);
+      r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", 1);\n";
+      if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
+      r << "  checks::sym_size_eq(op, \"" << t.arg << "\", " << t.arg << ", 0, " << pt->col << ".sym_size(0), \"" << pt->col
+        << ".size(0), the number of stored entries of " << t.pattern << "\");\n";
+    }
+  }
+  r << "  return e;\n}\n\n";
+  // Output shape.
+  std::string shape;
+  if (out.pattern.empty()) {
+    for (size_t d = 0; d < out.vars.size(); ++d) shape += (d ? ", " : "") + std::string("e.n_") + out.vars[d];
+  } else {
+    shape = s.find(out.pattern)->col + ".sym_size(0)";
+  }
+  // CPU kernel.
+  r << "at::Tensor " << op << "_cpu_kernel(" << signature(s.schema, true) << ") {\n";
+  r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput) {
+      bool col_bound = false;
+      for (auto& b : bind[t.vars[1]])
+        if (b.dim >= 0 || b.arg == t.colptr) col_bound = true;
+      std::string cols = col_bound ? "e.n_" + t.vars[1] + ".expect_int()" : "-1";
+      r << "  checks::csr(\"" << op << "\", " << t.rowptr << ", " << t.col << ", " << cols << ");\n";
+      if (walks_csc(s, t)) {
+        r << "  {\n    static const char* const names[3] = " << csc_names(t) << ";\n";
+        r << "    checks::csc(\"" << op << "\", names, " << t.rowptr << ", " << t.col << ", " << t.colptr << ", " << t.row << ", " << t.perm
+          << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
+      }
+    }
+  r << "  " << op << "_params prm;\n";
+  for (auto& v : s.order) r << "  prm.n_" << v << " = e.n_" << v << ".expect_int();\n";
+  for (auto& t : s.tensors) {
+    switch (t.role) {
+      case Role::SparseInput:
+        r << "  const at::Tensor " << t.rowptr << "_c = " << t.rowptr << ".contiguous();\n";
+        r << "  const at::Tensor " << t.col << "_c = " << t.col << ".contiguous();\n";
+        r << "  prm." << t.name << "_rowptr = " << t.rowptr << "_c.const_data_ptr();\n";
+        r << "  prm." << t.name << "_col = " << t.col << "_c.const_data_ptr();\n";
+        if (!t.values.empty()) {
+          if (t.values_optional) {
+            r << "  const at::Tensor " << t.values << "_c = " << t.values << " ? " << t.values << "->contiguous() : at::Tensor();\n";
+            r << "  prm." << t.name << "_val = " << t.values << " ? " << t.values << "_c.const_data_ptr() : nullptr;\n";
+          } else {
+            r << "  const at::Tensor " << t.values << "_c = " << t.values << ".contiguous();\n";
+            r << "  prm." << t.name << "_val = " << t.values << "_c.const_data_ptr();\n";
           }
-          break;
-        case Role::DenseInput:
-          r << "  const at::Tensor " << t.arg << "_c = " << t.arg << ".contiguous();\n";
-          r << "  prm." << t.name << " = " << t.arg << "_c.const_data_ptr();\n";
-          break;
-        default: break;
-      }
+        }
+        if (walks_csc(s, t))
+          for (auto [arg, field] : {std::pair{t.colptr, "_colptr"}, {t.row, "_row"}, {t.perm, "_perm"}}) {
+            r << "  const at::Tensor " << arg << "_c = " << arg << ".contiguous();\n";
+            r << "  prm." << t.name << field << " = " << arg << "_c.const_data_ptr();\n";
+          }
+        break;
+      case Role::DenseInput:
+      case Role::EdgeInput:
+        r << "  const at::Tensor " << t.arg << "_c = " << t.arg << ".contiguous();\n";
+        r << "  prm." << t.name << " = " << t.arg << "_c.const_data_ptr();\n";
+        break;
+      default: break;
     }
-    r << "  at::Tensor out = at::empty_symint({" << shape << "}, " << ref << ".options());\n";
-    r << "  prm." << out.name << " = out.mutable_data_ptr();\n";
-    r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << (first_index.empty() ? "out" : first_index) << "));\n";
-    r << "  return out;\n}\n\n";
-    // Meta kernel: same checks, no data.
-    r << "at::Tensor " << op << "_meta(" << signature(s.schema, true) << ") {\n";
-    r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
-    r << "  (void)e;\n";
-    r << "  return at::empty_symint({" << shape << "}, " << ref << ".options());\n}\n\n";
+  }
+  r << "  at::Tensor out = at::empty_symint({" << shape << "}, " << ref << ".options());\n";
+  r << "  prm." << out.name << " = out.mutable_data_ptr();\n";
+  r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << (first_index.empty() ? "out" : first_index) << "));\n";
+  r << "  return out;\n}\n\n";
+  // Meta kernel: same checks, no data.
+  r << "at::Tensor " << op << "_meta(" << signature(s.schema, true) << ") {\n";
+  r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
+  r << "  (void)e;\n";
+  r << "  return at::empty_symint({" << shape << "}, " << ref << ".options());\n}\n\n";
+}
+
+// The autograd::Function of an op: the forward saves the op's inputs (never an intermediate:
+// the adjoints recompute edge-sized values inside their kernels) and its extents; the backward
+// calls the generated adjoint ops through the dispatcher, so it is itself differentiable.
+void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  std::string cls = op + "_function";
+  r << "class " << cls << " : public torch::autograd::Function<" << cls << "> {\n public:\n";
+  r << "  static at::Tensor forward(torch::autograd::AutogradContext* ctx, " << signature(s.schema, true) << ") {\n";
+  r << "    const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
+  for (auto& v : s.order) r << "    ctx->saved_data[\"n_" << v << "\"] = e.n_" << v << ";\n";
+  std::vector<const SchemaArg*> tensors;
+  for (auto& a : s.schema.args) {
+    if (a.type == "Tensor") {
+      tensors.push_back(&a);
+      continue;
+    }
+    if (a.optional || a.type == "str") fail(s.loc, "autograd: argument '" + a.name + "' (optional scalar or str) is not supported");
+    r << "    ctx->saved_data[\"arg_" << a.name << "\"] = " << a.name << ";\n";
+  }
+  r << "    ctx->save_for_backward({";
+  for (size_t k = 0; k < tensors.size(); ++k)
+    r << (k ? ", " : "") << (tensors[k]->optional ? tensors[k]->name + ".value_or(at::Tensor())" : tensors[k]->name);
+  r << "});\n";
+  r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
+  r << "    return gnnfuse::" << op << "(" << arg_names(s.schema) << ");\n  }\n\n";
+  r << "  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {\n";
+  auto it = fam.adjoints.find(op);
+  if (s.grad_order < 1 || it == fam.adjoints.end()) {
+    r << "    (void)grads;\n";
+    r << "    TORCH_CHECK(false, \"gnnfuse::" << op << ": this op is a derivative of gnnfuse::" << s.family
+      << " of the highest order generated (grad_order in ops/" << s.family << ".spec): its own derivative is not generated\");\n";
+    r << "    (void)ctx;\n    return {};\n  }\n};\n\n";
+    return;
+  }
+  r << "    const torch::autograd::variable_list saved = ctx->get_saved_variables();\n";
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const SchemaArg& a = *tensors[k];
+    if (a.optional)
+      r << "    const std::optional<at::Tensor> " << a.name << " = saved[" << k << "].defined() ? std::optional<at::Tensor>(saved[" << k
+        << "]) : std::nullopt;\n";
+    else
+      r << "    const at::Tensor " << a.name << " = saved[" << k << "];\n";
+  }
+  for (auto& a : s.schema.args) {
+    if (a.type == "int") r << "    const int64_t " << a.name << " = ctx->saved_data[\"arg_" << a.name << "\"].toInt();\n";
+    if (a.type == "float") r << "    const double " << a.name << " = ctx->saved_data[\"arg_" << a.name << "\"].toDouble();\n";
+    if (a.type == "bool") r << "    const bool " << a.name << " = ctx->saved_data[\"arg_" << a.name << "\"].toBool();\n";
+  }
+  for (auto& v : s.order) r << "    const c10::SymInt n_" << v << " = ctx->saved_data[\"n_" << v << "\"].toSymInt();\n";
+  for (auto& v : s.order) r << "    (void)n_" << v << ";\n";
+  r << "    const at::Tensor& grad_output_ = grads[0];\n";
+  // Index of each tensor argument among the Function's variables (absent optionals are none).
+  r << "    size_t next_var = 0;\n";
+  for (auto* a : tensors) {
+    if (a->optional) r << "    const size_t var_" << a->name << " = " << a->name << " ? next_var++ : SIZE_MAX;\n";
+    else r << "    const size_t var_" << a->name << " = next_var++;\n";
+    r << "    (void)var_" << a->name << ";\n";
+  }
+  // CSC views, built at most once per backward when no cached one was passed.
+  using Tuple = std::string;
+  const Tuple tup = "std::tuple<at::Tensor, at::Tensor, at::Tensor>";
+  std::set<std::string> needs_csc;
+  for (auto& adj : it->second) {
+    if (adj.zero) continue;
+    for (auto& t : adj.spec.tensors)
+      if (walks_csc(adj.spec, t)) needs_csc.insert(t.name);
+  }
+  for (auto& t : s.tensors) {
+    if (t.role != Role::SparseInput || !needs_csc.count(t.name)) continue;
+    std::string build = "gnnfuse::detail::csc_view(" + t.rowptr + ", " + t.col + ", n_" + t.vars[1] + ")";
+    std::string expr;
+    if (t.has_csc() && !t.csc_optional) expr = "std::make_tuple(" + t.colptr + ", " + t.row + ", " + t.perm + ")";
+    else if (t.has_csc()) expr = t.colptr + " ? std::make_tuple(*" + t.colptr + ", *" + t.row + ", *" + t.perm + ") : " + build;
+    else expr = build;
+    r << "    std::optional<" << tup << "> csc_" << t.name << "_memo;\n";
+    r << "    auto csc_" << t.name << " = [&]() -> const " << tup << "& {\n";
+    r << "      if (!csc_" << t.name << "_memo) csc_" << t.name << "_memo = " << expr << ";\n";
+    r << "      return *csc_" << t.name << "_memo;\n    };\n";
+  }
+  r << "    torch::autograd::variable_list out(" << s.schema.args.size() << ");\n";
+  for (auto& adj : it->second) {
+    size_t k = 0;
+    while (s.schema.args[k].name != adj.input) ++k;
+    const SchemaArg& in = s.schema.args[k];
+    std::string cond = (in.optional ? adj.input + " && " : std::string()) + "ctx->needs_input_grad(var_" + adj.input + ")";
+    if (adj.zero) {
+      r << "    if (" << cond << ") out[" << k << "] = at::zeros_like(" << (in.optional ? "*" : "") << adj.input << ");\n";
+      continue;
+    }
+    std::vector<std::string> call;
+    for (auto& a : adj.spec.schema.args) {
+      if (a.name == adj.grad_arg) {
+        call.push_back("grad_output_");
+        continue;
+      }
+      // A CSC array of one of the adjoint's sparse operands?
+      std::string csc_value;
+      for (auto& t : adj.spec.tensors) {
+        if (t.role != Role::SparseInput || !t.has_csc()) continue;
+        int which = a.name == t.colptr ? 0 : a.name == t.row ? 1 : a.name == t.perm ? 2 : -1;
+        if (which < 0) continue;
+        if (walks_csc(adj.spec, t)) csc_value = "std::get<" + std::to_string(which) + ">(csc_" + t.name + "())";
+        else csc_value = s.schema.arg(a.name) ? "@pass" : "std::nullopt";
+      }
+      if (!csc_value.empty() && csc_value != "@pass") {
+        call.push_back(csc_value);
+        continue;
+      }
+      const SchemaArg* mine = s.schema.arg(a.name);
+      if (!mine) fail(s.loc, "internal error: adjoint argument " + a.name + " of " + adj.spec.name + " has no source");
+      if (mine->optional == a.optional) call.push_back(a.name);
+      else if (a.optional) call.push_back("std::optional<at::Tensor>(" + a.name + ")");
+      else call.push_back("*" + a.name);
+    }
+    r << "    if (" << cond << ") out[" << k << "] = gnnfuse::" << adj.spec.name << "(";
+    for (size_t m = 0; m < call.size(); ++m) r << (m ? ", " : "") << call[m];
+    r << ");\n";
+  }
+  r << "    return out;\n  }\n};\n\n";
+}
+
+}  // namespace
+
+std::vector<GeneratedFile> emit_op_registration(const Family& f) {
+  const std::string& fam = f.ops[0]->spec.name;
+  std::ostringstream r;
+  r << banner(fam);
+  r << "// ATen adapters (checks, contiguous inputs, output allocation), Meta kernels, autograd\n";
+  r << "// Functions and the registration of " << fam << " and of the ops derived from it.\n";
+  r << "#include <cstdint>\n#include <optional>\n#include <tuple>\n\n";
+  r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
+  r << "#include <torch/autograd.h>\n#include <torch/library.h>\n\n";
+  r << "#include \"gnnfuse/ops.h\"\n#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n";
+  r << "#include \"" << fam << "_kernel.h\"\n";
+  r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
+  r << "using detail::dtype_of;\nusing detail::itype_of;\n\n";
+  for (auto& c : f.ops) emit_adapter(*c, r);
+  r << "// ---------------------------------------------------------------- autograd\n";
+  for (auto& c : f.ops) emit_autograd(f, *c, r);
+  for (auto& c : f.ops) {
+    const OpSpec& s = c->spec;
+    r << "at::Tensor " << s.name << "_autograd(" << signature(s.schema, true) << ") {\n";
+    r << "  return " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n}\n\n";
   }
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
-  r << "TORCH_LIBRARY(gnnfuse, m) {\n";
-  for (auto* c : ops) r << "  m.def(\"" << c->spec.schema.text << "\");\n";
-  r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, CPU, m) {\n";
-  for (auto* c : ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << "_cpu_kernel);\n";
-  r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, Meta, m) {\n";
-  for (auto* c : ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << "_meta);\n";
+  r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
+  for (auto& c : f.ops) r << "  m.def(\"" << c->spec.schema.text << "\");\n";
+  for (const char* key : {"CPU", "Meta", "Autograd"}) {
+    std::string suffix = std::string(key) == "CPU" ? "_cpu_kernel" : std::string(key) == "Meta" ? "_meta" : "_autograd";
+    r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
+    for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
+  }
   r << "}\n";
+  return {{fam + "_register.cpp", r.str()}};
+}
+
+std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) {
+  std::ostringstream r;
+  r << "// Generated by gnnfuse-gen from ops/*.spec. Do not edit: edit the specs.\n";
+  r << "// The gnnfuse operator namespace. Every op is defined in a TORCH_LIBRARY_FRAGMENT: the spec\n";
+  r << "// ops in <op>_register.cpp, the graph-format ops in csrc/torch/graph_ops.cpp.\n";
+  r << "#include <torch/library.h>\n\nTORCH_LIBRARY(gnnfuse, m) { (void)m; }\n";
 
   // ---- C++ API for LibTorch users
   std::ostringstream api;
   api << "// Generated by gnnfuse-gen from ops/*.spec. Do not edit: edit the specs.\n";
-  api << "// C++ API of the spec ops: each call goes through the dispatcher, exactly as\n";
-  api << "// torch.ops.gnnfuse.<op> does from Python.\n#pragma once\n\n#include <optional>\n\n";
+  api << "// C++ API of the spec ops and of their generated derivatives: each call goes through the\n";
+  api << "// dispatcher (autograd included), exactly as torch.ops.gnnfuse.<op> does from Python.\n#pragma once\n\n#include <optional>\n\n";
   api << "#include <ATen/core/Tensor.h>\n#include <ATen/core/dispatch/Dispatcher.h>\n\nnamespace gnnfuse {\n\n";
-  for (auto* c : ops) {
-    const OpSpec& s = c->spec;
-    api << "// " << s.doc << "\n// index notation: " << s.expr.lhs << "(";
-    for (size_t k = 0; k < s.expr.lhs_idx.size(); ++k) api << (k ? "," : "") << s.expr.lhs_idx[k];
-    api << ") = " << to_string(s.expr.rhs) << "\n";
-    api << "inline at::Tensor " << s.name << "(" << signature(s.schema, true) << ") {\n";
-    api << "  static const auto handle = c10::Dispatcher::singleton()\n";
-    api << "      .findSchemaOrThrow(\"gnnfuse::" << s.name << "\", \"\")\n";
-    api << "      .typed<at::Tensor(" << signature(s.schema, false) << ")>();\n";
-    api << "  return handle.call(" << arg_names(s.schema) << ");\n}\n\n";
-  }
+  for (auto* f : fams)
+    for (auto& c : f->ops) {
+      const OpSpec& s = c->spec;
+      api << "// " << s.doc << "\n// index notation: " << s.expr.lhs << "(";
+      for (size_t k = 0; k < s.expr.lhs_idx.size(); ++k) api << (k ? "," : "") << s.expr.lhs_idx[k];
+      api << ") = " << to_string(s.expr.rhs) << "\n";
+      api << "inline at::Tensor " << s.name << "(" << signature(s.schema, true, true) << ") {\n";
+      api << "  static const auto handle = c10::Dispatcher::singleton()\n";
+      api << "      .findSchemaOrThrow(\"gnnfuse::" << s.name << "\", \"\")\n";
+      api << "      .typed<at::Tensor(" << signature(s.schema, false) << ")>();\n";
+      api << "  return handle.call(" << arg_names(s.schema) << ");\n}\n\n";
+    }
   api << "}  // namespace gnnfuse\n";
   return {{"registration.cpp", r.str()}, {"include/gnnfuse/ops.h", api.str()}};
 }

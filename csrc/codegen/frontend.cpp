@@ -24,7 +24,12 @@ void fail(const Loc& loc, const std::string& msg) {
 namespace {
 
 const std::set<std::string>& known_functions() {
-  static const std::set<std::string> fns{"exp", "log", "relu", "sigmoid", "tanh"};
+  static const std::set<std::string> fns{"exp", "log", "relu", "sigmoid", "tanh", "step", "leaky_relu", "leaky_step", "pow"};
+  return fns;
+}
+
+const std::set<std::string>& param_functions() {
+  static const std::set<std::string> fns{"leaky_relu", "leaky_step", "pow"};
   return fns;
 }
 
@@ -142,6 +147,21 @@ class ExprParser {
       e.name = name;
       e.args = {sum()};
       e.loc = at;
+      if (param_functions().count(name)) {
+        if (!eat(',')) fail(here(), name + " takes a constant parameter: " + name + "(x, c)");
+        skip();
+        bool neg = eat('-');
+        skip();
+        size_t used = 0;
+        try {
+          e.value = std::stod(s_.substr(pos_), &used);
+        } catch (const std::exception&) {
+          fail(here(), "the parameter of " + name + " must be a number");
+        }
+        pos_ += used;
+        if (neg) e.value = -e.value;
+        e.has_param = true;
+      }
       if (!eat(')')) fail(here(), "expected ')' closing " + name + "(");
       return make(std::move(e));
     }
@@ -193,6 +213,7 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }  // namespace
 
 bool is_known_function(const std::string& name) { return known_functions().count(name) > 0; }
+bool function_takes_param(const std::string& name) { return param_functions().count(name) > 0; }
 
 Assignment parse_assignment(const std::string& text, const Loc& loc) { return ExprParser(text, loc).assignment(); }
 
@@ -201,7 +222,8 @@ std::string to_string(const ExprP& e) {
     case Expr::Kind::Access: return e->name + "(" + join(e->idx, ",") + ")";
     case Expr::Kind::Const: return fmt_number(e->value);
     case Expr::Kind::Neg: return "-" + to_string(e->args[0]);
-    case Expr::Kind::Call: return e->name + "(" + to_string(e->args[0]) + ")";
+    case Expr::Kind::Call:
+      return e->name + "(" + to_string(e->args[0]) + (e->has_param ? ", " + fmt_number(e->value) : "") + ")";
     case Expr::Kind::Binary: {
       auto side = [&](const ExprP& a, bool right) {
         std::string t = to_string(a);
@@ -247,10 +269,18 @@ Schema parse_schema(const std::string& text, const Loc& loc) {
   std::string piece;
   static const std::set<std::string> types{"Tensor", "int", "float", "bool", "str"};
   while (std::getline(is, piece, ',')) {
+    std::string def;
+    size_t eq = piece.find('=');
+    if (eq != std::string::npos) {
+      def = trim(piece.substr(eq + 1));
+      piece = piece.substr(0, eq);
+      if (def.empty()) fail(loc, "schema argument '" + trim(piece) + "': empty default");
+    }
     auto w = split_ws(piece);
     if (w.empty()) continue;
-    if (w.size() != 2) fail(loc, "schema argument '" + trim(piece) + "' must be 'Type name' (defaults are not supported yet)");
+    if (w.size() != 2) fail(loc, "schema argument '" + trim(piece) + "' must be 'Type name' or 'Type name=default'");
     SchemaArg a;
+    a.default_value = def;
     a.type = w[0];
     if (!a.type.empty() && a.type.back() == '?') {
       a.optional = true;
@@ -259,6 +289,9 @@ Schema parse_schema(const std::string& text, const Loc& loc) {
     if (!types.count(a.type)) fail(loc, "unknown schema type '" + w[0] + "'");
     a.name = w[1];
     if (s.arg(a.name)) fail(loc, "schema argument '" + a.name + "' repeated");
+    if (!def.empty() && def == "None" && !a.optional) fail(loc, "schema argument '" + a.name + "' defaults to None but is not optional");
+    if (s.args.size() && !s.args.back().default_value.empty() && def.empty())
+      fail(loc, "schema argument '" + a.name + "' has no default but follows one that has");
     s.args.push_back(a);
   }
   std::string ret = trim(s.text.substr(arrow + 2));
@@ -322,17 +355,33 @@ void check_spec(OpSpec& s) {
     switch (t.role) {
       case Role::SparseInput:
         if (t.vars.size() != 2) fail(t.loc, "a csr operand has two indices: row, column");
+        if (t.vars[0] == t.vars[1]) fail(t.loc, "a csr operand's row and column indices must differ");
         use_arg(t.rowptr, t.loc, false);
         use_arg(t.col, t.loc, false);
         if (!t.values.empty()) {
           use_arg(t.values, t.loc, true);
           t.values_optional = s.schema.arg(t.values)->optional;
         }
+        if (t.has_csc()) {
+          use_arg(t.colptr, t.loc, true);
+          use_arg(t.row, t.loc, true);
+          use_arg(t.perm, t.loc, true);
+          t.csc_optional = s.schema.arg(t.colptr)->optional;
+          if (s.schema.arg(t.row)->optional != t.csc_optional || s.schema.arg(t.perm)->optional != t.csc_optional)
+            fail(t.loc, "the csc arguments of " + t.name + " must be all optional or all required");
+        }
         break;
       case Role::DenseInput:
         if (t.vars.empty()) fail(t.loc, "a dense operand needs at least one index");
         use_arg(t.arg, t.loc, false);
         break;
+      case Role::EdgeInput: {
+        const TensorDecl* p = s.find(t.pattern);
+        if (!p || p->role != Role::SparseInput) fail(t.loc, "'" + t.pattern + "' is not a sparse operand (declare it before " + t.name + ")");
+        if (p->vars != t.vars) fail(t.loc, "an edge operand on " + t.pattern + " must use its indices (" + p->vars[0] + "," + p->vars[1] + ")");
+        use_arg(t.arg, t.loc, false);
+        break;
+      }
       case Role::Output: {
         ++outputs;
         if (!t.pattern.empty()) {
@@ -358,7 +407,11 @@ void check_spec(OpSpec& s) {
       const TensorDecl* t = s.find(e->name);
       if (!t) fail(e->loc, "unknown tensor '" + e->name + "'");
       if (t->role == Role::Output) fail(e->loc, "the output may not be read");
-      if (t->vars != e->idx) fail(e->loc, "'" + e->name + "' is declared with indices (" + join(t->vars, ",") + ") and must be used with them");
+      // A dense operand may be read with other index names (X(i,k) * X(j,k)); sparse and
+      // edge operands are read with their declared (row, column) indices.
+      if (t->role == Role::DenseInput ? t->vars.size() != e->idx.size() : t->vars != e->idx)
+        fail(e->loc, "'" + e->name + "' is declared with indices (" + join(t->vars, ",") + ") and must be used with " +
+                         (t->role == Role::DenseInput ? std::to_string(t->vars.size()) + " indices" : "them"));
     }
     for (auto& a : e->args) check_expr(a);
   };
@@ -366,7 +419,11 @@ void check_spec(OpSpec& s) {
 
   std::vector<std::string> all = vars_of(s.expr.rhs);
   for (auto& v : s.expr.lhs_idx)
-    if (std::find(all.begin(), all.end(), v) == all.end()) fail(s.expr.loc, "output index '" + v + "' does not appear on the right side");
+    if (std::find(all.begin(), all.end(), v) == all.end()) {
+      // An output on a pattern gets its indices from the pattern.
+      if (out.pattern.empty()) fail(s.expr.loc, "output index '" + v + "' does not appear on the right side");
+      all.push_back(v);
+    }
   if (s.order.empty()) {
     // Default: every sparse operand's row then column variable, then the rest as they appear.
     for (auto& t : s.tensors)
@@ -383,8 +440,11 @@ void check_spec(OpSpec& s) {
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {
       auto pos = [&](const std::string& v) { return std::find(s.order.begin(), s.order.end(), v) - s.order.begin(); };
-      if (pos(t.vars[0]) > pos(t.vars[1])) fail(t.loc, "csr operand " + t.name + ": its row index must come before its column index in 'order'");
+      if (pos(t.vars[0]) > pos(t.vars[1]) && (!t.has_csc() || t.csc_optional))
+        fail(t.loc, "csr operand " + t.name + ": 'order' walks it by columns (" + t.vars[1] + " before " + t.vars[0] +
+                        "), which needs its csc(colptr, row, perm) view as required arguments");
     }
+  if (s.grad_order < 0 || s.grad_order > 2) fail(s.loc, "grad_order is 0, 1 or 2");
 }
 
 }  // namespace
@@ -432,16 +492,49 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       parse_decl_head(value.substr(0, eq), loc, &d);
       d.role = Role::SparseInput;
       std::string rhs = trim(value.substr(eq + 1));
-      if (rhs.rfind("csr(", 0) != 0 || rhs.back() != ')') fail(loc, "the only sparse format is csr(rowptr, col[, values])");
-      std::stringstream as(rhs.substr(4, rhs.size() - 5));
-      std::string piece;
-      std::vector<std::string> parts;
-      while (std::getline(as, piece, ',')) parts.push_back(trim(piece));
+      auto args_of = [&](const std::string& call, const std::string& fn) {
+        if (call.rfind(fn + "(", 0) != 0 || call.back() != ')') fail(loc, "expected " + fn + "(...)");
+        std::stringstream as(call.substr(fn.size() + 1, call.size() - fn.size() - 2));
+        std::string piece;
+        std::vector<std::string> parts;
+        while (std::getline(as, piece, ',')) parts.push_back(trim(piece));
+        return parts;
+      };
+      std::string csc;
+      size_t close = rhs.find(')');
+      if (rhs.rfind("csr(", 0) != 0 || close == std::string::npos)
+        fail(loc, "a sparse operand is csr(rowptr, col[, values]) [csc(colptr, row, perm)]");
+      csc = trim(rhs.substr(close + 1));
+      rhs = rhs.substr(0, close + 1);
+      std::vector<std::string> parts = args_of(rhs, "csr");
       if (parts.size() < 2 || parts.size() > 3) fail(loc, "csr takes rowptr, col and optional values");
       d.rowptr = parts[0];
       d.col = parts[1];
       if (parts.size() == 3) d.values = parts[2];
+      if (!csc.empty()) {
+        std::vector<std::string> c = args_of(csc, "csc");
+        if (c.size() != 3) fail(loc, "csc takes colptr, row and perm");
+        d.colptr = c[0];
+        d.row = c[1];
+        d.perm = c[2];
+      }
       s.tensors.push_back(d);
+    } else if (key == "edge") {
+      // S(i,j) on A = scale
+      size_t eq = value.find('='), on = value.find(" on ");
+      if (eq == std::string::npos || on == std::string::npos || on > eq) fail(loc, "expected 'S(i,j) on A = arg'");
+      TensorDecl d;
+      parse_decl_head(value.substr(0, on), loc, &d);
+      d.role = Role::EdgeInput;
+      d.pattern = trim(value.substr(on + 4, eq - on - 4));
+      d.arg = trim(value.substr(eq + 1));
+      s.tensors.push_back(d);
+    } else if (key == "grad_order") {
+      try {
+        s.grad_order = std::stoi(value);
+      } catch (const std::exception&) {
+        fail(loc, "grad_order is 0, 1 or 2");
+      }
     } else if (key == "dense") {
       size_t eq = value.find('=');
       if (eq == std::string::npos) fail(loc, "expected 'X(j,f) = x'");
@@ -478,10 +571,11 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       once(!s.index_dtypes.empty());
       s.index_dtypes = split_ws(value);
     } else {
-      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, output, expr, reduce, order, dtypes, index)");
+      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, output, expr, reduce, order, dtypes, index, grad_order)");
     }
   }
   for (auto& o : outputs) s.tensors.push_back(o);
+  if (s.family.empty()) s.family = s.name;
   check_spec(s);
   return s;
 }
@@ -503,8 +597,11 @@ std::string print_spec(const OpSpec& s) {
     std::string head = t.name + "(" + join(t.vars, ",") + ")";
     switch (t.role) {
       case Role::SparseInput:
-        os << "sparse  " << head << " = csr(" << t.rowptr << ", " << t.col << (t.values.empty() ? "" : ", " + t.values) << ")\n";
+        os << "sparse  " << head << " = csr(" << t.rowptr << ", " << t.col << (t.values.empty() ? "" : ", " + t.values) << ")";
+        if (t.has_csc()) os << " csc(" << t.colptr << ", " << t.row << ", " << t.perm << ")";
+        os << "\n";
         break;
+      case Role::EdgeInput: os << "edge    " << head << " on " << t.pattern << " = " << t.arg << "\n"; break;
       case Role::DenseInput: os << "dense   " << head << " = " << t.arg << "\n"; break;
       case Role::Output: os << "output  " << head << (t.pattern.empty() ? "" : " on " + t.pattern) << "\n"; break;
       case Role::Temp: break;
@@ -515,6 +612,7 @@ std::string print_spec(const OpSpec& s) {
   os << "order   " << join(s.order, " ") << "\n";
   os << "dtypes  " << join(s.dtypes, " ") << "\n";
   os << "index   " << join(s.index_dtypes, " ") << "\n";
+  if (s.grad_order != 2) os << "grad_order " << s.grad_order << "\n";
   return os.str();
 }
 

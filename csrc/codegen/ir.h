@@ -38,7 +38,8 @@ struct Expr {
   Kind kind;
   std::string name;              // Access: tensor name; Call: function name
   std::vector<std::string> idx;  // Access: index variables
-  double value = 0;              // Const
+  double value = 0;              // Const; Call: the constant parameter (leaky_relu slope, pow exponent)
+  bool has_param = false;        // Call: takes a constant parameter
   char op = 0;                   // Binary: one of + - * /
   std::vector<ExprP> args;       // Binary: 2, Call: 1, Neg: 1
   Loc loc;
@@ -47,8 +48,10 @@ struct Expr {
 std::string to_string(const ExprP& e);
 // Index variables of an expression, in order of first appearance.
 std::vector<std::string> vars_of(const ExprP& e);
-// Element-wise functions the generator knows (name -> arity 1).
+// Element-wise functions the generator knows: one expression argument, and for some a constant
+// parameter (leaky_relu(x, slope), leaky_step(x, slope), pow(x, exponent)).
 bool is_known_function(const std::string& name);
+bool function_takes_param(const std::string& name);
 
 struct Assignment {
   std::string lhs;
@@ -64,6 +67,7 @@ struct SchemaArg {
   std::string type;  // "Tensor", "int", "float", "bool", "str"
   std::string name;
   bool optional = false;  // "Tensor?" etc.
+  std::string default_value;  // "None", "1", ...: empty when the argument has no default
 };
 
 struct Schema {
@@ -75,20 +79,27 @@ struct Schema {
 };
 Schema parse_schema(const std::string& text, const Loc& loc);
 
-enum class Role { SparseInput, DenseInput, Output, Temp };
+enum class Role { SparseInput, DenseInput, EdgeInput, Output, Temp };
 
-// A tensor of the spec: a sparse operand (CSR over its first variable), a dense operand
-// (row-major over its variables), or the output (dense, or one value per stored entry of a
-// sparse operand: "on A").
+// A tensor of the spec: a sparse operand (CSR over its first variable, optionally with a CSC
+// view), a dense operand (row-major over its variables), an edge operand (one value per stored
+// entry of a sparse operand, in CSR order: "on A"), or the output (dense, or "on A").
 struct TensorDecl {
   std::string name;
   Role role = Role::DenseInput;
   std::vector<std::string> vars;
-  std::string arg;                             // dense input: the schema argument
+  std::string arg;                             // dense or edge input: the schema argument
   std::string rowptr, col, values;             // sparse input: schema arguments
   bool values_optional = false;                // sparse input: values may be None (then 1)
-  std::string pattern;                         // output: sparse operand whose pattern it has
+  // Sparse input: the CSC view (column pointers, row indices, and perm[p] = the CSR position of
+  // the p-th entry in column-major order). Required arguments when the op walks the operand by
+  // columns; optional (a cache the backward uses) otherwise.
+  std::string colptr, row, perm;
+  bool csc_optional = false;
+  std::string pattern;                         // output or edge input: sparse operand whose pattern it has
   Loc loc;
+
+  bool has_csc() const { return !colptr.empty(); }
 };
 
 struct OpSpec {
@@ -101,10 +112,15 @@ struct OpSpec {
   std::vector<std::string> order;   // loop order of the index variables
   std::vector<std::string> dtypes;  // float32, float64
   std::vector<std::string> index_dtypes;  // int32, int64
+  // How many orders of derivatives are generated below this op (2: backward and double
+  // backward). A derived op has its parent's order minus one.
+  int grad_order = 2;
+  std::string family;  // the user op a derived op comes from (its own name for user ops)
   Loc loc;
 
   const TensorDecl* find(const std::string& name) const;
   const TensorDecl& output() const;
+  bool derived() const { return family != name; }
 };
 
 OpSpec parse_spec(const std::string& text, const std::string& file);
@@ -133,6 +149,8 @@ struct Stmt {
   Access lhs;
   Op op = Op::Copy;
   std::string fn;  // Call
+  double param = 0;        // Call: constant parameter
+  bool has_param = false;  // Call
   std::vector<Operand> rhs;
   bool accumulate = false;
   std::vector<std::string> sum_vars;
@@ -147,7 +165,9 @@ struct TensorInfo {
   std::string name;
   Role role = Role::Temp;
   std::vector<std::string> dims;  // index variables of its full shape
-  std::string pattern;            // sparse input: itself; output "on A": A
+  std::string pattern;            // sparse input: itself; edge input and output "on A": A
+  int outer = 0;                  // sparse input: the dimension walked by the outer loop
+                                  // (0: rows, CSR; 1: columns, through the CSC view)
   // Memory passes (temporaries only):
   std::vector<std::string> kept_dims;  // dims left after shrinking
   std::string compressed_by;           // sparse operand whose positions index the last kept dim
@@ -164,9 +184,11 @@ struct Program {
   std::vector<std::string> temps;  // temporaries in creation order
 
   const TensorInfo& tensor(const std::string& name) const;
-  // Row and column variable of a sparse operand.
-  std::string row_var(const std::string& sparse) const;
-  std::string col_var(const std::string& sparse) const;
+  // Outer and inner variable of a sparse operand in the direction the op walks it: (row, column)
+  // through CSR, (column, row) through the CSC view.
+  std::string outer_var(const std::string& sparse) const;
+  std::string inner_var(const std::string& sparse) const;
+  bool walks_csc(const std::string& sparse) const { return tensor(sparse).outer == 1; }
 };
 
 // Stage 2: break the expression into unit statements with temporaries. Products of several
@@ -265,7 +287,33 @@ struct GeneratedFile {
   std::string path;  // relative to the output directory
   std::string text;
 };
-std::vector<GeneratedFile> emit_op_cpu(const Compiled& c);          // <op>_kernel.h, <op>_cpu.cpp
-std::vector<GeneratedFile> emit_registration(const std::vector<const Compiled*>& ops);  // registration.cpp, include/gnnfuse/ops.h
+// ---------------------------------------------------------------- automatic differentiation
+// The derivative of an op with respect to one floating input, as an op of its own: the
+// adjoint's index expression, with the tensors it reads, in the spec language.
+struct Adjoint {
+  std::string input;       // schema argument of the differentiated op
+  std::string input_tensor;  // its tensor in the spec
+  bool zero = false;       // the derivative vanishes: the gradient is zeros
+  std::string grad_arg;    // schema argument of `spec` that receives the incoming gradient
+  std::string text;        // the derived spec, in the spec language
+  OpSpec spec;             // parsed from `text`
+};
+// Differentiates every floating input (dense operands, csr values, edge operands) of `spec`.
+// Sums distribute, products follow the product rule, functions the chain rule with one
+// derivative table; variables bound inside a kept copy of a sub-expression are renamed. The
+// result reads only the op's inputs and the incoming gradient: edge-sized intermediates of a
+// fused op are recomputed inside the adjoint's kernel, never saved.
+std::vector<Adjoint> differentiate(const OpSpec& spec);
+
+// One user op and every op derived from it, down to its grad_order.
+struct Family {
+  std::vector<std::unique_ptr<Compiled>> ops;  // ops[0] is the user op
+  std::map<std::string, std::vector<Adjoint>> adjoints;  // op name -> its adjoints (grad_order > 0)
+};
+Family compile_family(const OpSpec& user_op);
+
+std::vector<GeneratedFile> emit_op_cpu(const Family& f);     // <op>_kernel.h, <op>_cpu.cpp
+std::vector<GeneratedFile> emit_op_registration(const Family& f);  // <op>_register.cpp
+std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fs);  // registration.cpp, include/gnnfuse/ops.h
 
 }  // namespace gnnfuse::codegen

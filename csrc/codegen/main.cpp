@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "codegen/ir.h"
@@ -40,26 +41,40 @@ int main(int argc, char** argv) {
   try {
     if (mode == "--dump") {
       for (int a = 2; a < argc; ++a) {
-        auto c = compile(load_spec(argv[a]));
-        std::cout << "==== " << c->spec.name << " (" << argv[a] << ")\n";
-        std::cout << "---- spec\n" << print_spec(c->spec);
-        for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
+        Family f = compile_family(load_spec(argv[a]));
+        for (auto& c : f.ops) {
+          std::cout << "==== " << c->spec.name << (c->spec.derived() ? " (derived from " + c->spec.family + ")" : "") << " ("
+                    << argv[a] << ")\n";
+          std::cout << "---- spec\n" << print_spec(c->spec);
+          for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
+          auto it = f.adjoints.find(c->spec.name);
+          if (it == f.adjoints.end()) continue;
+          std::cout << "---- adjoints\n";
+          for (auto& adj : it->second)
+            std::cout << "d/d" << adj.input << ": " << (adj.zero ? "0" : adj.spec.name + ": " + adj.spec.expr.lhs + "(...) = " + to_string(adj.spec.expr.rhs)) << "\n";
+        }
       }
       return 0;
     }
     if (mode == "--out" && argc >= 4) {
       fs::path out = argv[2];
-      std::vector<std::unique_ptr<Compiled>> all;
+      std::vector<std::unique_ptr<Family>> all;
+      std::set<std::string> names;
       for (int a = 3; a < argc; ++a) {
-        auto c = compile(load_spec(argv[a]));
+        auto fam = std::make_unique<Family>(compile_family(load_spec(argv[a])));
+        const std::string& name = fam->ops[0]->spec.name;
         std::string stem = fs::path(argv[a]).stem().string();
-        if (stem != c->spec.name) throw SpecError(std::string(argv[a]) + ": error: file name must be the op name '" + c->spec.name + ".spec'");
-        for (auto& f : emit_op_cpu(*c)) write_if_changed(out / f.path, f.text);
-        all.push_back(std::move(c));
+        if (stem != name) throw SpecError(std::string(argv[a]) + ": error: file name must be the op name '" + name + ".spec'");
+        for (auto& c : fam->ops)
+          if (!names.insert(c->spec.name).second)
+            throw SpecError(std::string(argv[a]) + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
+        for (auto& f : emit_op_cpu(*fam)) write_if_changed(out / f.path, f.text);
+        for (auto& f : emit_op_registration(*fam)) write_if_changed(out / f.path, f.text);
+        all.push_back(std::move(fam));
       }
-      std::vector<const Compiled*> ops;
-      for (auto& c : all) ops.push_back(c.get());
-      for (auto& f : emit_registration(ops)) write_if_changed(out / f.path, f.text);
+      std::vector<const Family*> fams;
+      for (auto& f : all) fams.push_back(f.get());
+      for (auto& f : emit_library(fams)) write_if_changed(out / f.path, f.text);
       return 0;
     }
   } catch (const SpecError& e) {

@@ -78,7 +78,7 @@ SpaceMap initial_spaces(const Program& p) {
       auto operand_space = [&](const Operand& o) {
         if (o.is_const) return Space::dense();
         const TensorInfo& t = p.tensor(o.access.tensor);
-        if (t.role == Role::SparseInput && o.access.idx.at(1) == v) return Space::level(t.name);
+        if ((t.role == Role::SparseInput || t.role == Role::EdgeInput) && v == p.inner_var(t.pattern)) return Space::level(t.pattern);
         if (t.role == Role::Temp)
           for (size_t d = 0; d < o.access.idx.size(); ++d)
             if (o.access.idx[d] == v) return temp_space.at(t.name).at(d);
@@ -91,7 +91,7 @@ SpaceMap initial_spaces(const Program& p) {
         sp = k == 0 ? o : (is_sum ? (sp | o) : (sp & o));
       }
       const TensorInfo& lhs = p.tensor(s.lhs.tensor);
-      if (!lhs.pattern.empty() && s.lhs.idx.at(1) == v) sp = sp & Space::level(lhs.pattern);
+      if (!lhs.pattern.empty() && v == p.inner_var(lhs.pattern)) sp = sp & Space::level(lhs.pattern);
       m[s.id][v] = sp;
     }
     if (p.tensor(s.lhs.tensor).role == Role::Temp) {
@@ -396,7 +396,7 @@ void shrink_temporaries(Program& p, Node& root) {
         level = l;
       }
       if (ok && !level.empty()) {
-        std::string row = p.row_var(level);
+        std::string row = p.outer_var(level);
         bool row_bound = std::any_of(prefix.begin(), prefix.end(), [&](const Node* n) { return n->var == row; });
         if (kept.size() == 1 && row_bound) {
           t.compressed_by = level;
@@ -429,7 +429,7 @@ void schedule_cpu(const Program& p, Node& root) {
     top->parallel = true;
     std::function<void(const Node&)> find_level = [&](const Node& n) {
       std::string l;
-      if (n.kind == Node::Kind::Loop && n.space.single_level(&l) && !l.empty() && p.row_var(l) == top->var && top->balance_by.empty())
+      if (n.kind == Node::Kind::Loop && n.space.single_level(&l) && !l.empty() && p.outer_var(l) == top->var && top->balance_by.empty())
         top->balance_by = l;
       for (auto& k : n.kids) find_level(*k);
     };

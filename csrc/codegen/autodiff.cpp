@@ -1,0 +1,439 @@
+// Automatic differentiation of index notation. The adjoint of an op with respect to one of its
+// floating inputs is written as a new spec (in the spec language, so it is printed, parsed and
+// checked like a user's) and then goes through the same pipeline as the forward: decomposition,
+// iteration spaces, trie fusion, temporary shrinking, schedule, emission.
+//
+// For Y(o) = e and an input T(t):  dT(t) = sum over every other variable of  dY(o) * de/dT(t),
+// masked to T's pattern when T is sparse (the adjoint's output is then "on" that pattern).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+#include "codegen/ir.h"
+
+namespace gnnfuse::codegen {
+namespace {
+
+using Vars = std::vector<std::string>;
+
+bool has(const Vars& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+Vars unite(Vars a, const Vars& b) {
+  for (auto& x : b)
+    if (!has(a, x)) a.push_back(x);
+  return a;
+}
+
+ExprP make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
+
+ExprP constant(double v) {
+  Expr e;
+  e.kind = Expr::Kind::Const;
+  e.value = v;
+  return make(std::move(e));
+}
+
+ExprP binary(char op, ExprP a, ExprP b) {
+  Expr e;
+  e.kind = Expr::Kind::Binary;
+  e.op = op;
+  e.args = {std::move(a), std::move(b)};
+  return make(std::move(e));
+}
+
+ExprP call(const std::string& fn, ExprP arg, const Expr* param_from = nullptr, double param = 0) {
+  Expr e;
+  e.kind = Expr::Kind::Call;
+  e.name = fn;
+  e.args = {std::move(arg)};
+  if (param_from) {
+    e.has_param = true;
+    e.value = param;
+  }
+  return make(std::move(e));
+}
+
+void flatten_product(const ExprP& e, std::vector<ExprP>* out) {
+  if (e->kind == Expr::Kind::Binary && e->op == '*') {
+    flatten_product(e->args[0], out);
+    flatten_product(e->args[1], out);
+  } else {
+    out->push_back(e);
+  }
+}
+
+// One product of the derivative: coefficient times factors (kept copies of forward
+// sub-expressions, derivative-table factors, and what differentiation left of the rest).
+struct Term {
+  double coeff = 1;
+  std::vector<ExprP> factors;
+};
+using Terms = std::vector<Term>;
+
+class Differentiator {
+ public:
+  Differentiator(const OpSpec& s, const std::string& target) : s_(s), target_(target) {
+    for (auto& v : s.order) taken_.insert(v);
+  }
+
+  // d e / d target(declared indices), where `needed` are the variables e's value must keep (as
+  // in the decomposition: the others are summed inside e).
+  Terms d(const ExprP& e, const Vars& needed) {
+    switch (e->kind) {
+      case Expr::Kind::Const: return {};
+      case Expr::Kind::Access: {
+        if (e->name != target_) return {};
+        const TensorDecl* t = s_.find(target_);
+        if (e->idx != t->vars)
+          fail(e->loc, "cannot differentiate with respect to " + target_ + " read as " + to_string(e) +
+                           ": read it with its declared indices (" + join(t->vars) + ") to make it differentiable");
+        return {Term{1, {}}};
+      }
+      case Expr::Kind::Neg: return scaled(d(e->args[0], needed), -1);
+      case Expr::Kind::Call: {
+        const ExprP& g = e->args[0];
+        Terms dg = d(g, needed);
+        if (dg.empty()) return {};
+        Term fp = derivative_of(*e, g, needed);
+        Terms out;
+        for (auto& t : dg) {
+          if (fp.coeff == 0) break;
+          Term r{t.coeff * fp.coeff, fp.factors};
+          r.factors.insert(r.factors.end(), t.factors.begin(), t.factors.end());
+          out.push_back(r);
+        }
+        return out;
+      }
+      case Expr::Kind::Binary: break;
+    }
+    const ExprP& a = e->args[0];
+    const ExprP& b = e->args[1];
+    if (e->op == '+' || e->op == '-') {
+      Terms out = d(a, needed);
+      Terms db = scaled(d(b, needed), e->op == '-' ? -1 : 1);
+      out.insert(out.end(), db.begin(), db.end());
+      return out;
+    }
+    if (e->op == '/') {
+      Vars na = unite(needed, vars_of(b)), nb = unite(needed, vars_of(a));
+      Terms out;
+      // d(a/b) = da / b - a * db / (b * b)
+      for (auto& t : d(a, na)) {
+        Term r = t;
+        r.factors.push_back(binary('/', constant(1), copy(b, nb)));
+        out.push_back(r);
+      }
+      for (auto& t : d(b, nb)) {
+        Term r{-t.coeff, {a}};
+        r.factors.insert(r.factors.end(), t.factors.begin(), t.factors.end());
+        ExprP b1 = copy(b, nb);
+        ExprP b2 = copy(b, nb);
+        r.factors.push_back(binary('/', constant(1), binary('*', b1, b2)));
+        out.push_back(r);
+      }
+      return out;
+    }
+    // Product rule over the flattened chain; the other factors are kept as they are (their
+    // bound variables are private to them).
+    std::vector<ExprP> fs;
+    flatten_product(e, &fs);
+    Terms out;
+    for (size_t k = 0; k < fs.size(); ++k) {
+      Vars others = needed;
+      for (size_t m = 0; m < fs.size(); ++m)
+        if (m != k) others = unite(others, vars_of(fs[m]));
+      for (auto& t : d(fs[k], others)) {
+        Term r{t.coeff, {}};
+        for (size_t m = 0; m < fs.size(); ++m)
+          if (m != k) r.factors.push_back(fs[m]);
+        r.factors.insert(r.factors.end(), t.factors.begin(), t.factors.end());
+        out.push_back(r);
+      }
+    }
+    return out;
+  }
+
+  const std::set<std::string>& fresh_vars() const { return fresh_; }
+  const std::map<std::string, std::string>& renamed_from() const { return origin_; }
+
+ private:
+  const OpSpec& s_;
+  std::string target_;
+  std::set<std::string> taken_, fresh_;
+  std::map<std::string, std::string> origin_;  // fresh variable -> the variable it copies
+
+  static std::string join(const Vars& v) {
+    std::string out;
+    for (size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + v[k];
+    return out;
+  }
+
+  static Terms scaled(Terms t, double c) {
+    for (auto& x : t) x.coeff *= c;
+    return t;
+  }
+
+  // A copy of g kept in the derivative: the variables g sums privately are renamed, because the
+  // differentiated factor next to it may have freed the original names (d/dU(i,k) of
+  // exp(U(i,k) * V(j,k)) is exp(U(i,k2) * V(j,k2)) * V(j,k)), and two copies must not share them.
+  ExprP copy(const ExprP& g, const Vars& needed) {
+    std::map<std::string, std::string> ren;
+    for (auto& v : vars_of(g))
+      if (!has(needed, v)) {
+        std::string f;
+        for (int n = 2;; ++n) {
+          f = v + std::to_string(n);
+          if (!taken_.count(f)) break;
+        }
+        taken_.insert(f);
+        fresh_.insert(f);
+        origin_[f] = v;
+        ren[v] = f;
+      }
+    if (ren.empty()) return g;
+    std::function<ExprP(const ExprP&)> rec = [&](const ExprP& e) -> ExprP {
+      Expr c = *e;
+      if (c.kind == Expr::Kind::Access) {
+        bool renamed = false;
+        for (auto& v : c.idx)
+          if (ren.count(v)) {
+            v = ren[v];
+            renamed = true;
+          }
+        const TensorDecl* t = s_.find(c.name);
+        if (renamed && t && t->role != Role::DenseInput)
+          fail(e->loc, "the derivative needs a second, independent walk over " + (t->role == Role::SparseInput ? t->name : t->pattern) +
+                           " inside " + to_string(g) + ", which the generator does not lower");
+      }
+      for (auto& a : c.args) a = rec(a);
+      return make(std::move(c));
+    };
+    return rec(g);
+  }
+
+  // f'(g) as factors (the derivative table).
+  Term derivative_of(const Expr& f, const ExprP& g, const Vars& needed) {
+    const std::string& fn = f.name;
+    if (fn == "exp") return {1, {call("exp", copy(g, needed))}};
+    if (fn == "log") return {1, {binary('/', constant(1), copy(g, needed))}};
+    if (fn == "relu") return {1, {call("step", copy(g, needed))}};
+    if (fn == "leaky_relu") return {1, {call("leaky_step", copy(g, needed), &f, f.value)}};
+    if (fn == "step" || fn == "leaky_step") return {0, {}};  // piecewise constant
+    if (fn == "sigmoid") return {1, {call("sigmoid", copy(g, needed)), binary('-', constant(1), call("sigmoid", copy(g, needed)))}};
+    if (fn == "tanh") {
+      ExprP t1 = call("tanh", copy(g, needed));
+      ExprP t2 = call("tanh", copy(g, needed));
+      return {1, {binary('-', constant(1), binary('*', t1, t2))}};
+    }
+    if (fn == "pow") {
+      if (f.value == 0) return {0, {}};
+      if (f.value == 1) return {1, {}};
+      if (f.value == 2) return {2, {copy(g, needed)}};
+      return {f.value, {call("pow", copy(g, needed), &f, f.value - 1)}};
+    }
+    fail(f.loc, "no derivative known for function " + fn);
+  }
+};
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::string factor_text(const ExprP& f) {
+  std::string t = to_string(f);
+  return f->kind == Expr::Kind::Binary ? "(" + t + ")" : t;
+}
+
+std::string fresh_name(const OpSpec& s, const std::string& want, const std::set<std::string>& also = {}) {
+  auto taken = [&](const std::string& n) {
+    if (also.count(n) || s.find(n) || s.schema.arg(n)) return true;
+    return false;
+  };
+  if (!taken(want)) return want;
+  for (int k = 2;; ++k)
+    if (!taken(want + std::to_string(k))) return want + std::to_string(k);
+}
+
+void collect_accesses(const ExprP& e, std::set<std::string>* out) {
+  if (e->kind == Expr::Kind::Access) out->insert(e->name);
+  for (auto& a : e->args) collect_accesses(a, out);
+}
+
+std::string join(const Vars& v, const std::string& sep = ",") {
+  std::string out;
+  for (size_t k = 0; k < v.size(); ++k) out += (k ? sep : "") + v[k];
+  return out;
+}
+
+}  // namespace
+
+std::vector<Adjoint> differentiate(const OpSpec& s) {
+  std::vector<Adjoint> out;
+  const TensorDecl& Y = s.output();
+  std::set<std::string> reserved;
+  for (auto& t : s.tensors) reserved.insert(t.name);
+  for (auto& a : s.schema.args) reserved.insert(a.name);
+  for (auto& arg : s.schema.args) {
+    // The floating inputs, in schema order.
+    const TensorDecl* T = nullptr;
+    for (auto& t : s.tensors) {
+      if ((t.role == Role::DenseInput || t.role == Role::EdgeInput) && t.arg == arg.name) T = &t;
+      if (t.role == Role::SparseInput && t.values == arg.name) T = &t;
+    }
+    if (!T) continue;
+    Adjoint adj;
+    adj.input = arg.name;
+    adj.input_tensor = T->name;
+    Differentiator D(s, T->name);
+    Terms terms = D.d(s.expr.rhs, s.expr.lhs_idx);
+    terms.erase(std::remove_if(terms.begin(), terms.end(), [](const Term& t) { return t.coeff == 0; }), terms.end());
+    if (terms.empty()) {
+      adj.zero = true;
+      out.push_back(adj);
+      continue;
+    }
+    // Names of the adjoint op's new tensors and arguments.
+    std::string gy = fresh_name(s, "G" + Y.name), dt = fresh_name(s, "D" + T->name, {gy});
+    adj.grad_arg = fresh_name(s, "grad");
+    std::string name = s.name + "_grad_" + arg.name;
+    std::string gy_access = gy + "(" + join(Y.vars) + ")";
+    // dT(t) = sum of coeff * dY(o) * factors
+    std::string rhs;
+    for (size_t k = 0; k < terms.size(); ++k) {
+      const Term& t = terms[k];
+      double c = t.coeff;
+      std::string body = gy_access;
+      for (auto& f : t.factors) body += " * " + factor_text(f);
+      if (k == 0) rhs += c < 0 ? "-" : "";
+      else rhs += c < 0 ? " - " : " + ";
+      if (std::fabs(c) != 1) body = fmt(std::fabs(c)) + " * " + body;
+      rhs += body;
+    }
+    Vars tv = T->vars;
+    std::string out_pattern = T->role == Role::SparseInput ? T->name : (T->role == Role::EdgeInput ? T->pattern : "");
+    std::string expr_text = dt + "(" + join(tv) + ") = " + rhs;
+    ExprP parsed = parse_assignment(expr_text, Loc{"<adjoint>", 1, 1}).rhs;
+    std::set<std::string> used;
+    collect_accesses(parsed, &used);
+    // The sparse operands the adjoint needs: read, carrying a read edge operand's or the
+    // incoming gradient's pattern, or the output's pattern.
+    std::set<std::string> structures;
+    for (auto& t : s.tensors) {
+      if (t.role == Role::SparseInput && used.count(t.name)) structures.insert(t.name);
+      if (t.role == Role::EdgeInput && used.count(t.name)) structures.insert(t.pattern);
+    }
+    if (!Y.pattern.empty()) structures.insert(Y.pattern);
+    if (!out_pattern.empty()) structures.insert(out_pattern);
+
+    // Loop order: the adjoint's first index outermost (its rows are the parallel loop, so no
+    // two threads write one output row), then the sparse operand it belongs to, walked by
+    // columns when that index is the operand's column; then the forward's order.
+    Vars all = unite(vars_of(parsed), tv);
+    Vars order;
+    auto push = [&](const std::string& v) {
+      if (!has(order, v) && has(all, v)) order.push_back(v);
+    };
+    push(tv[0]);
+    for (auto& t : s.tensors)
+      if (t.role == Role::SparseInput && structures.count(t.name)) {
+        if (t.vars[0] == tv[0]) push(t.vars[1]);
+        if (t.vars[1] == tv[0]) push(t.vars[0]);
+      }
+    for (auto& v : s.order) {
+      push(v);
+      for (auto& [fresh, orig] : D.renamed_from())
+        if (orig == v) push(fresh);
+    }
+    for (auto& v : all) push(v);
+    auto before = [&](const std::string& a, const std::string& b) {
+      return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
+    };
+
+    // The spec of the adjoint.
+    std::ostringstream sp;
+    std::vector<std::string> args, tail;
+    std::ostringstream decls;
+    std::set<std::string> csc_names;
+    for (auto& t : s.tensors) {
+      if (t.role != Role::SparseInput || !structures.count(t.name)) continue;
+      bool by_columns = before(t.vars[1], t.vars[0]);
+      bool reads_values = used.count(t.name) && !t.values.empty();
+      args.push_back("Tensor " + t.rowptr);
+      args.push_back("Tensor " + t.col);
+      if (reads_values) args.push_back(std::string(t.values_optional ? "Tensor? " : "Tensor ") + t.values);
+      std::string colptr = t.colptr, row = t.row, perm = t.perm;
+      if (!t.has_csc()) {
+        colptr = fresh_name(s, t.name == "A" ? "colptr" : t.rowptr + "_colptr", csc_names);
+        row = fresh_name(s, t.name == "A" ? "row" : t.rowptr + "_row", csc_names);
+        perm = fresh_name(s, t.name == "A" ? "perm" : t.rowptr + "_perm", csc_names);
+      }
+      csc_names.insert(colptr);
+      csc_names.insert(row);
+      csc_names.insert(perm);
+      if (by_columns) {
+        args.push_back("Tensor " + colptr);
+        args.push_back("Tensor " + row);
+        args.push_back("Tensor " + perm);
+      } else {
+        tail.push_back("Tensor? " + colptr + "=None");
+        tail.push_back("Tensor? " + row + "=None");
+        tail.push_back("Tensor? " + perm + "=None");
+      }
+      decls << "sparse  " << t.name << "(" << join(t.vars) << ") = csr(" << t.rowptr << ", " << t.col
+            << (reads_values ? ", " + t.values : "") << ") csc(" << colptr << ", " << row << ", " << perm << ")\n";
+    }
+    for (auto& a : s.schema.args)
+      for (auto& t : s.tensors) {
+        if (!used.count(t.name)) continue;
+        if (t.role == Role::DenseInput && t.arg == a.name) {
+          args.push_back("Tensor " + t.arg);
+          decls << "dense   " << t.name << "(" << join(t.vars) << ") = " << t.arg << "\n";
+        }
+        if (t.role == Role::EdgeInput && t.arg == a.name) {
+          args.push_back("Tensor " + t.arg);
+          decls << "edge    " << t.name << "(" << join(t.vars) << ") on " << t.pattern << " = " << t.arg << "\n";
+        }
+      }
+    args.push_back("Tensor " + adj.grad_arg);
+    if (Y.pattern.empty()) decls << "dense   " << gy << "(" << join(Y.vars) << ") = " << adj.grad_arg << "\n";
+    else decls << "edge    " << gy << "(" << join(Y.vars) << ") on " << Y.pattern << " = " << adj.grad_arg << "\n";
+    decls << "output  " << dt << "(" << join(tv) << ")" << (out_pattern.empty() ? "" : " on " + out_pattern) << "\n";
+    args.insert(args.end(), tail.begin(), tail.end());
+
+    sp << "op      " << name << "\n";
+    sp << "doc     gradient of " << s.name << " with respect to " << arg.name << "\n";
+    sp << "schema  " << name << "(" << join(args, ", ") << ") -> Tensor\n";
+    sp << decls.str();
+    sp << "expr    " << expr_text << "\n";
+    sp << "reduce  " << s.reduce << "\n";
+    sp << "order   " << join(order, " ") << "\n";
+    sp << "dtypes  " << join(s.dtypes, " ") << "\n";
+    sp << "index   " << join(s.index_dtypes, " ") << "\n";
+    sp << "grad_order " << s.grad_order - 1 << "\n";
+    adj.text = sp.str();
+    adj.spec = parse_spec(adj.text, "<" + name + ", derived from " + s.name + ">");
+    adj.spec.family = s.family;
+    out.push_back(std::move(adj));
+  }
+  return out;
+}
+
+Family compile_family(const OpSpec& user_op) {
+  Family f;
+  f.ops.push_back(compile(user_op));
+  for (size_t k = 0; k < f.ops.size(); ++k) {
+    const OpSpec& s = f.ops[k]->spec;
+    if (s.grad_order < 1) continue;
+    std::vector<Adjoint> adj = differentiate(s);
+    for (auto& a : adj)
+      if (!a.zero) f.ops.push_back(compile(a.spec));
+    f.adjoints[s.name] = std::move(adj);
+  }
+  return f;
+}
+
+}  // namespace gnnfuse::codegen
