@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 #include <cstdint>
 #include <limits>
 
@@ -113,7 +114,78 @@ void edge_index_values(const char* op, const index_t* ei, int64_t num_edges, int
   }
 }
 
+template <typename index_t>
+void csc_values(const char* op, const char* const names[3], const index_t* rowptr, int64_t rows,
+                const index_t* col, int64_t nnz, const index_t* colptr, int64_t cols, const index_t* row,
+                const int64_t* perm) {
+  if (colptr[0] != 0) fail(op, names[0], "must start at 0 (got ", names[0], "[0] = ", colptr[0], ")");
+  if (static_cast<int64_t>(colptr[cols]) != nnz) {
+    fail(op, names[0], "must end at the number of edges col.numel() = ", nnz, " (got ", names[0], "[", cols, "] = ",
+         colptr[cols], ")");
+  }
+  std::vector<uint8_t> seen(static_cast<size_t>(nnz), 0);
+  for (int64_t j = 0; j < cols; ++j) {
+    if (colptr[j + 1] < colptr[j]) {
+      fail(op, names[0], "must be non-decreasing (got ", names[0], "[", j, "] = ", colptr[j], " > ", names[0], "[", j + 1,
+           "] = ", colptr[j + 1], ")");
+    }
+    for (int64_t q = colptr[j]; q < static_cast<int64_t>(colptr[j + 1]); ++q) {
+      const int64_t e = perm[q];
+      const int64_t i = row[q];
+      if (e < 0 || e >= nnz) fail(op, names[2], "must hold CSR positions in [0, ", nnz, ") (got ", names[2], "[", q, "] = ", e, ")");
+      if (i < 0 || i >= rows) fail(op, names[1], "must hold row indices in [0, ", rows, ") (got ", names[1], "[", q, "] = ", i, ")");
+      if (static_cast<int64_t>(col[e]) != j || e < static_cast<int64_t>(rowptr[i]) || e >= static_cast<int64_t>(rowptr[i + 1])) {
+        fail(op, names[2], "is not the CSC view of this CSR: entry ", q, " of column ", j, " in row ", i,
+             " points to CSR position ", e, ", which holds column ", col[e]);
+      }
+      if (seen[static_cast<size_t>(e)]++) {
+        fail(op, names[2], "is not a permutation: CSR position ", e, " appears twice (got ", names[2], "[", q, "] = ", e, ")");
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void all_given(const char* op, const char* const names[3], bool a, bool b, bool c) {
+  const bool given[3] = {a, b, c};
+  for (int k = 0; k < 3; ++k)
+    if (!given[k]) {
+      fail(op, names[k], "must be given with ", names[0], ", ", names[1], " and ", names[2],
+           " (the CSC view is passed whole or not at all; got None)");
+    }
+}
+
+void csc_shapes(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+                const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, const c10::SymInt& num_cols) {
+  index_tensor(op, names[0], colptr);
+  index_tensor(op, names[1], row);
+  same_dtype(op, names[0], colptr, "rowptr", rowptr);
+  same_dtype(op, names[1], row, "rowptr", rowptr);
+  defined(op, names[2], perm);
+  ndim_eq(op, names[2], perm, 1);
+  if (perm.scalar_type() != at::kLong) fail(op, names[2], "must be int64 (got ", dtype_name(perm.scalar_type()), ")");
+  same_device(op, names[0], colptr, "rowptr", rowptr);
+  same_device(op, names[1], row, "rowptr", rowptr);
+  same_device(op, names[2], perm, "rowptr", rowptr);
+  sym_size_eq(op, names[1], row, 0, col.sym_size(0), "col.size(0), the number of stored entries");
+  sym_size_eq(op, names[2], perm, 0, col.sym_size(0), "col.size(0), the number of stored entries");
+  if (num_cols >= 0) sym_size_eq(op, names[0], colptr, 0, num_cols + 1, "the number of columns plus one");
+  else nonempty(op, names[0], colptr);
+}
+
+void csc(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+         const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols) {
+  csc_shapes(op, names, rowptr, col, colptr, row, perm, c10::SymInt(num_cols));
+  if (!rowptr.device().is_cpu()) return;
+  const at::Tensor rp = rowptr.contiguous(), cl = col.contiguous(), cp = colptr.contiguous(), rw = row.contiguous(),
+                   pm = perm.contiguous();
+  AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csc", [&] {
+    csc_values<index_t>(op, names, rp.const_data_ptr<index_t>(), rowptr.numel() - 1, cl.const_data_ptr<index_t>(),
+                        col.numel(), cp.const_data_ptr<index_t>(), colptr.numel() - 1, rw.const_data_ptr<index_t>(),
+                        pm.const_data_ptr<int64_t>());
+  });
+}
 
 void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
   index_tensor(op, "rowptr", rowptr);

@@ -29,6 +29,20 @@ namespace gnnfuse::checks {
 // for other devices only dtypes, shapes and devices are checked.
 void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols);
 
+// The CSC view of a CSR matrix (see gnnfuse::csr_transpose): colptr and row in rowptr's
+// dtype, perm int64, row and perm with col.numel() entries, colptr with num_cols + 1 entries
+// when num_cols >= 0 (shapes: Meta-safe, `names` = {colptr, row, perm} argument names).
+void csc_shapes(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+                const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, const c10::SymInt& num_cols);
+// csc_shapes, and on CPU that the view holds exactly the CSR's entries: colptr starts at 0,
+// is non-decreasing and ends at nnz; every perm[q] is a CSR position of column j (the column
+// whose range holds q) in row row[q]; no CSR position appears twice. O(N + E).
+void csc(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+         const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols);
+
+// The three arguments of a CSC view are passed together or not at all.
+void all_given(const char* op, const char* const names[3], bool a, bool b, bool c);
+
 // An index tensor: int32 or int64, 1-D.
 void index_tensor(const char* op, const char* arg, const at::Tensor& t);
 

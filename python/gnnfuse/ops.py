@@ -34,6 +34,23 @@ from .graph import Graph
 
 __all__ = ["spmm", "sddmm", "sddmm_spmm"]
 
+_Csc = Optional[Tuple[Tensor, Tensor, Tensor]]
+
+
+def _csc_for(graph: GraphLike, *inputs: Optional[Tensor]) -> Tuple[_Csc, _Csc, _Csc]:
+    """The CSC view to hand to an op (its ``colptr``, ``row``, ``perm`` arguments).
+
+    A :class:`Graph` caches its CSC view: when a gradient will be taken it is built once
+    (``Graph.csc()``) and reused by every backward over this graph; otherwise an already
+    cached one is passed. For other graph forms the backward builds it when it needs it.
+    """
+    if isinstance(graph, Graph):
+        needs = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
+        csc = graph.csc() if needs else graph._csc
+        if csc is not None:
+            return csc[0], csc[1], csc[2]
+    return None, None, None
+
 GraphLike = Union[Graph, Tensor]
 
 _SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
@@ -81,7 +98,8 @@ def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None) -> T
         ``[num_nodes, F]``.
     """
     rowptr, col, w, _ = _resolve(graph, edge_weight, x.size(0), "spmm")
-    return torch.ops.gnnfuse.spmm(rowptr, col, w, x)
+    colptr, row, perm = _csc_for(graph, w, x)
+    return torch.ops.gnnfuse.spmm(rowptr, col, w, x, colptr, row, perm)
 
 
 def sddmm(
@@ -99,7 +117,8 @@ def sddmm(
         ``[E]`` scores, in CSR order (``edge_index`` order for an ``edge_index`` graph).
     """
     rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm")
-    out = torch.ops.gnnfuse.sddmm(rowptr, col, w, u, v)
+    colptr, row, cperm = _csc_for(graph, w, u, v)
+    out = torch.ops.gnnfuse.sddmm(rowptr, col, w, u, v, colptr, row, cperm)
     if perm is not None:
         # CSR position p holds input edge perm[p]: scatter back to input order.
         out = torch.index_copy(torch.empty_like(out), 0, perm, out)
@@ -126,4 +145,5 @@ def sddmm_spmm(
         ``[num_nodes, F]``.
     """
     rowptr, col, w, _ = _resolve(graph, edge_weight, u.size(0), "sddmm_spmm")
-    return torch.ops.gnnfuse.sddmm_spmm(rowptr, col, w, u, v, x)
+    colptr, row, perm = _csc_for(graph, w, u, v, x)
+    return torch.ops.gnnfuse.sddmm_spmm(rowptr, col, w, u, v, x, colptr, row, perm)
