@@ -5,7 +5,10 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "codegen/ir.h"
 
@@ -397,36 +400,204 @@ TEST(Spec, ErrorsCarryTheirLocation) {
   EXPECT_EQ(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f)\n"), "no error");
   EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * Z(j,f)\n").find("t.spec:8:"), std::string::npos);
   EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * Z(j,f)\n").find("unknown tensor 'Z'"), std::string::npos);
-  EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(f,j)\n").find("must be used with them"), std::string::npos);
+  EXPECT_NE(error_of(base + "expr Y(i,f) = A(j,i) * X(j,f)\n").find("must be used with them"), std::string::npos);
   EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f\n").find("expected ')'"), std::string::npos);
   EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f)\nbogus 1\n").find("unknown key 'bogus'"), std::string::npos);
-  EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f)\norder j i f\n").find("row index must come before"), std::string::npos);
+  EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f)\norder j i f\n").find("walks it by columns"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- emission
 TEST(Emit, FusedKernelAllocatesNoEdgeSizedBuffer) {
-  auto c = compile(load_spec(kOps + "/sddmm_spmm.spec"));
-  auto files = emit_op_cpu(*c);
+  Family f = compile_family(load_spec(kOps + "/sddmm_spmm.spec"));
+  auto files = emit_op_cpu(f);
   ASSERT_EQ(files.size(), 2u);
   const std::string& k = files[1].text;
+  // The forward's and every adjoint's edge temporaries are scalars: no workspace for them.
   EXPECT_EQ(k.find("ws_T0"), std::string::npos);
   EXPECT_EQ(k.find("ws_T1"), std::string::npos);
   EXPECT_NE(k.find("acc_t T0 = acc_t(0);"), std::string::npos);
   EXPECT_NE(k.find("std::vector<acc_t> ws_Yacc"), std::string::npos);
   EXPECT_NE(k.find("runtime::balanced_chunks(A_rowptr, n_i)"), std::string::npos);
+  // the adjoints for v and x walk A by columns, balanced over the CSC's nonzeros
+  EXPECT_NE(k.find("runtime::balanced_chunks(A_colptr, n_j)"), std::string::npos);
+  EXPECT_NE(k.find("const int64_t e_A = A_perm[p_A];"), std::string::npos);
 }
 
-TEST(Emit, RegistrationDefinesEverySchema) {
-  std::vector<std::unique_ptr<Compiled>> all;
-  std::vector<const Compiled*> ptrs;
+TEST(Emit, RegistrationDefinesEverySchemaAndAutograd) {
+  std::vector<std::unique_ptr<Family>> all;
+  std::vector<const Family*> ptrs;
   for (auto op : {"spmm", "sddmm", "sddmm_spmm"}) {
-    all.push_back(compile(load_spec(kOps + "/" + op + ".spec")));
+    all.push_back(std::make_unique<Family>(compile_family(load_spec(kOps + "/" + op + ".spec"))));
     ptrs.push_back(all.back().get());
   }
-  auto files = emit_registration(ptrs);
-  ASSERT_EQ(files.size(), 2u);
-  for (auto& c : all) {
-    EXPECT_NE(files[0].text.find("m.def(\"" + c->spec.schema.text + "\")"), std::string::npos);
-    EXPECT_NE(files[1].text.find("inline at::Tensor " + c->spec.name + "("), std::string::npos);
+  auto lib = emit_library(ptrs);
+  ASSERT_EQ(lib.size(), 2u);
+  for (auto& f : all) {
+    auto reg = emit_op_registration(*f);
+    ASSERT_EQ(reg.size(), 1u);
+    for (auto& c : f->ops) {
+      EXPECT_NE(reg[0].text.find("m.def(\"" + c->spec.schema.text + "\")"), std::string::npos);
+      EXPECT_NE(reg[0].text.find("m.impl(\"" + c->spec.name + "\", &gnnfuse::generated::" + c->spec.name + "_autograd)"), std::string::npos);
+      EXPECT_NE(lib[1].text.find("inline at::Tensor " + c->spec.name + "("), std::string::npos);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- automatic differentiation
+namespace {
+
+// name of the differentiated input -> "lhs(idx) = rhs" of its adjoint ("0" when it vanishes)
+std::map<std::string, std::string> adjoint_exprs(const OpSpec& s) {
+  std::map<std::string, std::string> out;
+  for (auto& a : differentiate(s)) {
+    if (a.zero) {
+      out[a.input] = "0";
+      continue;
+    }
+    std::string lhs = a.spec.expr.lhs + "(";
+    for (size_t k = 0; k < a.spec.expr.lhs_idx.size(); ++k) lhs += (k ? "," : "") + a.spec.expr.lhs_idx[k];
+    out[a.input] = lhs + ") = " + to_string(a.spec.expr.rhs);
+  }
+  return out;
+}
+
+const Adjoint& adjoint(const std::vector<Adjoint>& all, const std::string& input) {
+  for (auto& a : all)
+    if (a.input == input) return a;
+  throw std::runtime_error("no adjoint for " + input);
+}
+
+std::string order_of(const OpSpec& s) {
+  std::string o;
+  for (auto& v : s.order) o += (o.empty() ? "" : " ") + v;
+  return o;
+}
+
+}  // namespace
+
+TEST(Autodiff, SpmmAdjointsAreTransposedSpmmAndSddmm) {
+  OpSpec s = load_spec(kOps + "/spmm.spec");
+  auto e = adjoint_exprs(s);
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e["x"], "DX(j,f) = GY(i,f) * A(i,j)");              // a transposed SpMM
+  EXPECT_EQ(e["edge_weight"], "DA(i,j) = GY(i,f) * X(j,f)");    // an SDDMM on A's pattern
+  auto adj = differentiate(s);
+  const Adjoint& dx = adjoint(adj, "x");
+  EXPECT_EQ(order_of(dx.spec), "j i f");  // rows of dX outermost: A walked through its CSC view
+  EXPECT_EQ(dx.spec.schema.text,
+            "spmm_grad_x(Tensor rowptr, Tensor col, Tensor? edge_weight, Tensor colptr, Tensor row, Tensor perm, Tensor grad) -> Tensor");
+  const Adjoint& dw = adjoint(adj, "edge_weight");
+  EXPECT_EQ(dw.spec.output().pattern, "A");
+  EXPECT_EQ(order_of(dw.spec), "i j f");
+  auto c = compile(dx.spec);
+  EXPECT_TRUE(c->program.walks_csc("A"));
+  expect_tree(c->program, *c->tree, R"(
+    root
+      for j: dense
+        reset DXacc
+        for i: A
+          for f: dense
+            DXacc(f) += GY(i,f) * A(i,j)
+        for f: dense
+          DX(j,f) = DXacc(f)
+  )");
+}
+
+TEST(Autodiff, SddmmAdjoints) {
+  auto e = adjoint_exprs(load_spec(kOps + "/sddmm.spec"));
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e["edge_weight"], "DA(i,j) = GE(i,j) * U(i,k) * V(j,k)");
+  EXPECT_EQ(e["u"], "DU(i,k) = GE(i,j) * A(i,j) * V(j,k)");
+  EXPECT_EQ(e["v"], "DV(j,k) = GE(i,j) * A(i,j) * U(i,k)");
+}
+
+TEST(Autodiff, SddmmSpmmAdjointsRecomputeEdgeScoresInOneFusedLoop) {
+  OpSpec s = load_spec(kOps + "/sddmm_spmm.spec");
+  auto e = adjoint_exprs(s);
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_EQ(e["edge_weight"], "DA(i,j) = GY(i,f) * U(i,k) * V(j,k) * X(j,f)");
+  EXPECT_EQ(e["u"], "DU(i,k) = GY(i,f) * A(i,j) * V(j,k) * X(j,f)");
+  EXPECT_EQ(e["v"], "DV(j,k) = GY(i,f) * A(i,j) * U(i,k) * X(j,f)");
+  EXPECT_EQ(e["x"], "DX(j,f) = GY(i,f) * A(i,j) * U(i,k) * V(j,k)");
+  // dX: the forward's edge score U.V is recomputed per edge as a scalar next to the F-row
+  // accumulator, walking A by columns: nothing edge-sized is saved or allocated.
+  auto c = compile(adjoint(differentiate(s), "x").spec);
+  expect_tree(c->program, *c->tree, R"(
+    root
+      for j: dense
+        reset DXacc
+        for i: A
+          reset T0
+          for k: dense
+            T0 += U(i,k) * V(j,k)
+          T1 = A(i,j) * T0
+          for f: dense
+            DXacc(f) += GY(i,f) * T1
+        for f: dense
+          DX(j,f) = DXacc(f)
+  )");
+  for (auto& t : c->program.temps) {
+    const TensorInfo& ti = c->program.tensor(t);
+    EXPECT_TRUE(ti.kept_dims.size() <= 1 && (ti.kept_dims.empty() || ti.kept_dims[0] == "f")) << t;
+  }
+}
+
+TEST(Autodiff, FamilyHasSecondOrderOps) {
+  Family f = compile_family(load_spec(kOps + "/spmm.spec"));
+  std::set<std::string> names;
+  for (auto& c : f.ops) names.insert(c->spec.name);
+  EXPECT_EQ(names, (std::set<std::string>{"spmm", "spmm_grad_x", "spmm_grad_edge_weight", "spmm_grad_x_grad_grad",
+                                          "spmm_grad_x_grad_edge_weight", "spmm_grad_edge_weight_grad_x",
+                                          "spmm_grad_edge_weight_grad_grad"}));
+  auto e = adjoint_exprs(adjoint(differentiate(load_spec(kOps + "/spmm.spec")), "x").spec);
+  EXPECT_EQ(e["grad"], "DGY(i,f) = GDX(j,f) * A(i,j)");  // back to a forward SpMM
+  for (auto& c : f.ops) EXPECT_EQ(c->spec.grad_order, c->spec.derived() ? (c->spec.name.find("_grad_", c->spec.name.find("_grad_") + 1) == std::string::npos ? 1 : 0) : 2);
+}
+
+TEST(Autodiff, DerivativeTableAndRenamedBoundIndices) {
+  const std::string head =
+      "op t\nschema t(Tensor rowptr, Tensor col, Tensor? w, Tensor u, Tensor v, Tensor x) -> Tensor\n"
+      "sparse A(i,j) = csr(rowptr, col, w)\ndense U(i,k) = u\ndense V(j,k) = v\ndense X(j,f) = x\n"
+      "output Y(i,f)\ndtypes float64\nindex int64\n";
+  auto adj = [&](const std::string& expr) { return adjoint_exprs(parse_spec(head + "expr " + expr + "\n", "t.spec")); };
+  // chain rule through exp: the kept copy of U.V sums over a fresh k2, k itself is the result's
+  auto e = adj("Y(i,f) = A(i,j) * exp(U(i,k) * V(j,k)) * X(j,f)");
+  EXPECT_EQ(e["u"], "DU(i,k) = GY(i,f) * A(i,j) * X(j,f) * exp(U(i,k2) * V(j,k2)) * V(j,k)");
+  EXPECT_EQ(e["x"], "DX(j,f) = GY(i,f) * A(i,j) * exp(U(i,k) * V(j,k))");
+  e = adj("Y(i,f) = A(i,j) * sigmoid(U(i,k) * V(j,k)) * X(j,f)");
+  EXPECT_EQ(e["v"], "DV(j,k) = GY(i,f) * A(i,j) * X(j,f) * sigmoid(U(i,k2) * V(j,k2)) * (1 - sigmoid(U(i,k3) * V(j,k3))) * U(i,k)");
+  e = adj("Y(i,f) = A(i,j) * tanh(U(i,k) * V(j,k)) * X(j,f)");
+  EXPECT_EQ(e["u"], "DU(i,k) = GY(i,f) * A(i,j) * X(j,f) * (1 - (tanh(U(i,k2) * V(j,k2)) * tanh(U(i,k3) * V(j,k3)))) * V(j,k)");
+  e = adj("Y(i,f) = A(i,j) * leaky_relu(U(i,k) * V(j,k), 0.2) * X(j,f)");
+  EXPECT_EQ(e["u"], "DU(i,k) = GY(i,f) * A(i,j) * X(j,f) * leaky_step(U(i,k2) * V(j,k2), 0.20000000000000001) * V(j,k)");
+  e = adj("Y(i,f) = A(i,j) * relu(U(i,k) * V(j,k)) * X(j,f)");
+  EXPECT_EQ(e["v"], "DV(j,k) = GY(i,f) * A(i,j) * X(j,f) * step(U(i,k2) * V(j,k2)) * U(i,k)");
+  e = adj("Y(i,f) = A(i,j) * log(U(i,k) * V(j,k)) * X(j,f)");
+  EXPECT_EQ(e["u"], "DU(i,k) = GY(i,f) * A(i,j) * X(j,f) * (1 / (U(i,k2) * V(j,k2))) * V(j,k)");
+  e = adj("Y(i,f) = A(i,j) * pow(U(i,k) * V(j,k), 3) * X(j,f)");
+  EXPECT_EQ(e["u"], "DU(i,k) = 3 * GY(i,f) * A(i,j) * X(j,f) * pow(U(i,k2) * V(j,k2), 2) * V(j,k)");
+  // quotient rule: two renamed copies of the denominator in d/du, none in d/dx
+  e = adj("Y(i,f) = A(i,j) * X(j,f) / (U(i,k) * V(j,k))");
+  EXPECT_EQ(e["u"], "DU(i,k) = -GY(i,f) * (A(i,j) * X(j,f)) * V(j,k) * (1 / (U(i,k2) * V(j,k2) * (U(i,k3) * V(j,k3))))");
+  EXPECT_EQ(e["x"], "DX(j,f) = GY(i,f) * A(i,j) * (1 / (U(i,k2) * V(j,k2)))");
+  // products with a repeated factor: product rule, two terms
+  e = adj("Y(i,f) = A(i,j) * A(i,j) * X(j,f)");
+  EXPECT_EQ(e["w"], "DA(i,j) = GY(i,f) * A(i,j) * X(j,f) + GY(i,f) * A(i,j) * X(j,f)");
+  // step has derivative zero almost everywhere
+  e = adj("Y(i,f) = A(i,j) * step(U(i,k) * V(j,k)) * X(j,f)");
+  EXPECT_EQ(e["u"], "0");
+}
+
+TEST(Autodiff, UnsupportedDerivativeIsAGenerationError) {
+  // exp(sum_j A(i,j) X(j,f)) kept in d/dX needs a second walk over A's row next to the first
+  const std::string spec =
+      "op t\nschema t(Tensor rowptr, Tensor col, Tensor? w, Tensor x) -> Tensor\n"
+      "sparse A(i,j) = csr(rowptr, col, w)\ndense X(j,f) = x\noutput Y(i,f)\n"
+      "expr Y(i,f) = exp(A(i,j) * X(j,f))\ndtypes float64\nindex int64\n";
+  try {
+    differentiate(parse_spec(spec, "t.spec"));
+    FAIL() << "expected a SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("second, independent walk over A"), std::string::npos) << e.what();
   }
 }

@@ -33,11 +33,12 @@ FEATURES = [1, 3, 32, 129]
 # (K, F) pairs for the fused op: every size appears as K and as F at least once
 KF_PAIRS = [(1, 1), (3, 32), (32, 3), (129, 1), (1, 129), (32, 129)]
 
-# opcheck's default test_utils are test_schema, test_autograd_registration, test_faketensor
-# and test_aot_dispatch_dynamic.  test_autograd_registration needs inputs with
-# requires_grad=True and checks that an Autograd kernel is registered; the ops have no
-# backward yet (autograd comes in a later issue), so it is left out until then.
-OPCHECK_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+# opcheck's default test_utils: test_schema, test_autograd_registration (needs inputs with
+# requires_grad=True: see _op_args), test_faketensor and test_aot_dispatch_dynamic (which
+# then also runs the backward through AOTAutograd and compares it with eager).
+OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+# The graph-format ops have integer outputs: nothing to differentiate.
+OPCHECK_UTILS_INDEX = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
 
 
 def _weights(case, weighted, dtype):
@@ -243,9 +244,11 @@ def _op_args(op, name, index_dtype, dtype, weighted):
     case = CASES[name]
     rowptr, col, _ = csr_of(name, index_dtype)
     _, w = _weights(case, weighted, dtype)
-    x = features(case.num_src_nodes, 6, dtype, seed=1)
-    u = features(case.num_nodes, 4, dtype, seed=2)
-    v = features(case.num_src_nodes, 4, dtype, seed=3)
+    x = features(case.num_src_nodes, 6, dtype, seed=1).requires_grad_()
+    u = features(case.num_nodes, 4, dtype, seed=2).requires_grad_()
+    v = features(case.num_src_nodes, 4, dtype, seed=3).requires_grad_()
+    if w is not None:
+        w.requires_grad_()
     return {
         "spmm": (rowptr, col, w, x),
         "sddmm": (rowptr, col, w, u, v),
@@ -274,11 +277,11 @@ def test_opcheck_csr_construction(index_dtype):
     torch.library.opcheck(
         torch.ops.gnnfuse.edge_index_to_csr.default,
         (case.edge_index_as(index_dtype), case.num_nodes),
-        test_utils=OPCHECK_UTILS,
+        test_utils=OPCHECK_UTILS_INDEX,
     )
     rowptr, col, _ = csr_of(case.name, index_dtype)
     torch.library.opcheck(
-        torch.ops.gnnfuse.csr_transpose.default, (rowptr, col, case.num_src_nodes), test_utils=OPCHECK_UTILS
+        torch.ops.gnnfuse.csr_transpose.default, (rowptr, col, case.num_src_nodes), test_utils=OPCHECK_UTILS_INDEX
     )
 
 
