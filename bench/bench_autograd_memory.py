@@ -1,5 +1,5 @@
-"""Peak memory (and time) of forward + backward of the fused sddmm_spmm against the unfused
-compositions, on an R-MAT graph.
+"""Peak memory and time of forward + backward of the fused sddmm_spmm against the unfused
+compositions and PyG-style message passing, on real graphs and an R-MAT graph.
 
     Y[i,:] = sum_{j->i} w_ij * (u_i . v_j) * x_j      loss = sum(Y * G), gradients for w, u, v, x
 
@@ -12,7 +12,7 @@ Gradients of all three are checked against each other before anything is measure
 variant runs in a fresh subprocess (peak resident memory above the level before the call,
 through /proc/self/clear_refs), medians of repeated runs for the time.
 
-    python bench/bench_autograd_memory.py [--scale 17] [--F 32] [--out bench/results/...json]
+    python bench/bench_autograd_memory.py [--graphs cora rmat-18-16] [--F 32] [--out bench/results/...json]
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ sys.path.insert(0, str(HERE))
 import torch  # noqa: E402
 
 from bench_ops import call_with_peak, cpu_model, git_commit, import_gnnfuse  # noqa: E402
-from datasets import rmat  # noqa: E402
+from datasets import load  # noqa: E402
 
 VARIANTS = ["gnnfuse_fused", "gnnfuse_unfused", "gather_scatter"]
+GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16"]
 
 
-def make_inputs(scale: int, F: int, seed: int = 0):
-    edge_index, n = rmat(scale, seed=seed)
+def make_inputs(graph: str, F: int, seed: int = 0):
+    edge_index, n = load(graph, seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
     E = edge_index.size(1)
     w = torch.rand(E, generator=gen)
@@ -75,7 +76,7 @@ def child(args):
     if gnnfuse is None:
         raise SystemExit(err)
     torch.set_num_threads(args.threads)
-    edge_index, n, w, u, v, x, g = make_inputs(args.scale, args.F)
+    edge_index, n, w, u, v, x, g = make_inputs(args.graph, args.F)
     graph = gnnfuse.Graph.from_edge_index(edge_index, n)
     graph.csc()  # a Graph caches its CSC view; built before measuring, as a training loop would
     fn = lambda: run_variant(args.variant, gnnfuse, graph, edge_index, w, u, v, x, g)  # noqa: E731
@@ -91,7 +92,8 @@ def child(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", type=int, default=17)
+    ap.add_argument("--graphs", nargs="+", default=GRAPHS)
+    ap.add_argument("--graph", help=argparse.SUPPRESS)
     ap.add_argument("--F", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -102,14 +104,29 @@ def main():
     if args.variant:
         return child(args)
 
-    edge_index, n, *_ = make_inputs(args.scale, args.F)
+    reports = []
+    for graph in args.graphs:
+        reports.append(measure(graph, args))
+    report = {
+        "what": "forward+backward of Y = sddmm_spmm(A, u, v, x), loss = sum(Y*G): peak resident memory "
+                "above the level before the call, median time",
+        "machine": {"cpu": cpu_model(), "threads": args.threads, "platform": platform.platform()},
+        "commit": git_commit(),
+        "graphs": reports,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+
+
+def measure(graph, args):
+    edge_index, n, *_ = make_inputs(graph, args.F)
     E = edge_index.size(1)
     results = {}
     grads = {}
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
     for name in VARIANTS:
         gfile = tmp / f"gnnfuse_bench_grads_{name}.pt"
-        cmd = [sys.executable, __file__, "--variant", name, "--grads-out", str(gfile), "--scale", str(args.scale),
+        cmd = [sys.executable, __file__, "--variant", name, "--grads-out", str(gfile), "--graph", graph,
                "--F", str(args.F), "--reps", str(args.reps), "--threads", str(args.threads)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
         results[name] = json.loads(out)
@@ -120,24 +137,17 @@ def main():
         for label, a, b in zip("wuvx", grads["gnnfuse_fused"], grads[name]):
             err = (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
             if err > 1e-3:
-                raise SystemExit(f"gradient d{label} of {name} differs from the fused op's (relative {err:.2e})")
+                raise SystemExit(f"{graph}: gradient d{label} of {name} differs from the fused op's (relative {err:.2e})")
             results[name].setdefault("max_rel_grad_diff_vs_fused", {})[label] = err
-    floor_mib = 4 * (E + 4 * n * args.F) / 2**20  # the gradients themselves: dw [E], du dv dx [N,F] + forward output
-    report = {
-        "what": "peak resident memory of forward+backward of Y = sddmm_spmm(A, u, v, x), loss = sum(Y*G)",
-        "graph": f"R-MAT scale {args.scale} (N={n}, E={E}), float32, F=K={args.F}",
-        "machine": {"cpu": cpu_model(), "threads": args.threads, "platform": platform.platform()},
-        "commit": git_commit(),
-        "gradients_and_outputs_mib": floor_mib,
-        "results": results,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"{report['graph']}, {args.threads} threads; gradients + output alone: {floor_mib:.0f} MiB")
-    print(f"{'variant':18s} {'peak MiB':>10s} {'median s':>10s}")
+    floor_mib = 4 * (E + 4 * n * args.F) / 2**20  # dw [E], du dv dx [N,F] and the output
+    print(f"{graph}: N={n}, E={E}, float32, F=K={args.F}, {args.threads} threads; "
+          f"gradients + output alone: {floor_mib:.0f} MiB")
+    print(f"  {'variant':18s} {'peak MiB':>10s} {'median s':>10s}")
     for name in VARIANTS:
         r = results[name]
-        print(f"{name:18s} {r['peak_mib']:10.0f} {r['median_s']:10.3f}")
+        print(f"  {name:18s} {r['peak_mib']:10.0f} {r['median_s']:10.4f}")
+    return {"graph": graph, "num_nodes": n, "num_edges": E, "F": args.F,
+            "gradients_and_output_mib": floor_mib, "results": results}
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "codegen/ir.h"
@@ -23,6 +24,12 @@ Vars unite(Vars a, const Vars& b) {
   for (auto& x : b)
     if (!has(a, x)) a.push_back(x);
   return a;
+}
+
+std::string join(const Vars& v, const std::string& sep = ",") {
+  std::string out;
+  for (size_t k = 0; k < v.size(); ++k) out += (k ? sep : "") + v[k];
+  return out;
 }
 
 ExprP make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
@@ -42,14 +49,14 @@ ExprP binary(char op, ExprP a, ExprP b) {
   return make(std::move(e));
 }
 
-ExprP call(const std::string& fn, ExprP arg, const Expr* param_from = nullptr, double param = 0) {
+ExprP call(const std::string& fn, ExprP arg, std::optional<double> param = std::nullopt) {
   Expr e;
   e.kind = Expr::Kind::Call;
   e.name = fn;
   e.args = {std::move(arg)};
-  if (param_from) {
+  if (param) {
     e.has_param = true;
-    e.value = param;
+    e.value = *param;
   }
   return make(std::move(e));
 }
@@ -154,20 +161,13 @@ class Differentiator {
     return out;
   }
 
-  const std::set<std::string>& fresh_vars() const { return fresh_; }
   const std::map<std::string, std::string>& renamed_from() const { return origin_; }
 
  private:
   const OpSpec& s_;
   std::string target_;
-  std::set<std::string> taken_, fresh_;
+  std::set<std::string> taken_;
   std::map<std::string, std::string> origin_;  // fresh variable -> the variable it copies
-
-  static std::string join(const Vars& v) {
-    std::string out;
-    for (size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + v[k];
-    return out;
-  }
 
   static Terms scaled(Terms t, double c) {
     for (auto& x : t) x.coeff *= c;
@@ -187,7 +187,6 @@ class Differentiator {
           if (!taken_.count(f)) break;
         }
         taken_.insert(f);
-        fresh_.insert(f);
         origin_[f] = v;
         ren[v] = f;
       }
@@ -218,7 +217,7 @@ class Differentiator {
     if (fn == "exp") return {1, {call("exp", copy(g, needed))}};
     if (fn == "log") return {1, {binary('/', constant(1), copy(g, needed))}};
     if (fn == "relu") return {1, {call("step", copy(g, needed))}};
-    if (fn == "leaky_relu") return {1, {call("leaky_step", copy(g, needed), &f, f.value)}};
+    if (fn == "leaky_relu") return {1, {call("leaky_step", copy(g, needed), f.value)}};
     if (fn == "step" || fn == "leaky_step") return {0, {}};  // piecewise constant
     if (fn == "sigmoid") return {1, {call("sigmoid", copy(g, needed)), binary('-', constant(1), call("sigmoid", copy(g, needed)))}};
     if (fn == "tanh") {
@@ -230,7 +229,7 @@ class Differentiator {
       if (f.value == 0) return {0, {}};
       if (f.value == 1) return {1, {}};
       if (f.value == 2) return {2, {copy(g, needed)}};
-      return {f.value, {call("pow", copy(g, needed), &f, f.value - 1)}};
+      return {f.value, {call("pow", copy(g, needed), f.value - 1)}};
     }
     fail(f.loc, "no derivative known for function " + fn);
   }
@@ -261,12 +260,6 @@ std::string fresh_name(const OpSpec& s, const std::string& want, const std::set<
 void collect_accesses(const ExprP& e, std::set<std::string>* out) {
   if (e->kind == Expr::Kind::Access) out->insert(e->name);
   for (auto& a : e->args) collect_accesses(a, out);
-}
-
-std::string join(const Vars& v, const std::string& sep = ",") {
-  std::string out;
-  for (size_t k = 0; k < v.size(); ++k) out += (k ? sep : "") + v[k];
-  return out;
 }
 
 }  // namespace

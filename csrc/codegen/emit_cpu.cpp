@@ -734,8 +734,7 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
     r << "    (void)var_" << a->name << ";\n";
   }
   // CSC views, built at most once per backward when no cached one was passed.
-  using Tuple = std::string;
-  const Tuple tup = "std::tuple<at::Tensor, at::Tensor, at::Tensor>";
+  const std::string tup = "std::tuple<at::Tensor, at::Tensor, at::Tensor>";
   std::set<std::string> needs_csc;
   for (auto& adj : it->second) {
     if (adj.zero) continue;
@@ -744,7 +743,7 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
   }
   for (auto& t : s.tensors) {
     if (t.role != Role::SparseInput || !needs_csc.count(t.name)) continue;
-    std::string build = "gnnfuse::detail::csc_view(" + t.rowptr + ", " + t.col + ", n_" + t.vars[1] + ")";
+    std::string build = "gnnfuse::csr_transpose(" + t.rowptr + ", " + t.col + ", n_" + t.vars[1] + ")";
     std::string expr;
     if (t.has_csc() && !t.csc_optional) expr = "std::make_tuple(" + t.colptr + ", " + t.row + ", " + t.perm + ")";
     else if (t.has_csc()) expr = t.colptr + " ? std::make_tuple(*" + t.colptr + ", *" + t.row + ", *" + t.perm + ") : " + build;
@@ -807,7 +806,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "#include <cstdint>\n#include <optional>\n#include <tuple>\n\n";
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
   r << "#include <torch/autograd.h>\n#include <torch/library.h>\n\n";
-  r << "#include \"gnnfuse/ops.h\"\n#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n";
+  r << "#include \"gnnfuse/graph.h\"\n#include \"gnnfuse/ops.h\"\n#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n";
   r << "#include \"" << fam << "_kernel.h\"\n";
   r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
   r << "using detail::dtype_of;\nusing detail::itype_of;\n\n";

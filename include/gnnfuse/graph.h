@@ -27,15 +27,16 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> edge_index_to_csr(const at
 
 // The CSC view of a CSR matrix with num_cols columns: (colptr [num_cols + 1], row [nnz]) with
 // rows ascending within each column, and perm int64 [nnz]: CSC position q holds CSR position perm[q].
+// num_cols may be symbolic (Meta and fake tensors under torch.compile); an int64_t converts.
 inline std::tuple<at::Tensor, at::Tensor, at::Tensor> csr_transpose(const at::Tensor& rowptr,
                                                                     const at::Tensor& col,
-                                                                    int64_t num_cols) {
+                                                                    const c10::SymInt& num_cols) {
   static const auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("gnnfuse::csr_transpose", "")
           .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                 c10::SymInt)>();
-  return op.call(rowptr, col, c10::SymInt(num_cols));
+  return op.call(rowptr, col, num_cols);
 }
 
 }  // namespace gnnfuse

@@ -294,3 +294,64 @@ def test_torch_compile_backward(backend, dynamo_reset):
     got = _two_layer_grads(compiled)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+# ------------------------------------------- the spec-only op: every frontend and its errors
+@pytest.mark.parametrize("F", [1, 3, 32, 129])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_scaled_spmm_fp64_reference(name, weighted, F):
+    rowptr, col, _ = csr_of(name)
+    t = _inputs("scaled_spmm", name, weighted, F=F)
+    y = _call("scaled_spmm", rowptr, col, (None, None, None), t)
+    torch.testing.assert_close(y, _dense_ref("scaled_spmm", name, t), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+def test_scaled_spmm_opcheck(index_dtype, weighted):
+    name = "bipartite_more_sources"
+    rowptr, col, _ = csr_of(name, index_dtype)
+    t = _inputs("scaled_spmm", name, weighted)
+    torch.library.opcheck(ops.scaled_spmm.default, (rowptr, col, *t.values()))
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, rowptr: Tensor, col: Tensor, w: Optional[Tensor], s: Tensor, x: Tensor) -> Tensor:
+        return torch.ops.gnnfuse.scaled_spmm(rowptr, col, w, s, x)
+
+
+def _scaled_grads(fn):
+    name = "power_law"
+    rowptr, col, _ = csr_of(name)
+    t = _inputs("scaled_spmm", name, True, F=4)
+    y = fn(rowptr, col, *t.values())
+    return (y,) + torch.autograd.grad(y.square().sum(), list(t.values()))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
+def test_scaled_spmm_torchscript():
+    for a, b in zip(_scaled_grads(torch.jit.script(Scaled())), _scaled_grads(Scaled())):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.compile
+def test_scaled_spmm_torch_compile(dynamo_reset):
+    compiled = torch.compile(Scaled(), backend="aot_eager", fullgraph=True)
+    for a, b in zip(_scaled_grads(compiled), _scaled_grads(Scaled())):
+        torch.testing.assert_close(a, b)
+
+
+def test_scaled_spmm_bad_inputs():
+    name = "uniform"
+    rowptr, col, _ = csr_of(name)
+    t = _inputs("scaled_spmm", name, False)
+    s, x = t["scale"].detach(), t["x"].detach()
+    with pytest.raises(RuntimeError, match=r"gnnfuse::scaled_spmm: argument 'scale'.*number of stored entries"):
+        ops.scaled_spmm(rowptr, col, None, s[:-1], x)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::scaled_spmm: argument 'scale'"):
+        ops.scaled_spmm(rowptr, col, None, s.float(), x)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::scaled_spmm: argument 'scale'"):
+        ops.scaled_spmm(rowptr, col, None, s[:, None], x)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::scaled_spmm: argument 'col'"):
+        ops.scaled_spmm(rowptr, col.clone().fill_(10**6), None, s, x)
