@@ -90,15 +90,23 @@ class Differentiator {
     switch (e->kind) {
       case Expr::Kind::Const: return {};
       case Expr::Kind::Access: {
-        if (e->name != target_) return {};
-        const TensorDecl* t = s_.find(target_);
-        if (e->idx != t->vars)
-          fail(e->loc, "cannot differentiate with respect to " + target_ + " read as " + to_string(e) +
-                           ": read it with its declared indices (" + join(t->vars) + ") to make it differentiable");
+        // Only reads with the declared indices are the target in one pass; differentiate()
+        // renames the expression once per other way the input is read (see there).
+        if (e->name != target_ || e->idx != s_.find(target_)->vars) return {};
         return {Term{1, {}}};
       }
       case Expr::Kind::Neg: return scaled(d(e->args[0], needed), -1);
+      case Expr::Kind::Reduce: {
+        std::set<std::string> inside;
+        collect(e->args[0], &inside);
+        if (inside.count(target_))
+          fail(e->loc, "cannot differentiate " + to_string(e) + " with respect to " + target_ +
+                           ": wrap it in detach(...) where the expression does not depend on it (the shift of a softmax), or use 'reduce " +
+                           e->name + "'");
+        return {};
+      }
       case Expr::Kind::Call: {
+        if (e->name == "detach") return {};  // stops differentiation: its derivative is zero
         const ExprP& g = e->args[0];
         Terms dg = d(g, needed);
         if (dg.empty()) return {};
@@ -163,11 +171,29 @@ class Differentiator {
 
   const std::map<std::string, std::string>& renamed_from() const { return origin_; }
 
+  // A variable name not used yet, recorded as a copy of `v`.
+  std::string fresh(const std::string& v) {
+    std::string f;
+    for (int n = 2;; ++n) {
+      f = v + std::to_string(n);
+      if (!taken_.count(f)) break;
+    }
+    taken_.insert(f);
+    origin_[f] = v;
+    return f;
+  }
+  void take(const Vars& vs) { taken_.insert(vs.begin(), vs.end()); }
+
  private:
   const OpSpec& s_;
   std::string target_;
   std::set<std::string> taken_;
   std::map<std::string, std::string> origin_;  // fresh variable -> the variable it copies
+
+  static void collect(const ExprP& e, std::set<std::string>* out) {
+    if (e->kind == Expr::Kind::Access) out->insert(e->name);
+    for (auto& a : e->args) collect(a, out);
+  }
 
   static Terms scaled(Terms t, double c) {
     for (auto& x : t) x.coeff *= c;
@@ -180,25 +206,18 @@ class Differentiator {
   ExprP copy(const ExprP& g, const Vars& needed) {
     std::map<std::string, std::string> ren;
     for (auto& v : vars_of(g))
-      if (!has(needed, v)) {
-        std::string f;
-        for (int n = 2;; ++n) {
-          f = v + std::to_string(n);
-          if (!taken_.count(f)) break;
-        }
-        taken_.insert(f);
-        origin_[f] = v;
-        ren[v] = f;
-      }
+      if (!has(needed, v)) ren[v] = fresh(v);
     if (ren.empty()) return g;
     std::function<ExprP(const ExprP&)> rec = [&](const ExprP& e) -> ExprP {
       Expr c = *e;
       if (c.kind == Expr::Kind::Access) {
+        // A renamed column of a sparse, edge or select operand is another walk over the row
+        // (lowered when the copy's sum is hoisted out of the other walk); a renamed row is not.
         bool renamed = false;
-        for (auto& v : c.idx)
-          if (ren.count(v)) {
-            v = ren[v];
-            renamed = true;
+        for (size_t k = 0; k < c.idx.size(); ++k)
+          if (ren.count(c.idx[k])) {
+            c.idx[k] = ren[c.idx[k]];
+            if (k != 1) renamed = true;
           }
         const TensorDecl* t = s_.find(c.name);
         if (renamed && t && t->role != Role::DenseInput)
@@ -257,6 +276,12 @@ std::string fresh_name(const OpSpec& s, const std::string& want, const std::set<
     if (!taken(want + std::to_string(k))) return want + std::to_string(k);
 }
 
+// The sparse operand of a "select M(...) on A = arg" line.
+std::string parse_spec_pattern(const std::string& decl) {
+  size_t on = decl.find(" on "), eq = decl.find(" = ");
+  return decl.substr(on + 4, eq - on - 4);
+}
+
 void collect_accesses(const ExprP& e, std::set<std::string>* out) {
   if (e->kind == Expr::Kind::Access) out->insert(e->name);
   for (auto& a : e->args) collect_accesses(a, out);
@@ -282,8 +307,46 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     adj.input = arg.name;
     adj.input_tensor = T->name;
     Differentiator D(s, T->name);
-    Terms terms = D.d(s.expr.rhs, s.expr.lhs_idx);
-    terms.erase(std::remove_if(terms.begin(), terms.end(), [](const Term& t) { return t.coeff == 0; }), terms.end());
+    // One pass per way T is read. T(i,j3) read beside the declared T(i,j) (a row sum in a
+    // softmax, X(j,k) beside X(i,k)) is differentiated by renaming the whole expression so that
+    // this read carries the declared indices (j3 -> j, and the old j -> a fresh name); d/dT(t)
+    // then picks that read out, and the output's indices of the pass are renamed alike.
+    std::vector<Vars> reads;
+    std::function<void(const ExprP&)> find_reads = [&](const ExprP& e) {
+      if (e->kind == Expr::Kind::Access && e->name == T->name &&
+          std::find(reads.begin(), reads.end(), e->idx) == reads.end())
+        reads.push_back(e->idx);
+      for (auto& a : e->args) find_reads(a);
+    };
+    find_reads(s.expr.rhs);
+    if (s.selects() && reads.size() > 1)
+      fail(s.loc, "reduce " + s.reduce + ": " + T->name + " is read in several ways, which the select routing does not rename");
+    D.take(all_vars_of(s.expr.rhs));
+    Terms terms;
+    std::vector<Vars> term_lhs;  // the forward output's indices as each term names them
+    for (auto& idx : reads) {
+      std::map<std::string, std::string> ren;
+      for (size_t k = 0; k < idx.size(); ++k)
+        if (idx[k] != T->vars[k]) {
+          ren[idx[k]] = T->vars[k];
+          if (!ren.count(T->vars[k])) ren[T->vars[k]] = D.fresh(T->vars[k]);
+        }
+      auto rn = [&](const std::string& v) { return ren.count(v) ? ren[v] : v; };
+      std::function<ExprP(const ExprP&)> rename = [&](const ExprP& e) -> ExprP {
+        Expr c = *e;
+        for (auto& v : c.idx) v = rn(v);
+        for (auto& a : c.args) a = rename(a);
+        return make(std::move(c));
+      };
+      Vars lhs;
+      for (auto& v : s.expr.lhs_idx) lhs.push_back(rn(v));
+      Terms pass = D.d(ren.empty() ? s.expr.rhs : rename(s.expr.rhs), lhs);
+      for (auto& t : pass)
+        if (t.coeff != 0) {
+          terms.push_back(t);
+          term_lhs.push_back(lhs);
+        }
+    }
     if (terms.empty()) {
       adj.zero = true;
       out.push_back(adj);
@@ -292,14 +355,28 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     // Names of the adjoint op's new tensors and arguments.
     std::string gy = fresh_name(s, "G" + Y.name), dt = fresh_name(s, "D" + T->name, {gy});
     adj.grad_arg = fresh_name(s, "grad");
+    // reduce max/min: d max_j e(o,j) / d e(o,j) is 1 at the chosen position, so every term
+    // routes dY through a select of the forward's positions over the reduced csr operand.
+    std::string sel_decl;
+    if (s.selects()) {
+      const TensorDecl* A = nullptr;
+      for (auto& t : s.tensors)
+        if (t.role == Role::SparseInput && !has(s.expr.lhs_idx, t.vars[1]) && has(vars_of(s.expr.rhs), t.vars[1])) A = &t;
+      std::string m = fresh_name(s, "M" + Y.name, {gy, dt});
+      adj.select_arg = fresh_name(s, "selected");
+      Vars mv = {A->vars[0], A->vars[1]};
+      for (auto& v : Y.vars)
+        if (v != A->vars[0]) mv.push_back(v);
+      sel_decl = "select  " + m + "(" + join(mv) + ") on " + A->name + " = " + adj.select_arg + "\n";
+      for (auto& t : terms) t.factors.insert(t.factors.begin(), parse_assignment("X() = " + m + "(" + join(mv) + ")", Loc{}).rhs);
+    }
     std::string name = s.name + "_grad_" + arg.name;
-    std::string gy_access = gy + "(" + join(Y.vars) + ")";
     // dT(t) = sum of coeff * dY(o) * factors
     std::string rhs;
     for (size_t k = 0; k < terms.size(); ++k) {
       const Term& t = terms[k];
       double c = t.coeff;
-      std::string body = gy_access;
+      std::string body = gy + "(" + join(term_lhs[k]) + ")";
       for (auto& f : t.factors) body += " * " + factor_text(f);
       if (k == 0) rhs += c < 0 ? "-" : "";
       else rhs += c < 0 ? " - " : " + ";
@@ -317,15 +394,17 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     std::set<std::string> structures;
     for (auto& t : s.tensors) {
       if (t.role == Role::SparseInput && used.count(t.name)) structures.insert(t.name);
-      if (t.role == Role::EdgeInput && used.count(t.name)) structures.insert(t.pattern);
+      if ((t.role == Role::EdgeInput || t.role == Role::CountInput || t.role == Role::SelectInput) && used.count(t.name))
+        structures.insert(t.pattern);
     }
+    if (!sel_decl.empty()) structures.insert(parse_spec_pattern(sel_decl));
     if (!Y.pattern.empty()) structures.insert(Y.pattern);
     if (!out_pattern.empty()) structures.insert(out_pattern);
 
     // Loop order: the adjoint's first index outermost (its rows are the parallel loop, so no
     // two threads write one output row), then the sparse operand it belongs to, walked by
     // columns when that index is the operand's column; then the forward's order.
-    Vars all = unite(vars_of(parsed), tv);
+    Vars all = unite(all_vars_of(parsed), tv);
     Vars order;
     auto push = [&](const std::string& v) {
       if (!has(order, v) && has(all, v)) order.push_back(v);
@@ -390,7 +469,17 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
           args.push_back("Tensor " + t.arg);
           decls << "edge    " << t.name << "(" << join(t.vars) << ") on " << t.pattern << " = " << t.arg << "\n";
         }
+        if (t.role == Role::SelectInput && t.arg == a.name) {
+          args.push_back("Tensor " + t.arg);
+          decls << "select  " << t.name << "(" << join(t.vars) << ") on " << t.pattern << " = " << t.arg << "\n";
+        }
       }
+    for (auto& t : s.tensors)
+      if (t.role == Role::CountInput && used.count(t.name)) decls << "count   " << t.name << "(" << join(t.vars) << ") of " << t.pattern << "\n";
+    if (!sel_decl.empty()) {
+      args.push_back("Tensor " + adj.select_arg);
+      decls << sel_decl;
+    }
     args.push_back("Tensor " + adj.grad_arg);
     if (Y.pattern.empty()) decls << "dense   " << gy << "(" << join(Y.vars) << ") = " << adj.grad_arg << "\n";
     else decls << "edge    " << gy << "(" << join(Y.vars) << ") on " << Y.pattern << " = " << adj.grad_arg << "\n";
@@ -402,7 +491,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     sp << "schema  " << name << "(" << join(args, ", ") << ") -> Tensor\n";
     sp << decls.str();
     sp << "expr    " << expr_text << "\n";
-    sp << "reduce  " << s.reduce << "\n";
+    sp << "reduce  sum\n";
     sp << "order   " << join(order, " ") << "\n";
     sp << "dtypes  " << join(s.dtypes, " ") << "\n";
     sp << "index   " << join(s.index_dtypes, " ") << "\n";

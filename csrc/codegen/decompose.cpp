@@ -1,5 +1,7 @@
 // Stage 2: index notation -> unit statements (three-address form) with temporaries.
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "codegen/ir.h"
@@ -43,7 +45,8 @@ std::string to_string(const Stmt& s) {
     case Stmt::Op::Add: rhs = opnd(s.rhs[0]) + " + " + opnd(s.rhs[1]); break;
     case Stmt::Op::Sub: rhs = opnd(s.rhs[0]) + " - " + opnd(s.rhs[1]); break;
   }
-  return acc(s.lhs) + (s.accumulate ? " += " : " = ") + rhs;
+  if (!s.accumulate) return acc(s.lhs) + " = " + rhs;
+  return acc(s.lhs) + (s.reduce == "sum" ? " += " : " " + s.reduce + "= ") + rhs;
 }
 
 const TensorInfo& Program::tensor(const std::string& name) const {
@@ -87,6 +90,7 @@ struct Pending {
   std::string fn;
   double param = 0;
   bool has_param = false;
+  std::string reduce = "sum";  // how materializing it reduces the variables not needed
   std::vector<Value> args;
   Vars vars;  // union of the arguments' variables
 };
@@ -104,14 +108,19 @@ class Decomposer {
       if (!has(lhs, v)) summed.push_back(v);
     Access out{s.expr.lhs, lhs};
     if (summed.empty()) {
+      if (s.selects()) fail(s.loc, "reduce " + s.reduce + ": the expression reduces no index");
       add_stmt(out, root, false);
       return;
     }
     // A reduction into the output goes through an accumulator in the accumulation type; the
-    // memory passes shrink it to a row buffer, and the final copy rounds once.
+    // memory passes shrink it to a row buffer, and the final copy rounds once. A max or min
+    // also records the chosen position in the op's second output.
     std::string acc = fresh(s.expr.lhs + "acc");
     new_temp(acc, lhs);
+    root.reduce = s.reduce;
+    if (s.selects()) p_.tensors[acc].init = s.reduce == "max" ? "-inf" : "inf";
     add_stmt(Access{acc, lhs}, root, true);
+    if (s.selects()) p_.stmts.back().arg_out = s.expr.lhs + "_arg";
     Pending copy;
     copy.op = Stmt::Op::Copy;
     copy.args = {Value{Operand{false, 0, Access{acc, lhs}}, lhs}};
@@ -122,6 +131,7 @@ class Decomposer {
  private:
   Program& p_;
   int next_temp_ = 0;
+  std::map<std::string, Value> memo_;  // common sub-expressions: key_of -> temporary
 
   std::string fresh(const std::string& want) {
     std::string name = want;
@@ -159,6 +169,7 @@ class Decomposer {
     st.has_param = pd.has_param;
     for (auto& a : pd.args) st.rhs.push_back(a.operand);
     st.accumulate = accumulate;
+    st.reduce = accumulate ? pd.reduce : "sum";
     for (auto& v : pd.vars)
       if (!has(lhs.idx, v)) st.sum_vars.push_back(v);
     st.sum_vars = in_loop_order(st.sum_vars);
@@ -175,12 +186,47 @@ class Decomposer {
     kept = in_loop_order(kept);
     std::string t = fresh_temp();
     new_temp(t, kept);
+    if (pd.reduce != "sum") p_.tensors[t].init = pd.reduce == "max" ? "-inf" : "inf";
     add_stmt(Access{t, kept}, pd, kept.size() != pd.vars.size());
     return Value{Operand{false, 0, Access{t, kept}}, kept};
   }
 
+  // The text of `e` with the variables it sums privately (free but not needed, and those bound
+  // by max/min) renamed canonically: two sub-expressions with the same key compute the same
+  // temporary (the row sums and maxima an adjoint repeats in its kept copies).
+  static std::string key_of(const ExprP& e, const Vars& needed) {
+    std::map<std::string, std::string> ren;
+    int next = 0;
+    std::function<ExprP(const ExprP&)> canon = [&](const ExprP& x) -> ExprP {
+      Expr c = *x;
+      for (auto& v : c.idx)
+        if (!has(needed, v)) {
+          if (!ren.count(v)) ren[v] = "_" + std::to_string(next++);
+          v = ren[v];
+        }
+      for (auto& a : c.args) a = canon(a);
+      return std::make_shared<const Expr>(std::move(c));
+    };
+    std::string key = to_string(canon(e)) + " |";
+    for (auto& v : vars_of(e))
+      if (has(needed, v)) key += " " + v;
+    return key;
+  }
+
   // A value whose variables are all needed; reduces the others away in a temporary.
   Value value(const ExprP& e, const Vars& needed) {
+    if (e->kind != Expr::Kind::Const && e->kind != Expr::Kind::Access) {
+      std::string key = key_of(e, needed);
+      auto hit = memo_.find(key);
+      if (hit != memo_.end()) return hit->second;
+      Value v = materialize(lower(e, needed), needed);
+      memo_[key] = v;
+      return v;
+    }
+    return value_uncached(e, needed);
+  }
+
+  Value value_uncached(const ExprP& e, const Vars& needed) {
     if (e->kind == Expr::Kind::Const) return Value{Operand{true, e->value, {}}, {}};
     if (e->kind == Expr::Kind::Access) {
       Value v{Operand{false, 0, Access{e->name, e->idx}}, e->idx};
@@ -194,19 +240,30 @@ class Decomposer {
     return materialize(lower(e, needed), needed);
   }
 
-  static void flatten_product(const ExprP& e, std::vector<ExprP>* out) {
-    if (e->kind == Expr::Kind::Binary && e->op == '*') {
-      flatten_product(e->args[0], out);
-      flatten_product(e->args[1], out);
-    } else {
+  // The factors of a product chain. A parenthesized sub-product that sums a variable of its
+  // own (one no other factor and no consumer uses) stays one factor, so that it is lowered as a
+  // value of its own and shared when it repeats (the row sums of an adjoint's kept copies).
+  static void flatten_product(const ExprP& e, const Vars& outside, std::vector<ExprP>* out) {
+    if (e->kind != Expr::Kind::Binary || e->op != '*') {
       out->push_back(e);
+      return;
+    }
+    for (int k = 0; k < 2; ++k) {
+      const ExprP& a = e->args[static_cast<size_t>(k)];
+      Vars around = unite(outside, vars_of(e->args[static_cast<size_t>(1 - k)]));
+      bool own_sum = false;
+      if (a->grouped && a->kind == Expr::Kind::Binary && a->op == '*')
+        for (auto& v : vars_of(a))
+          if (!has(around, v)) own_sum = true;
+      if (own_sum) out->push_back(a);
+      else flatten_product(a, around, out);
     }
   }
 
   bool is_sparse(const Value& v) const {
     if (v.operand.is_const) return false;
     Role r = p_.tensor(v.operand.access.tensor).role;
-    return r == Role::SparseInput || r == Role::EdgeInput;
+    return r == Role::SparseInput || r == Role::EdgeInput || r == Role::SelectInput;
   }
 
   Pending lower(const ExprP& e, const Vars& needed) {
@@ -221,8 +278,27 @@ class Decomposer {
         pd.vars = v.vars;
         return pd;
       }
-      case Expr::Kind::Neg:
-      case Expr::Kind::Call: {
+      case Expr::Kind::Reduce: {
+        // max[j](e): e's value over the needed variables and j, then reduced over j alone.
+        Vars inner = needed;
+        inner.push_back(e->idx[0]);
+        Value body = value(e->args[0], inner);
+        pd.op = Stmt::Op::Copy;
+        pd.reduce = e->name;
+        pd.args = {body};
+        pd.vars = body.vars;
+        Value m = materialize(pd, needed);
+        Pending out;
+        out.op = Stmt::Op::Copy;
+        out.args = {m};
+        out.vars = m.vars;
+        return out;
+      }
+      case Expr::Kind::Call:
+        // detach(e) is e (it only stops differentiation).
+        if (e->name == "detach") return lower(e->args[0], needed);
+        [[fallthrough]];
+      case Expr::Kind::Neg: {
         pd.op = e->kind == Expr::Kind::Neg ? Stmt::Op::Neg : Stmt::Op::Call;
         pd.fn = e->name;
         pd.param = e->value;
@@ -250,7 +326,7 @@ class Decomposer {
     }
     // A product chain: lower the factors, then pair them greedily, smallest temporary first.
     std::vector<ExprP> fs;
-    flatten_product(e, &fs);
+    flatten_product(e, needed, &fs);
     std::vector<Value> vals;
     for (size_t k = 0; k < fs.size(); ++k) {
       Vars others = needed;
@@ -311,7 +387,7 @@ Program decompose(const OpSpec& spec) {
     ti.role = t.role;
     ti.dims = t.vars;
     ti.kept_dims = t.vars;
-    ti.pattern = t.role == Role::SparseInput ? t.name : t.pattern;
+    ti.pattern = t.role == Role::SparseInput ? t.name : t.role == Role::CountInput ? "" : t.pattern;
     if (t.role == Role::SparseInput) {
       // Walked by columns when the order puts its column variable first (the frontend checks
       // that the CSC view is declared then).
@@ -329,7 +405,7 @@ std::string print_program(const Program& p) {
   for (auto& s : p.stmts) {
     os << "S" << s.id << ": " << to_string(s);
     if (!s.sum_vars.empty()) {
-      os << "   (sum over";
+      os << "   (" << s.reduce << " over";
       for (auto& v : s.sum_vars) os << " " << v;
       os << ")";
     }

@@ -47,7 +47,8 @@ std::string fmt_const(double v) {
 struct Binding {
   std::string tensor;  // spec tensor
   std::string arg;     // schema argument
-  int dim = 0;         // dimension of arg; -1: rows of a csr operand (rowptr.size(0) - 1)
+  int dim = 0;         // dimension of arg; -1: rows of a csr operand (rowptr.size(0) - 1);
+                       // -2: a csr column nothing binds (extent unknown, -1)
 };
 
 bool walks_csc(const OpSpec& s, const TensorDecl& t) {
@@ -65,6 +66,7 @@ void dense_accesses(const ExprP& e, const OpSpec& s, std::vector<const Expr*>* o
 
 std::map<std::string, std::vector<Binding>> bindings(const OpSpec& s) {
   std::map<std::string, std::vector<Binding>> b;
+  std::map<std::string, std::string> column_of;
   auto add = [&](const std::string& v, const Binding& nb) {
     for (auto& o : b[v])
       if (o.arg == nb.arg && o.dim == nb.dim) return;
@@ -81,13 +83,32 @@ std::map<std::string, std::vector<Binding>> bindings(const OpSpec& s) {
   dense_accesses(s.expr.rhs, s, &acc);
   for (auto* e : acc)
     for (size_t d = 0; d < e->idx.size(); ++d) add(e->idx[d], Binding{e->name, s.find(e->name)->arg, static_cast<int>(d)});
+  // A sparse, edge or select operand read with a renamed column (a second walk over the row)
+  // gives that name the column's extent; a column no dense operand binds has no known extent
+  // (-1: nothing iterates it densely, and its indices are checked against nothing).
+  std::function<void(const ExprP&)> renamed = [&](const ExprP& e) {
+    if (e->kind == Expr::Kind::Access) {
+      const TensorDecl* t = s.find(e->name);
+      if (t && t->role != Role::DenseInput && t->role != Role::CountInput && e->idx.size() > 1 && e->idx[1] != t->vars[1]) {
+        for (auto& o : b[t->vars[1]]) add(e->idx[1], o);
+        column_of[e->idx[1]] = t->vars[1];
+      }
+    }
+    for (auto& a : e->args) renamed(a);
+  };
+  renamed(s.expr.rhs);
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput) column_of[t.vars[1]] = t.vars[1];
   for (auto& v : s.order)
-    if (b[v].empty())
-      fail(s.loc, "the extent of index '" + v + "' is not given by any dense operand or csr row count");
+    if (b[v].empty()) {
+      if (!column_of.count(v)) fail(s.loc, "the extent of index '" + v + "' is not given by any dense operand or csr row count");
+      b[v].push_back(Binding{"", "", -2});
+    }
   return b;
 }
 
 std::string extent_expr(const Binding& b) {
+  if (b.dim == -2) return "c10::SymInt(-1)";
   if (b.dim < 0) return b.arg + ".sym_size(0) - 1";
   return b.arg + ".sym_size(" + std::to_string(b.dim) + ")";
 }
@@ -127,6 +148,9 @@ std::string signature(const Schema& sc, bool with_names, bool with_defaults = fa
   return out;
 }
 
+// The C++ return type of an op: one tensor, or (values, positions) for reduce max/min.
+std::string ret_type(const OpSpec& s) { return s.selects() ? "std::tuple<at::Tensor, at::Tensor>" : "at::Tensor"; }
+
 std::string arg_names(const Schema& sc) {
   std::string out;
   for (size_t k = 0; k < sc.args.size(); ++k) out += (k ? ", " : "") + sc.args[k].name;
@@ -161,8 +185,13 @@ class KernelEmitter {
         case Role::EdgeInput:
           line("const scalar_t* __restrict__ " + t.name + " = static_cast<const scalar_t*>(prm." + t.name + ");");
           break;
+        case Role::SelectInput:
+          line("const int64_t* __restrict__ " + t.name + " = static_cast<const int64_t*>(prm." + t.name + ");");
+          break;
+        case Role::CountInput: break;
         case Role::Output:
           line("scalar_t* __restrict__ " + t.name + " = static_cast<scalar_t*>(prm." + t.name + ");");
+          if (s_.selects()) line("int64_t* __restrict__ " + t.name + "_arg = static_cast<int64_t*>(prm." + t.name + "_arg);");
           break;
         case Role::Temp: break;
       }
@@ -170,7 +199,7 @@ class KernelEmitter {
     // Temporaries whose common loop is the root live for the whole call.
     for (auto& name : p_.temps)
       if (!home_of(p_, *c_.tree, name)) {
-        line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "), acc_t(0));");
+        line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "), " + init(name) + ");");
         line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
       }
     for (auto& k : c_.tree->kids) top(*k);
@@ -183,6 +212,7 @@ class KernelEmitter {
   const OpSpec& s_;
   std::ostringstream os_;
   int depth_ = 1;
+  std::set<std::string> walking_;  // sparse operands walked by the enclosing loops
 
   void line(const std::string& l) { os_ << std::string(static_cast<size_t>(depth_) * 2, ' ') << l << "\n"; }
   void open(const std::string& l) {
@@ -218,6 +248,12 @@ class KernelEmitter {
   }
 
   std::string pos(const std::string& sparse) const { return "p_" + sparse; }
+  // Initial value of an accumulating temporary (0 for sums, -inf / inf for max / min).
+  std::string init(const std::string& temp) const {
+    const std::string& v = p_.tensor(temp).init;
+    if (v == "0") return "acc_t(0)";
+    return std::string(v[0] == '-' ? "-" : "") + "std::numeric_limits<acc_t>::infinity()";
+  }
   // The CSR position (edge id) of the current entry: the position itself through CSR, perm of
   // it through the CSC view. Values, edge operands and outputs "on" a pattern are in CSR order.
   std::string edge(const std::string& sparse) const { return "e_" + sparse; }
@@ -235,6 +271,16 @@ class KernelEmitter {
         return "static_cast<acc_t>(" + a.tensor + "_val[" + edge(a.tensor) + "])";
       case Role::DenseInput: return "static_cast<acc_t>(" + a.tensor + "[" + offset(a.idx, a.idx) + "])";
       case Role::EdgeInput: return "static_cast<acc_t>(" + a.tensor + "[" + edge(t.pattern) + "])";
+      case Role::CountInput: {
+        const std::string& A = d->pattern;
+        const std::string& i = a.idx[0];
+        return "static_cast<acc_t>(std::max<int64_t>(1, static_cast<int64_t>(" + A + "_rowptr[" + i + " + 1] - " + A + "_rowptr[" + i + "])))";
+      }
+      case Role::SelectInput: {
+        std::vector<std::string> rest = a.idx;
+        rest.erase(rest.begin() + 1);
+        return "(" + a.tensor + "[" + offset(rest, rest) + "] == " + edge(d->pattern) + " ? acc_t(1) : acc_t(0))";
+      }
       case Role::Temp: return temp_ref(a);
       case Role::Output: fail(s_.loc, "internal error: the output is read");
     }
@@ -284,10 +330,34 @@ class KernelEmitter {
     if (t.role == Role::Output) {
       if (s.accumulate) fail(s_.loc, "internal error: the output accumulates directly");
       std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : edge(t.pattern);
+      // reduce max/min: an empty row (no position chosen) gives 0.
+      if (s_.selects()) value = s.lhs.tensor + "_arg[" + at + "] < 0 ? acc_t(0) : " + value;
       line(s.lhs.tensor + "[" + at + "] = static_cast<scalar_t>(" + value + ");");
       return;
     }
-    line(temp_ref(s.lhs) + (s.accumulate ? " += " : " = ") + value + ";");
+    if (!s.accumulate || s.reduce == "sum") {
+      line(temp_ref(s.lhs) + (s.accumulate ? " += " : " = ") + value + ";");
+      return;
+    }
+    // max / min: NaN wins and stays; ties keep the first entry.
+    std::string cmp = s.reduce == "max" ? " > " : " < ";
+    std::string ref = temp_ref(s.lhs);
+    open("{");
+    line("const acc_t v_ = " + value + ";");
+    if (s.arg_out.empty()) {
+      line("if (v_" + cmp + ref + " || v_ != v_) " + ref + " = v_;");
+    } else {
+      // The sparse operand whose column is reduced gives the position.
+      std::string A;
+      for (auto& d : s_.tensors)
+        if (d.role == Role::SparseInput && s.sum_vars.size() == 1 && d.vars[1] == s.sum_vars[0]) A = d.name;
+      std::string at = s.arg_out + "[" + offset(s.lhs.idx, s_.output().vars) + "]";
+      open("if (" + at + " < 0 || ((v_" + cmp + ref + " || v_ != v_) && " + ref + " == " + ref + ")) {");
+      line(ref + " = v_;");
+      line(at + " = " + edge(A) + ";");
+      close();
+    }
+    close();
   }
 
   // Declarations at the top of a loop body: csr row bounds for operands whose rows this loop
@@ -304,7 +374,7 @@ class KernelEmitter {
       if (home_of(p_, *c_.tree, name) != &n) continue;
       const TensorInfo& t = p_.tensor(name);
       if (t.kept_dims.empty()) {
-        line("acc_t " + name + " = acc_t(0);");
+        line("acc_t " + name + " = " + init(name) + ";");
       } else if (!t.compressed_by.empty()) {
         line("if (static_cast<int64_t>(ws_" + name + ".size()) < " + buffer_size(name) + ") ws_" + name +
              ".resize(static_cast<size_t>(" + buffer_size(name) + "));");
@@ -339,7 +409,7 @@ class KernelEmitter {
       case Node::Kind::Reset: {
         const TensorInfo& t = p_.tensor(n.tensor);
         if (t.kept_dims.empty() || !home_of(p_, *c_.tree, n.tensor)) return;  // zeroed where declared
-        line("std::fill_n(" + n.tensor + ", " + buffer_size(n.tensor) + ", acc_t(0));");
+        line("std::fill_n(" + n.tensor + ", " + buffer_size(n.tensor) + ", " + init(n.tensor) + ");");
         return;
       }
       case Node::Kind::Loop: {
@@ -350,6 +420,10 @@ class KernelEmitter {
         if (level.empty()) {
           open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
         } else {
+          if (walking_.count(level))
+            fail(s_.loc, "the loop over '" + n.var + "' walks " + level + " inside another walk over " + level +
+                             ": nested walks over one sparse operand are not lowered (write the inner sum so that it is hoisted)");
+          walking_.insert(level);
           open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
           bool csc = p_.walks_csc(level);
           line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + (csc ? "_row[" : "_col[") + pos(level) + "]);");
@@ -359,6 +433,7 @@ class KernelEmitter {
         enter(n);
         for (auto& k : n.kids) node(*k);
         close();
+        walking_.erase(level);
         return;
       }
     }
@@ -436,6 +511,14 @@ void emit_params(const Compiled& c, std::ostream& h) {
         break;
       }
       case Role::EdgeInput: h << "  const void* " << t.name << " = nullptr;  // scalar_t[nnz of " << t.pattern << "], CSR order\n"; break;
+      case Role::SelectInput: {
+        h << "  const void* " << t.name << " = nullptr;  // int64_t[";
+        for (size_t d = 0; d < t.vars.size(); ++d)
+          if (d != 1) h << (d ? "][" : "") << "n_" << t.vars[d];
+        h << "]: chosen CSR position of " << t.pattern << " or -1\n";
+        break;
+      }
+      case Role::CountInput: break;
       case Role::Output:
         h << "  void* " << t.name << " = nullptr;  // scalar_t";
         if (t.pattern.empty()) {
@@ -444,6 +527,7 @@ void emit_params(const Compiled& c, std::ostream& h) {
           h << "[nnz of " << t.pattern << "], CSR order";
         }
         h << "\n";
+        if (s.selects()) h << "  void* " << t.name << "_arg = nullptr;  // int64_t, same shape: chosen CSR position, -1 (preset) for none\n";
         break;
       case Role::Temp: break;
     }
@@ -511,7 +595,7 @@ std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
 
   std::ostringstream k;
   k << banner(fam);
-  k << "#include <algorithm>\n#include <cmath>\n#include <vector>\n\n";
+  k << "#include <algorithm>\n#include <cmath>\n#include <limits>\n#include <vector>\n\n";
   k << "#include \"" << fam << "_kernel.h\"\n\n";
   k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n#endif\n\n";
   k << "namespace gnnfuse::generated {\n\n";
@@ -599,6 +683,15 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       }
       r << "  }\n";
     }
+    if (t.role == Role::SelectInput) {
+
+      r << "  checks::positions(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ");\n";
+      for (size_t d = 0, k = 0; d < t.vars.size(); ++d) {
+        if (d == 1) continue;
+        r << "  checks::sym_size_eq(op, \"" << t.arg << "\", " << t.arg << ", " << k++ << ", e.n_" << t.vars[d] << ", \"the extent of index "
+          << t.vars[d] << "\");\n";
+      }
+    }
     if (t.role == Role::EdgeInput) {
       const TensorDecl* pt = s.find(t.pattern);
       r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", 1);\n";
@@ -616,7 +709,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     shape = s.find(out.pattern)->col + ".sym_size(0)";
   }
   // CPU kernel.
-  r << "at::Tensor " << op << "_cpu_kernel(" << signature(s.schema, true) << ") {\n";
+  r << ret_type(s) << " " << op << "_cpu_kernel(" << signature(s.schema, true) << ") {\n";
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {
@@ -631,6 +724,9 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
           << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
       }
     }
+  for (auto& t : s.tensors)
+    if (t.role == Role::SelectInput)
+      r << "  checks::position_values(\"" << op << "\", \"" << t.arg << "\", " << t.arg << ", " << s.find(t.pattern)->col << ".size(0));\n";
   r << "  " << op << "_params prm;\n";
   for (auto& v : s.order) r << "  prm.n_" << v << " = e.n_" << v << ".expect_int();\n";
   for (auto& t : s.tensors) {
@@ -657,6 +753,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
         break;
       case Role::DenseInput:
       case Role::EdgeInput:
+      case Role::SelectInput:
         r << "  const at::Tensor " << t.arg << "_c = " << t.arg << ".contiguous();\n";
         r << "  prm." << t.name << " = " << t.arg << "_c.const_data_ptr();\n";
         break;
@@ -665,13 +762,22 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   }
   r << "  at::Tensor out = at::empty_symint({" << shape << "}, " << ref << ".options());\n";
   r << "  prm." << out.name << " = out.mutable_data_ptr();\n";
+  if (s.selects()) {
+    r << "  at::Tensor out_arg = at::empty_symint({" << shape << "}, " << ref << ".options().dtype(at::kLong));\n";
+    r << "  out_arg.fill_(-1);\n";
+    r << "  prm." << out.name << "_arg = out_arg.mutable_data_ptr();\n";
+  }
   r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << (first_index.empty() ? "out" : first_index) << "));\n";
-  r << "  return out;\n}\n\n";
+  r << (s.selects() ? "  return {out, out_arg};\n}\n\n" : "  return out;\n}\n\n");
   // Meta kernel: same checks, no data.
-  r << "at::Tensor " << op << "_meta(" << signature(s.schema, true) << ") {\n";
+  r << ret_type(s) << " " << op << "_meta(" << signature(s.schema, true) << ") {\n";
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
   r << "  (void)e;\n";
-  r << "  return at::empty_symint({" << shape << "}, " << ref << ".options());\n}\n\n";
+  if (s.selects())
+    r << "  return {at::empty_symint({" << shape << "}, " << ref << ".options()), at::empty_symint({" << shape << "}, " << ref
+      << ".options().dtype(at::kLong))};\n}\n\n";
+  else
+    r << "  return at::empty_symint({" << shape << "}, " << ref << ".options());\n}\n\n";
 }
 
 // The autograd::Function of an op: the forward saves the op's inputs (never an intermediate:
@@ -682,7 +788,8 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
   const std::string& op = s.name;
   std::string cls = op + "_function";
   r << "class " << cls << " : public torch::autograd::Function<" << cls << "> {\n public:\n";
-  r << "  static at::Tensor forward(torch::autograd::AutogradContext* ctx, " << signature(s.schema, true) << ") {\n";
+  r << "  static " << (s.selects() ? "torch::autograd::variable_list" : "at::Tensor")
+    << " forward(torch::autograd::AutogradContext* ctx, " << signature(s.schema, true) << ") {\n";
   r << "    const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
   for (auto& v : s.order) r << "    ctx->saved_data[\"n_" << v << "\"] = e.n_" << v << ";\n";
   std::vector<const SchemaArg*> tensors;
@@ -694,12 +801,23 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
     if (a.optional || a.type == "str") fail(s.loc, "autograd: argument '" + a.name + "' (optional scalar or str) is not supported");
     r << "    ctx->saved_data[\"arg_" << a.name << "\"] = " << a.name << ";\n";
   }
+  if (s.selects()) {
+    // The positions chosen by the max/min are saved for the adjoints (an index-sized output).
+    r << "    at::Tensor out_, arg_;\n    {\n";
+    r << "      at::AutoDispatchBelowADInplaceOrView guard;\n";
+    r << "      std::tie(out_, arg_) = gnnfuse::" << op << "(" << arg_names(s.schema) << ");\n    }\n";
+    r << "    ctx->mark_non_differentiable({arg_});\n";
+  }
   r << "    ctx->save_for_backward({";
   for (size_t k = 0; k < tensors.size(); ++k)
     r << (k ? ", " : "") << (tensors[k]->optional ? tensors[k]->name + ".value_or(at::Tensor())" : tensors[k]->name);
-  r << "});\n";
-  r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
-  r << "    return gnnfuse::" << op << "(" << arg_names(s.schema) << ");\n  }\n\n";
+  r << (s.selects() ? ", arg_" : "") << "});\n";
+  if (s.selects()) {
+    r << "    return {out_, arg_};\n  }\n\n";
+  } else {
+    r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
+    r << "    return gnnfuse::" << op << "(" << arg_names(s.schema) << ");\n  }\n\n";
+  }
   r << "  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {\n";
   auto it = fam.adjoints.find(op);
   if (s.grad_order < 1 || it == fam.adjoints.end()) {
@@ -726,6 +844,7 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
   for (auto& v : s.order) r << "    const c10::SymInt n_" << v << " = ctx->saved_data[\"n_" << v << "\"].toSymInt();\n";
   for (auto& v : s.order) r << "    (void)n_" << v << ";\n";
   r << "    const at::Tensor& grad_output_ = grads[0];\n";
+  if (s.selects()) r << "    const at::Tensor selected_ = saved[" << tensors.size() << "];\n";
   // Index of each tensor argument among the Function's variables (absent optionals are none).
   r << "    size_t next_var = 0;\n";
   for (auto* a : tensors) {
@@ -767,6 +886,10 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
     for (auto& a : adj.spec.schema.args) {
       if (a.name == adj.grad_arg) {
         call.push_back("grad_output_");
+        continue;
+      }
+      if (!adj.select_arg.empty() && a.name == adj.select_arg) {
+        call.push_back("selected_");
         continue;
       }
       // A CSC array of one of the adjoint's sparse operands?
@@ -815,8 +938,13 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   for (auto& c : f.ops) emit_autograd(f, *c, r);
   for (auto& c : f.ops) {
     const OpSpec& s = c->spec;
-    r << "at::Tensor " << s.name << "_autograd(" << signature(s.schema, true) << ") {\n";
-    r << "  return " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n}\n\n";
+    r << ret_type(s) << " " << s.name << "_autograd(" << signature(s.schema, true) << ") {\n";
+    if (s.selects()) {
+      r << "  torch::autograd::variable_list out = " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n";
+      r << "  return {out[0], out[1]};\n}\n\n";
+    } else {
+      r << "  return " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n}\n\n";
+    }
   }
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
@@ -841,7 +969,7 @@ std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) 
   std::ostringstream api;
   api << "// Generated by gnnfuse-gen from ops/*.spec. Do not edit: edit the specs.\n";
   api << "// C++ API of the spec ops and of their generated derivatives: each call goes through the\n";
-  api << "// dispatcher (autograd included), exactly as torch.ops.gnnfuse.<op> does from Python.\n#pragma once\n\n#include <optional>\n\n";
+  api << "// dispatcher (autograd included), exactly as torch.ops.gnnfuse.<op> does from Python.\n#pragma once\n\n#include <optional>\n#include <tuple>\n\n";
   api << "#include <ATen/core/Tensor.h>\n#include <ATen/core/dispatch/Dispatcher.h>\n\nnamespace gnnfuse {\n\n";
   for (auto* f : fams)
     for (auto& c : f->ops) {
@@ -849,10 +977,10 @@ std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) 
       api << "// " << s.doc << "\n// index notation: " << s.expr.lhs << "(";
       for (size_t k = 0; k < s.expr.lhs_idx.size(); ++k) api << (k ? "," : "") << s.expr.lhs_idx[k];
       api << ") = " << to_string(s.expr.rhs) << "\n";
-      api << "inline at::Tensor " << s.name << "(" << signature(s.schema, true, true) << ") {\n";
+      api << "inline " << ret_type(s) << " " << s.name << "(" << signature(s.schema, true, true) << ") {\n";
       api << "  static const auto handle = c10::Dispatcher::singleton()\n";
       api << "      .findSchemaOrThrow(\"gnnfuse::" << s.name << "\", \"\")\n";
-      api << "      .typed<at::Tensor(" << signature(s.schema, false) << ")>();\n";
+      api << "      .typed<" << ret_type(s) << "(" << signature(s.schema, false) << ")>();\n";
       api << "  return handle.call(" << arg_names(s.schema) << ");\n}\n\n";
     }
   api << "}  // namespace gnnfuse\n";

@@ -24,7 +24,8 @@ void fail(const Loc& loc, const std::string& msg) {
 namespace {
 
 const std::set<std::string>& known_functions() {
-  static const std::set<std::string> fns{"exp", "log", "relu", "sigmoid", "tanh", "step", "leaky_relu", "leaky_step", "pow"};
+  static const std::set<std::string> fns{"exp",  "log",        "relu",       "sigmoid", "tanh",
+                                         "step", "leaky_relu", "leaky_step", "pow",     "detach"};
   return fns;
 }
 
@@ -127,7 +128,9 @@ class ExprParser {
       ++pos_;
       ExprP e = sum();
       if (!eat(')')) fail(here(), "expected ')'");
-      return e;
+      Expr g = *e;
+      g.grouped = true;
+      return make(std::move(g));
     }
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
       size_t used = 0;
@@ -140,6 +143,19 @@ class ExprParser {
       return make(std::move(e));
     }
     std::string name = ident();
+    if ((name == "max" || name == "min") && eat('[')) {
+      // max[j](e): an explicit reduction over one variable.
+      Expr e;
+      e.kind = Expr::Kind::Reduce;
+      e.name = name;
+      e.idx = {ident()};
+      e.loc = at;
+      if (!eat(']')) fail(here(), "expected ']' after the variable of " + name + "[");
+      if (!eat('(')) fail(here(), "expected '(' after " + name + "[" + e.idx[0] + "]");
+      e.args = {sum()};
+      if (!eat(')')) fail(here(), "expected ')' closing " + name + "[" + e.idx[0] + "](");
+      return make(std::move(e));
+    }
     if (!eat('(')) fail(here(), "expected '(' after '" + name + "': tensors are written with their indices, e.g. X(j,f)");
     if (known_functions().count(name)) {
       Expr e;
@@ -222,13 +238,16 @@ std::string to_string(const ExprP& e) {
     case Expr::Kind::Access: return e->name + "(" + join(e->idx, ",") + ")";
     case Expr::Kind::Const: return fmt_number(e->value);
     case Expr::Kind::Neg: return "-" + to_string(e->args[0]);
+    case Expr::Kind::Reduce: return e->name + "[" + e->idx[0] + "](" + to_string(e->args[0]) + ")";
     case Expr::Kind::Call:
       return e->name + "(" + to_string(e->args[0]) + (e->has_param ? ", " + fmt_number(e->value) : "") + ")";
     case Expr::Kind::Binary: {
       auto side = [&](const ExprP& a, bool right) {
         std::string t = to_string(a);
         bool low = a->kind == Expr::Kind::Binary && (a->op == '+' || a->op == '-');
-        bool paren = ((e->op == '*' || e->op == '/') && low) ||
+        // A product written in parentheses keeps them (the decomposition treats it whole).
+        bool kept = a->grouped && a->kind == Expr::Kind::Binary && a->op == '*' && (e->op == '*' || e->op == '/');
+        bool paren = kept || ((e->op == '*' || e->op == '/') && low) ||
                      (right && a->kind == Expr::Kind::Binary && (e->op == '-' || e->op == '/' || (e->op == '*' && !low)));
         return paren ? "(" + t + ")" : t;
       };
@@ -246,7 +265,20 @@ std::vector<std::string> vars_of(const ExprP& e) {
   if (e->kind == Expr::Kind::Access)
     for (auto& v : e->idx) add(v);
   for (auto& a : e->args)
-    for (auto& v : vars_of(a)) add(v);
+    for (auto& v : vars_of(a))
+      if (e->kind != Expr::Kind::Reduce || v != e->idx[0]) add(v);
+  return out;
+}
+
+std::vector<std::string> all_vars_of(const ExprP& e) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& v) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
+  if (e->kind == Expr::Kind::Access || e->kind == Expr::Kind::Reduce)
+    for (auto& v : e->idx) add(v);
+  for (auto& a : e->args)
+    for (auto& v : all_vars_of(a)) add(v);
   return out;
 }
 
@@ -260,7 +292,8 @@ const SchemaArg* Schema::arg(const std::string& n) const {
 Schema parse_schema(const std::string& text, const Loc& loc) {
   Schema s;
   s.text = trim(text);
-  size_t lp = s.text.find('('), rp = s.text.rfind(')'), arrow = s.text.find("->");
+  size_t arrow = s.text.find("->");
+  size_t lp = s.text.find('('), rp = arrow == std::string::npos ? s.text.rfind(')') : s.text.rfind(')', arrow);
   if (lp == std::string::npos || rp == std::string::npos || arrow == std::string::npos || rp > arrow)
     fail(loc, "a schema reads name(Type arg, ...) -> Ret");
   s.name = trim(s.text.substr(0, lp));
@@ -338,7 +371,8 @@ void check_spec(OpSpec& s) {
     if (d != "float32" && d != "float64") fail(s.loc, "dtype '" + d + "' is not supported yet (float32, float64)");
   for (auto& d : s.index_dtypes)
     if (d != "int32" && d != "int64") fail(s.loc, "index dtype '" + d + "' is not int32 or int64");
-  if (s.reduce != "sum") fail(s.loc, "reduce '" + s.reduce + "' is not lowered yet (sum)");
+  if (s.reduce != "sum" && s.reduce != "max" && s.reduce != "min")
+    fail(s.loc, "reduce '" + s.reduce + "' is not known (sum, max, min; a mean is a sum divided by a count operand)");
 
   int outputs = 0;
   std::set<std::string> used_args;
@@ -382,6 +416,19 @@ void check_spec(OpSpec& s) {
         use_arg(t.arg, t.loc, false);
         break;
       }
+      case Role::CountInput:
+      case Role::SelectInput: {
+        const TensorDecl* p = s.find(t.pattern);
+        if (!p || p->role != Role::SparseInput) fail(t.loc, "'" + t.pattern + "' is not a sparse operand (declare it before " + t.name + ")");
+        if (t.role == Role::CountInput && (t.vars.size() != 1 || t.vars[0] != p->vars[0]))
+          fail(t.loc, "a count of " + t.pattern + " is indexed by its row: " + t.name + "(" + p->vars[0] + ")");
+        if (t.role == Role::SelectInput) {
+          if (t.vars.size() < 2 || t.vars[0] != p->vars[0] || t.vars[1] != p->vars[1])
+            fail(t.loc, "a select on " + t.pattern + " starts with its indices (" + p->vars[0] + "," + p->vars[1] + ")");
+          use_arg(t.arg, t.loc, false);
+        }
+        break;
+      }
       case Role::Output: {
         ++outputs;
         if (!t.pattern.empty()) {
@@ -395,7 +442,12 @@ void check_spec(OpSpec& s) {
     }
   }
   if (outputs != 1) fail(s.loc, "a spec has exactly one output");
-  if (s.schema.returns.size() != 1 || s.schema.returns[0] != "Tensor") fail(s.loc, "the schema must return one Tensor");
+  if (s.selects()) {
+    if (s.schema.returns.size() != 2 || s.schema.returns[0] != "Tensor" || s.schema.returns[1] != "Tensor")
+      fail(s.loc, "reduce " + s.reduce + " returns the values and the chosen positions: the schema must return (Tensor, Tensor)");
+  } else if (s.schema.returns.size() != 1 || s.schema.returns[0] != "Tensor") {
+    fail(s.loc, "the schema must return one Tensor");
+  }
   for (auto& a : s.schema.args)
     if (!used_args.count(a.name)) fail(s.loc, "schema argument '" + a.name + "' is not bound to a tensor of the spec");
 
@@ -407,17 +459,32 @@ void check_spec(OpSpec& s) {
       const TensorDecl* t = s.find(e->name);
       if (!t) fail(e->loc, "unknown tensor '" + e->name + "'");
       if (t->role == Role::Output) fail(e->loc, "the output may not be read");
-      // A dense operand may be read with other index names (X(i,k) * X(j,k)); sparse and
-      // edge operands are read with their declared (row, column) indices.
-      if (t->role == Role::DenseInput ? t->vars.size() != e->idx.size() : t->vars != e->idx)
+      // A dense operand may be read with other index names (X(i,k) * X(j,k)); sparse, edge and
+      // select operands keep their declared row index and may rename the column, each new
+      // column name being another walk over the row (A(i,j2) in a row sum beside A(i,j)).
+      bool ok = t->vars.size() == e->idx.size();
+      if (ok && t->role != Role::DenseInput) {
+        for (size_t d = 0; d < e->idx.size(); ++d)
+          if (d != 1 && e->idx[d] != t->vars[d]) ok = false;
+        if (t->role == Role::CountInput && e->idx != t->vars) ok = false;
+      }
+      if (!ok)
         fail(e->loc, "'" + e->name + "' is declared with indices (" + join(t->vars, ",") + ") and must be used with " +
-                         (t->role == Role::DenseInput ? std::to_string(t->vars.size()) + " indices" : "them"));
+                         (t->role == Role::DenseInput ? std::to_string(t->vars.size()) + " indices" : "them (its column index may be renamed)"));
     }
+    if (e->kind == Expr::Kind::Reduce) {
+      const std::string& v = e->idx[0];
+      if (std::count(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end(), v))
+        fail(e->loc, "the variable of " + e->name + "[" + v + "] is an index of the output");
+      std::vector<std::string> inner = vars_of(e->args[0]);
+      if (!std::count(inner.begin(), inner.end(), v)) fail(e->loc, e->name + "[" + v + "](...) does not use " + v);
+    }
+    if (e->kind == Expr::Kind::Call && e->name == "detach" && e->has_param) fail(e->loc, "detach takes one argument");
     for (auto& a : e->args) check_expr(a);
   };
   check_expr(s.expr.rhs);
 
-  std::vector<std::string> all = vars_of(s.expr.rhs);
+  std::vector<std::string> all = all_vars_of(s.expr.rhs);
   for (auto& v : s.expr.lhs_idx)
     if (std::find(all.begin(), all.end(), v) == all.end()) {
       // An output on a pattern gets its indices from the pattern.
@@ -445,6 +512,18 @@ void check_spec(OpSpec& s) {
                         "), which needs its csc(colptr, row, perm) view as required arguments");
     }
   if (s.grad_order < 0 || s.grad_order > 2) fail(s.loc, "grad_order is 0, 1 or 2");
+  if (s.selects()) {
+    std::vector<std::string> free = vars_of(s.expr.rhs), reduced;
+    for (auto& v : free)
+      if (!std::count(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end(), v)) reduced.push_back(v);
+    const TensorDecl* over = nullptr;
+    for (auto& t : s.tensors)
+      if (t.role == Role::SparseInput && reduced.size() == 1 && t.vars[1] == reduced[0]) over = &t;
+    if (!over || !out.pattern.empty() || !std::count(out.vars.begin(), out.vars.end(), over->vars[0]))
+      fail(s.loc, "reduce " + s.reduce + " reduces exactly one index, the column of a csr operand whose row is an output index");
+    auto pos = [&](const std::string& v) { return std::find(s.order.begin(), s.order.end(), v) - s.order.begin(); };
+    if (pos(over->vars[0]) > pos(over->vars[1])) fail(s.loc, "reduce " + s.reduce + " walks " + over->name + " by rows");
+  }
 }
 
 }  // namespace
@@ -519,15 +598,24 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
         d.perm = c[2];
       }
       s.tensors.push_back(d);
-    } else if (key == "edge") {
-      // S(i,j) on A = scale
+    } else if (key == "edge" || key == "select") {
+      // S(i,j) on A = scale   |   M(i,j,f) on A = positions
       size_t eq = value.find('='), on = value.find(" on ");
-      if (eq == std::string::npos || on == std::string::npos || on > eq) fail(loc, "expected 'S(i,j) on A = arg'");
+      if (eq == std::string::npos || on == std::string::npos || on > eq) fail(loc, "expected '" + key + " S(i,j,...) on A = arg'");
       TensorDecl d;
       parse_decl_head(value.substr(0, on), loc, &d);
-      d.role = Role::EdgeInput;
+      d.role = key == "edge" ? Role::EdgeInput : Role::SelectInput;
       d.pattern = trim(value.substr(on + 4, eq - on - 4));
       d.arg = trim(value.substr(eq + 1));
+      s.tensors.push_back(d);
+    } else if (key == "count") {
+      // N(i) of A
+      size_t of = value.find(" of ");
+      if (of == std::string::npos) fail(loc, "expected 'N(i) of A'");
+      TensorDecl d;
+      parse_decl_head(value.substr(0, of), loc, &d);
+      d.role = Role::CountInput;
+      d.pattern = trim(value.substr(of + 4));
       s.tensors.push_back(d);
     } else if (key == "grad_order") {
       try {
@@ -571,7 +659,7 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       once(!s.index_dtypes.empty());
       s.index_dtypes = split_ws(value);
     } else {
-      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, output, expr, reduce, order, dtypes, index, grad_order)");
+      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, expr, reduce, order, dtypes, index, grad_order)");
     }
   }
   for (auto& o : outputs) s.tensors.push_back(o);
@@ -603,6 +691,8 @@ std::string print_spec(const OpSpec& s) {
         break;
       case Role::EdgeInput: os << "edge    " << head << " on " << t.pattern << " = " << t.arg << "\n"; break;
       case Role::DenseInput: os << "dense   " << head << " = " << t.arg << "\n"; break;
+      case Role::CountInput: os << "count   " << head << " of " << t.pattern << "\n"; break;
+      case Role::SelectInput: os << "select  " << head << " on " << t.pattern << " = " << t.arg << "\n"; break;
       case Role::Output: os << "output  " << head << (t.pattern.empty() ? "" : " on " + t.pattern) << "\n"; break;
       case Role::Temp: break;
     }

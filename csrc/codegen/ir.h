@@ -34,20 +34,26 @@ struct Expr;
 using ExprP = std::shared_ptr<const Expr>;
 
 struct Expr {
-  enum class Kind { Access, Const, Binary, Call, Neg };
+  // Reduce: an explicit max or min over one index variable, max[j](e) / min[j](e) (sums are
+  // implicit: Einstein convention).
+  enum class Kind { Access, Const, Binary, Call, Neg, Reduce };
   Kind kind;
-  std::string name;              // Access: tensor name; Call: function name
-  std::vector<std::string> idx;  // Access: index variables
+  std::string name;              // Access: tensor name; Call: function name; Reduce: max | min
+  std::vector<std::string> idx;  // Access: index variables; Reduce: the bound variable
   double value = 0;              // Const; Call: the constant parameter (leaky_relu slope, pow exponent)
   bool has_param = false;        // Call: takes a constant parameter
   char op = 0;                   // Binary: one of + - * /
-  std::vector<ExprP> args;       // Binary: 2, Call: 1, Neg: 1
+  bool grouped = false;          // written in parentheses (the decomposition keeps such a product whole)
+  std::vector<ExprP> args;       // Binary: 2, Call: 1, Neg: 1, Reduce: 1
   Loc loc;
 };
 
 std::string to_string(const ExprP& e);
 // Index variables of an expression, in order of first appearance.
+// The variables bound by max[j](...) are not free: they are left out.
 std::vector<std::string> vars_of(const ExprP& e);
+// Every variable of an expression, bound ones included (the loops it needs).
+std::vector<std::string> all_vars_of(const ExprP& e);
 // Element-wise functions the generator knows: one expression argument, and for some a constant
 // parameter (leaky_relu(x, slope), leaky_step(x, slope), pow(x, exponent)).
 bool is_known_function(const std::string& name);
@@ -79,7 +85,11 @@ struct Schema {
 };
 Schema parse_schema(const std::string& text, const Loc& loc);
 
-enum class Role { SparseInput, DenseInput, EdgeInput, Output, Temp };
+// CountInput: `count N(i) of A`, the number of stored entries of row i of A (at least 1), read
+// from A's row pointers (no argument). SelectInput: `select M(i,j,f) on A = arg`, an int64
+// tensor over M's indices without A's column (the CSR position chosen per (i,f) by a max or min
+// reduction, -1 for none); reads 1 where it names the current entry of A, else 0.
+enum class Role { SparseInput, DenseInput, EdgeInput, CountInput, SelectInput, Output, Temp };
 
 // A tensor of the spec: a sparse operand (CSR over its first variable, optionally with a CSC
 // view), a dense operand (row-major over its variables), an edge operand (one value per stored
@@ -96,7 +106,7 @@ struct TensorDecl {
   // columns; optional (a cache the backward uses) otherwise.
   std::string colptr, row, perm;
   bool csc_optional = false;
-  std::string pattern;                         // output or edge input: sparse operand whose pattern it has
+  std::string pattern;                         // output, edge, count or select input: its sparse operand
   Loc loc;
 
   bool has_csc() const { return !colptr.empty(); }
@@ -108,6 +118,10 @@ struct OpSpec {
   Schema schema;
   std::vector<TensorDecl> tensors;  // inputs in declaration order, then the output
   Assignment expr;
+  // sum, max or min: how indices missing on the left are reduced at the top level. max and min
+  // reduce exactly one index, the column of a csr operand walked by rows, and return a second
+  // tensor (schema `-> (Tensor, Tensor)`): the CSR position chosen per output element (int64,
+  // -1 for an empty row, whose output is 0), which the adjoints route the gradient through.
   std::string reduce = "sum";
   std::vector<std::string> order;   // loop order of the index variables
   std::vector<std::string> dtypes;  // float32, float64
@@ -121,6 +135,8 @@ struct OpSpec {
   const TensorDecl* find(const std::string& name) const;
   const TensorDecl& output() const;
   bool derived() const { return family != name; }
+  // reduce max or min: the op returns (values, positions).
+  bool selects() const { return reduce == "max" || reduce == "min"; }
 };
 
 OpSpec parse_spec(const std::string& text, const std::string& file);
@@ -153,6 +169,8 @@ struct Stmt {
   bool has_param = false;  // Call
   std::vector<Operand> rhs;
   bool accumulate = false;
+  std::string reduce = "sum";  // accumulate with +=, or keep the max / min
+  std::string arg_out;         // max/min into the op's accumulator: the output recording the position
   std::vector<std::string> sum_vars;
   std::vector<std::string> vars;  // every variable of the statement, in loop order
 
@@ -174,6 +192,7 @@ struct TensorInfo {
   bool compressed_global = false;      // kept dims are that operand's (row, col): absolute positions;
                                        // otherwise the row is bound outside: positions within the row
   bool shrunk = false;
+  std::string init = "0";              // initial value of an accumulating temporary: 0, -inf, inf
 };
 
 struct Program {
@@ -295,6 +314,7 @@ struct Adjoint {
   std::string input_tensor;  // its tensor in the spec
   bool zero = false;       // the derivative vanishes: the gradient is zeros
   std::string grad_arg;    // schema argument of `spec` that receives the incoming gradient
+  std::string select_arg;  // reduce max/min: argument of `spec` that receives the forward's positions
   std::string text;        // the derived spec, in the spec language
   OpSpec spec;             // parsed from `text`
 };

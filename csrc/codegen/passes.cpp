@@ -78,7 +78,15 @@ SpaceMap initial_spaces(const Program& p) {
       auto operand_space = [&](const Operand& o) {
         if (o.is_const) return Space::dense();
         const TensorInfo& t = p.tensor(o.access.tensor);
-        if ((t.role == Role::SparseInput || t.role == Role::EdgeInput) && v == p.inner_var(t.pattern)) return Space::level(t.pattern);
+        if (t.role == Role::SparseInput || t.role == Role::EdgeInput || t.role == Role::SelectInput) {
+          // The entry walked: the column through CSR (under any of its names: A(i,j2) is a
+          // second walk over row i), the row through the CSC view.
+          const TensorInfo& pt = p.tensor(t.pattern);
+          const std::string& inner = o.access.idx.at(static_cast<size_t>(1 - pt.outer));
+          if (pt.outer == 1 && o.access.idx.at(1) != p.outer_var(t.pattern))
+            throw SpecError("a renamed walk over " + t.pattern + " through its CSC view is not lowered");
+          if (v == inner) return Space::level(t.pattern);
+        }
         if (t.role == Role::Temp)
           for (size_t d = 0; d < o.access.idx.size(); ++d)
             if (o.access.idx[d] == v) return temp_space.at(t.name).at(d);
@@ -118,7 +126,13 @@ SpaceMap propagate_spaces(const Program& p) {
           need = any ? (need | cs) : cs;
           any = true;
         }
-      if (any) m[s][st.lhs.idx[d]] = m[s][st.lhs.idx[d]] & need;
+      // A level mask applies where the producer iterates the level's outer variable too (a
+      // temporary over (i,f) computed outside the column walk of a CSC adjoint stays dense).
+      bool walkable = any;
+      for (auto& term : need.terms)
+        for (auto& level : term)
+          if (!std::count(st.vars.begin(), st.vars.end(), p.outer_var(level))) walkable = false;
+      if (walkable) m[s][st.lhs.idx[d]] = m[s][st.lhs.idx[d]] & need;
     }
   }
   return m;
@@ -446,7 +460,7 @@ void schedule_cpu(const Program& p, Node& root) {
       const auto& dims = t.role == Role::Temp ? t.kept_dims : t.dims;
       if (std::count(dims.begin(), dims.end(), n.var)) continue;
       // The statement reduces over this loop: only a scalar temporary can be a simd reduction.
-      if (!s.accumulate || t.role != Role::Temp || !dims.empty() || !reduction.empty()) return;
+      if (!s.accumulate || s.reduce != "sum" || t.role != Role::Temp || !dims.empty() || !reduction.empty()) return;
       reduction = t.name;
     }
     n.simd = true;

@@ -245,6 +245,19 @@ void index_tensor(const char* op, const char* arg, const at::Tensor& t) {
   ndim_eq(op, arg, t, 1);
 }
 
+void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndim) {
+  defined(op, arg, t);
+  if (t.scalar_type() != at::kLong) fail(op, arg, "must be an int64 tensor of positions (got ", dtype_name(t.scalar_type()), ")");
+  ndim_eq(op, arg, t, ndim);
+}
+
+void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz) {
+  const at::Tensor c = t.contiguous();
+  const int64_t* v = c.const_data_ptr<int64_t>();
+  for (int64_t k = 0; k < c.numel(); ++k)
+    if (v[k] < -1 || v[k] >= nnz) fail(op, arg, "holds position ", v[k], " at flat index ", k, ", outside [-1, ", nnz, ")");
+}
+
 void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim) {
   defined(op, arg, t);
   const at::ScalarType s = t.scalar_type();

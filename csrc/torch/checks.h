@@ -46,6 +46,12 @@ void all_given(const char* op, const char* const names[3], bool a, bool b, bool 
 // An index tensor: int32 or int64, 1-D.
 void index_tensor(const char* op, const char* arg, const at::Tensor& t);
 
+// Positions chosen by a max/min reduction: int64 with `ndim` dimensions. Shape only: Meta-safe.
+void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndim);
+
+// Every position in [-1, nnz) (-1: an empty row). Reads the values: CPU kernels only.
+void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz);
+
 // A floating tensor: float32 or float64, with exactly `ndim` dimensions.
 void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim);
 

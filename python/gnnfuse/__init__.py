@@ -17,6 +17,6 @@ _load_library()
 
 from . import ops  # noqa: E402
 from .graph import Graph  # noqa: E402
-from .ops import sddmm, sddmm_spmm, spmm  # noqa: E402
+from .ops import edge_softmax, sddmm, sddmm_spmm, spmm  # noqa: E402
 
-__all__ = ["Graph", "ops", "spmm", "sddmm", "sddmm_spmm", "library_path", "__version__"]
+__all__ = ["Graph", "ops", "spmm", "sddmm", "sddmm_spmm", "edge_softmax", "library_path", "__version__"]

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from .graph import Graph
 
-__all__ = ["spmm", "sddmm", "sddmm_spmm"]
+__all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax"]
 
 _Csc = Optional[Tuple[Tensor, Tensor, Tensor]]
 
@@ -86,20 +86,58 @@ def _resolve(
     )
 
 
-def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
-    """Sparse-dense product (sum aggregation): ``Y[i, f] = sum_{j -> i} w_ij * x[j, f]``.
+_REDUCE_OPS = {"sum": "spmm", "add": "spmm", "mean": "spmm_mean", "max": "spmm_max", "min": "spmm_min"}
+
+
+def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: str = "sum") -> Tensor:
+    """Sparse-dense product: ``Y[i, f] = reduce_{j -> i} w_ij * x[j, f]``.
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
         x: ``[num_src_nodes, F]`` float32/float64 source features.
         edge_weight: optional ``[E]`` weights (1 if None).
+        reduce: ``"sum"`` (``"add"``), ``"mean"`` (sum over the in-degree), ``"max"`` or
+            ``"min"`` (a row without edges gives 0, as in PyG; the gradient goes to the
+            chosen edge, the first one on ties).
 
     Returns:
         ``[num_nodes, F]``.
     """
+    op = _REDUCE_OPS.get(reduce)
+    if op is None:
+        raise ValueError(f"gnnfuse.spmm: reduce must be one of {sorted(_REDUCE_OPS)}, got {reduce!r}")
     rowptr, col, w, _ = _resolve(graph, edge_weight, x.size(0), "spmm")
     colptr, row, perm = _csc_for(graph, w, x)
-    return torch.ops.gnnfuse.spmm(rowptr, col, w, x, colptr, row, perm)
+    out = getattr(torch.ops.gnnfuse, op)(rowptr, col, w, x, colptr, row, perm)
+    return out[0] if reduce in ("max", "min") else out
+
+
+def edge_softmax(graph: GraphLike, score: Tensor) -> Tensor:
+    """Softmax of edge scores over each destination's incoming edges (GAT's normalisation).
+
+    ``P[e] = exp(s[e] - m_i) / sum_{e' -> i} exp(s[e'] - m_i)`` for every edge ``e = j -> i``,
+    with ``m_i`` the largest score into ``i`` (numerically stable; rows without edges have
+    no entries).
+
+    Args:
+        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc; for an
+            ``edge_index`` the number of nodes is taken as ``max index + 1``).
+        score: ``[E]`` float32/float64 scores, in CSR order (``edge_index`` order for an
+            ``edge_index`` graph).
+
+    Returns:
+        ``[E]`` in the order of ``score``.
+    """
+    num_nodes = 0
+    if isinstance(graph, torch.Tensor) and graph.layout == torch.strided:
+        num_nodes = int(graph.max()) + 1 if graph.numel() > 0 else 0
+    rowptr, col, _, perm = _resolve(graph, None, num_nodes, "edge_softmax")
+    if perm is not None:
+        score = score[perm] if score.dim() == 1 and score.size(0) == perm.size(0) else score
+    out = torch.ops.gnnfuse.edge_softmax(rowptr, col, score)
+    if perm is not None:
+        out = torch.index_copy(torch.empty_like(out), 0, perm, out)
+    return out
 
 
 def sddmm(
