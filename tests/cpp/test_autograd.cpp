@@ -106,6 +106,38 @@ TEST_P(AutogradTest, ScaledSpmmSpecOnlyOp) {
 
 // Double backward: the gradient of spmm with respect to x, itself differentiated (by the
 // generated second-order ops) with respect to w and x, against finite differences of it.
+TEST_P(AutogradTest, SpmmMeanMaxMin) {
+  // Weighted: random weights make exact ties (where max/min has no derivative) improbable.
+  const Graph g = random_graph(23, 31, 90, GetParam(), 11);
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::spmm_mean(g.rowptr, g.col, in[0], in[1]); },
+                  {rnd({g.nnz}, 12), rnd({g.cols, 5}, 13)}, "spmm_mean");
+  check_gradients([&](const std::vector<at::Tensor>& in) { return std::get<0>(gnnfuse::spmm_max(g.rowptr, g.col, in[0], in[1])); },
+                  {rnd({g.nnz}, 14), rnd({g.cols, 5}, 15)}, "spmm_max");
+  check_gradients([&](const std::vector<at::Tensor>& in) { return std::get<0>(gnnfuse::spmm_min(g.rowptr, g.col, in[0], in[1])); },
+                  {rnd({g.nnz}, 16), rnd({g.cols, 5}, 17)}, "spmm_min");
+  // Positions: -1 exactly on the rows without edges, else an entry of the row.
+  const auto [y, arg] = gnnfuse::spmm_max(g.rowptr, g.col, std::nullopt, rnd({g.cols, 3}, 18));
+  const at::Tensor rp = g.rowptr.to(at::kLong);
+  for (int64_t i = 0; i < g.rows; ++i)
+    for (int64_t f = 0; f < 3; ++f) {
+      const int64_t b = rp[i].item<int64_t>(), e = rp[i + 1].item<int64_t>(), p = arg[i][f].item<int64_t>();
+      if (b == e) {
+        EXPECT_EQ(p, -1);
+        EXPECT_EQ(y[i][f].item<double>(), 0.0);
+      } else {
+        EXPECT_TRUE(p >= b && p < e) << i << "," << f;
+      }
+    }
+}
+
+TEST_P(AutogradTest, EdgeSoftmax) {
+  const Graph g = random_graph(23, 31, 90, GetParam(), 19);
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::edge_softmax(g.rowptr, g.col, in[0]); },
+                  {rnd({g.nnz}, 20)}, "edge_softmax");
+  const at::Tensor p = gnnfuse::edge_softmax(g.rowptr, g.col, rnd({g.nnz}, 21) * 1e4);
+  EXPECT_TRUE(at::isfinite(p).all().item<bool>());
+}
+
 TEST_P(AutogradTest, SpmmDoubleBackward) {
   const Graph g = random_graph(21, 21, 70, GetParam(), 19);
   const at::Tensor gy = rnd({g.rows, 4}, 20);
