@@ -29,7 +29,8 @@ PY="$ROOT/.venv/bin/python"
 
 # torch stays pinned: an unpinned or open-ended torch lets pip pick a multi-GB CUDA build.
 # setuptools >= 70.1 builds wheels (and editable installs) without the separate wheel package.
-"$PY" -m pip install -q torch==2.13.0 numpy scipy pytest expecttest hypothesis "setuptools>=70.1"
+# torch_geometric (local disk) is the reference of the gnnfuse.nn layer tests.
+"$PY" -m pip install -q torch==2.13.0 numpy scipy pytest expecttest hypothesis "setuptools>=70.1" "torch_geometric==2.8.1"
 
 # The build needs this interpreter's torch, hence no build isolation.
 echo "setup_env: building gnnfuse"

@@ -233,22 +233,38 @@ Triple csr_transpose_meta(const at::Tensor& rowptr, const at::Tensor& col, c10::
           at::empty_symint({nnz}, col.options().dtype(at::kLong))};
 }
 
+// Raises the edge_index_to_csr errors (dtype, shape, indices outside [0, num_nodes)) for
+// callers that transform an edge_index before converting it (self-loops, normalisation).
+void validate_edge_index_cpu(const at::Tensor& edge_index, int64_t num_nodes) {
+  checks::non_negative("validate_edge_index", "num_nodes", num_nodes);
+  checks::edge_index("validate_edge_index", edge_index, num_nodes);
+}
+
+void validate_edge_index_meta(const at::Tensor& edge_index, c10::SymInt num_nodes) {
+  (void)num_nodes;
+  if (edge_index.dim() != 2 || edge_index.sym_size(0) != 2)
+    checks::edge_index("validate_edge_index", edge_index, 0);  // raises the shape error
+}
+
 }  // namespace
 
 // The gnnfuse library itself is defined once, in the generated registration.cpp.
 TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("edge_index_to_csr(Tensor edge_index, SymInt num_nodes) -> (Tensor rowptr, Tensor col, Tensor perm)");
   m.def("csr_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)");
+  m.def("validate_edge_index(Tensor edge_index, SymInt num_nodes) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(gnnfuse, CPU, m) {
   m.impl("edge_index_to_csr", &edge_index_to_csr_cpu);
   m.impl("csr_transpose", &csr_transpose_cpu);
+  m.impl("validate_edge_index", &validate_edge_index_cpu);
 }
 
 TORCH_LIBRARY_IMPL(gnnfuse, Meta, m) {
   m.impl("edge_index_to_csr", &edge_index_to_csr_meta);
   m.impl("csr_transpose", &csr_transpose_meta);
+  m.impl("validate_edge_index", &validate_edge_index_meta);
 }
 
 }  // namespace gnnfuse

@@ -15,8 +15,8 @@ from ._library import library_path, load_library as _load_library
 
 _load_library()
 
-from . import ops  # noqa: E402
+from . import nn, ops  # noqa: E402
 from .graph import Graph  # noqa: E402
 from .ops import edge_softmax, sddmm, sddmm_spmm, spmm  # noqa: E402
 
-__all__ = ["Graph", "ops", "spmm", "sddmm", "sddmm_spmm", "edge_softmax", "library_path", "__version__"]
+__all__ = ["Graph", "nn", "ops", "spmm", "sddmm", "sddmm_spmm", "edge_softmax", "library_path", "__version__"]

@@ -1,0 +1,291 @@
+"""Graph layers on gnnfuse ops, drop-in for torch_geometric's layers of the same names.
+
+Same constructor arguments, same ``forward(x, edge_index, ...)`` (``edge_index`` is a PyG
+``[2, E]`` tensor: row 0 sources, row 1 targets), and the same parameter names, so
+``layer.load_state_dict(pyg_layer.state_dict())`` works with ``strict=True``. In eval mode the
+outputs and gradients match PyG's (see tests/python/test_nn.py).
+
+The aggregations run on the registered ops (``spmm``, ``edge_softmax``) over a CSR built once
+per call (once per graph with ``cached=True``); their backward is the generated one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Parameter
+
+__all__ = ["GCNConv", "GATConv"]
+
+_ops = torch.ops.gnnfuse
+
+
+def _glorot(t: Optional[Tensor]) -> None:
+    if t is not None:
+        a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
+        with torch.no_grad():
+            t.uniform_(-a, a)
+
+
+class _Linear(torch.nn.Module):
+    """``y = x W^T`` with PyG's parameter name (``weight``) and glorot initialisation."""
+
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__()
+        self.weight = Parameter(torch.empty(out_channels, in_channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _glorot(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.weight.t()
+
+
+def _csr(edge_index: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """(rowptr, col, perm): CSR over targets; ``perm[p]`` is the input edge at CSR position p."""
+    return _ops.edge_index_to_csr(edge_index, num_nodes)
+
+
+def _check_edge_index(layer: str, edge_index: Tensor) -> None:
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"gnnfuse.nn.{layer}: edge_index must be a [2, E] tensor (sources, targets)")
+
+
+class GCNConv(torch.nn.Module):
+    """Graph convolution (Kipf & Welling): ``X' = D^-1/2 (A + I) D^-1/2 X W + b``.
+
+    Arguments as ``torch_geometric.nn.GCNConv``: ``improved`` fills self-loops with 2,
+    ``cached`` keeps the normalised graph of the first call (transductive use),
+    ``add_self_loops`` (default: ``normalize``) adds the missing self-loops, ``normalize``
+    applies the symmetric normalisation, ``bias``. The dense product runs before or after the
+    aggregation, whichever aggregates the narrower features.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        improved: bool = False,
+        cached: bool = False,
+        add_self_loops: Optional[bool] = None,
+        normalize: bool = True,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if add_self_loops is None:
+            add_self_loops = normalize
+        if add_self_loops and not normalize:
+            raise ValueError("gnnfuse.nn.GCNConv: add_self_loops=True needs normalize=True (as in PyG)")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.improved, self.cached = improved, cached
+        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.lin = _Linear(in_channels, out_channels)
+        self.bias = Parameter(torch.zeros(out_channels)) if bias else None
+        self._cache: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+
+    def reset_parameters(self) -> None:
+        self.lin.reset_parameters()
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+        self._cache = None
+
+    def _graph(self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype):
+        """(rowptr, col, normalised weights in CSR order)."""
+        if self.cached and self._cache is not None:
+            return self._cache
+        # As torch_geometric 2.8's gcn_norm: the fill value of `improved` applies to weighted
+        # graphs only (without weights every edge, self-loops included, weighs 1).
+        fill = 2.0 if self.improved and edge_weight is not None else 1.0
+        if edge_weight is None:
+            edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
+        if self.add_self_loops:
+            # add_remaining_self_loops: keep existing self-loops and their weights, add the
+            # missing ones with the fill value.
+            loop = edge_index[0] == edge_index[1]
+            has_loop = torch.zeros(num_nodes, dtype=torch.bool, device=edge_index.device)
+            has_loop[edge_index[0][loop]] = True
+            loop_w = torch.full((num_nodes,), fill, dtype=edge_weight.dtype, device=edge_weight.device)
+            loop_w[edge_index[0][loop]] = edge_weight[loop]
+            nodes = torch.arange(num_nodes, device=edge_index.device)
+            edge_index = torch.cat([edge_index[:, ~loop], torch.stack([nodes, nodes])], 1)
+            edge_weight = torch.cat([edge_weight[~loop], loop_w])
+        if self.normalize:
+            deg = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
+            deg.index_add_(0, edge_index[1], edge_weight)
+            dis = deg.pow(-0.5)
+            dis = dis.masked_fill(torch.isinf(dis), 0.0)
+            edge_weight = dis[edge_index[0]] * edge_weight * dis[edge_index[1]]
+        rowptr, col, perm = _csr(edge_index, num_nodes)
+        out = (rowptr, col, edge_weight[perm])
+        if self.cached:
+            self._cache = out
+        return out
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
+        _check_edge_index("GCNConv", edge_index)
+        _ops.validate_edge_index(edge_index, x.size(0))
+        rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype)
+        if self.in_channels < self.out_channels:
+            out = self.lin(_ops.spmm(rowptr, col, w, x))
+        else:
+            out = _ops.spmm(rowptr, col, w, self.lin(x))
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+class GATConv(torch.nn.Module):
+    """Graph attention (Velickovic et al.), multi-head, as ``torch_geometric.nn.GATConv``:
+
+    ``alpha_ij = softmax_j(leaky_relu(a_src . W x_j + a_dst . W x_i [+ a_edge . W_e e_ij]))``,
+    ``x'_i = ||_h sum_j alpha_ij^h W^h x_j`` (``concat``) or the mean over heads, ``+ b``.
+    Arguments: ``heads``, ``concat``, ``negative_slope``, ``dropout`` (on the attention
+    coefficients, training only), ``add_self_loops``, ``edge_dim``, ``fill_value`` (edge
+    features of the added self-loops: a number, a tensor, or ``"mean"``, ``"add"``, ``"max"``,
+    ``"min"`` of the incoming edges' features), ``bias``, ``residual``; ``in_channels`` may be a
+    pair (bipartite: sources, targets).
+    """
+
+    def __init__(
+        self,
+        in_channels: Union[int, Tuple[int, int]],
+        out_channels: int,
+        heads: int = 1,
+        concat: bool = True,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        add_self_loops: bool = True,
+        edge_dim: Optional[int] = None,
+        fill_value: Union[float, Tensor, str] = "mean",
+        bias: bool = True,
+        residual: bool = False,
+    ) -> None:
+        super().__init__()
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
+        self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
+        self.residual = residual
+        hc = heads * out_channels
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = _Linear(in_channels, hc)
+        else:
+            self.lin_src = _Linear(in_channels[0], hc)
+            self.lin_dst = _Linear(in_channels[1], hc)
+        self.att_src = Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = Parameter(torch.empty(1, heads, out_channels))
+        if edge_dim is not None:
+            self.lin_edge = _Linear(edge_dim, hc)
+            self.att_edge = Parameter(torch.empty(1, heads, out_channels))
+        else:
+            self.lin_edge = None
+            self.register_parameter("att_edge", None)
+        total = out_channels * (heads if concat else 1)
+        if residual:
+            self.res = _Linear(in_channels if isinstance(in_channels, int) else in_channels[1], total)
+        else:
+            self.register_parameter("res", None)
+        self.bias = Parameter(torch.zeros(total)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
+            if lin is not None:
+                lin.reset_parameters()
+        _glorot(self.att_src)
+        _glorot(self.att_dst)
+        _glorot(self.att_edge)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def _self_loop_attr(self, edge_attr: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
+        fill = self.fill_value
+        shape = (num_nodes,) + tuple(edge_attr.shape[1:])
+        if isinstance(fill, (int, float)):
+            return edge_attr.new_full(shape, float(fill))
+        if isinstance(fill, Tensor):
+            return fill.to(edge_attr).expand(shape).clone()
+        reduce = {"add": "sum", "sum": "sum", "mean": "mean", "max": "amax", "min": "amin", "mul": "prod"}.get(fill)
+        if reduce is None:
+            raise ValueError(f"gnnfuse.nn.GATConv: unknown fill_value {fill!r}")
+        out = edge_attr.new_zeros(shape)
+        index = dst.view((-1,) + (1,) * (edge_attr.dim() - 1)).expand_as(edge_attr)
+        return out.scatter_reduce(0, index, edge_attr, reduce=reduce, include_self=False)
+
+    def forward(
+        self,
+        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor] = None,
+        size: Optional[Tuple[int, int]] = None,
+        return_attention_weights: Optional[bool] = None,
+    ):
+        _check_edge_index("GATConv", edge_index)
+        H, C = self.heads, self.out_channels
+        if isinstance(x, Tensor):
+            if self.lin is None:
+                raise ValueError("gnnfuse.nn.GATConv: a bipartite layer takes x = (x_src, x_dst)")
+            x_dst_in = x
+            x_src = x_dst = self.lin(x).view(-1, H, C)
+        else:
+            x_dst_in = x[1]
+            if self.lin is not None:
+                x_src = self.lin(x[0]).view(-1, H, C)
+                x_dst = self.lin(x[1]).view(-1, H, C)
+            else:
+                x_src = self.lin_src(x[0]).view(-1, H, C)
+                x_dst = self.lin_dst(x[1]).view(-1, H, C)
+        num_src = x_src.size(0) if size is None else size[0]
+        num_dst = x_dst.size(0) if size is None else size[1]
+        _ops.validate_edge_index(edge_index, max(num_src, num_dst))
+        a_src = (x_src * self.att_src).sum(-1)  # [N_src, H]
+        a_dst = (x_dst * self.att_dst).sum(-1)  # [N_dst, H]
+
+        if self.add_self_loops:
+            keep = edge_index[0] != edge_index[1]
+            if edge_attr is not None:
+                edge_attr = edge_attr[keep]
+            edge_index = edge_index[:, keep]
+            n = min(num_src, num_dst)
+            nodes = torch.arange(n, device=edge_index.device)
+            if edge_attr is not None and self.lin_edge is not None:
+                loop_attr = self._self_loop_attr(edge_attr, edge_index[1], n)
+                edge_attr = torch.cat([edge_attr, loop_attr], 0)
+            edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
+
+        # CSR over targets (sources bounded by num_src: the op is given the larger count).
+        num = max(num_src, num_dst)
+        rowptr, col, perm = _csr(edge_index, num)
+        rowptr = rowptr[: num_dst + 1]
+        src, dst = edge_index[0][perm], edge_index[1][perm]  # CSR order
+        score = a_src[src] + a_dst[dst]  # [E, H]
+        if self.lin_edge is not None and edge_attr is not None:
+            e = self.lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
+            score = score + (e * self.att_edge).sum(-1)[perm]
+        score = F.leaky_relu(score, self.negative_slope)
+        alpha = torch.stack([_ops.edge_softmax(rowptr, col, score[:, h].contiguous()) for h in range(H)], 1)
+        alpha_used = F.dropout(alpha, p=self.dropout, training=self.training)
+        out = torch.stack(
+            [_ops.spmm(rowptr, col, alpha_used[:, h].contiguous(), x_src[:, h].contiguous()) for h in range(H)], 1
+        )  # [N_dst, H, C]
+        out = out.reshape(-1, H * C) if self.concat else out.mean(1)
+        if self.res is not None:
+            out = out + self.res(x_dst_in)
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            inv = torch.empty_like(perm)
+            inv[perm] = torch.arange(perm.numel(), device=perm.device)
+            return out, (edge_index, alpha[inv])
+        return out
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
