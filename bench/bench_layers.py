@@ -1,0 +1,138 @@
+"""gnnfuse.nn layers against torch_geometric's layers of the same names, side by side on CPU.
+
+For each graph and layer: both layers get the same parameters (PyG's state_dict loaded into
+ours, strict), outputs and input gradients are compared first (float32, relative error), then
+forward (eval, no grad) and forward+backward (train, dropout 0) are timed, interleaved, as
+medians over repeated runs. Writes JSON (and prints a table).
+
+    python bench/bench_layers.py --graphs cora pubmed ca-HepPh rmat-16-16 --threads 2 \\
+        --out bench/results/cpu_layers_<machine>.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ops import cpu_model, git_commit, import_gnnfuse, machine_tag  # noqa: E402
+from datasets import load  # noqa: E402
+
+
+def median_time(fn, min_reps: int, min_time: float):
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_reps or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 200:
+            break
+    return statistics.median(times), len(times)
+
+
+def layer_pairs(gnn, pyg, f_in: int, f_out: int, heads: int):
+    return {
+        "GCNConv": (lambda: pyg.GCNConv(f_in, f_out), lambda: gnn.GCNConv(f_in, f_out)),
+        "GATConv": (
+            lambda: pyg.GATConv(f_in, f_out // heads, heads=heads),
+            lambda: gnn.GATConv(f_in, f_out // heads, heads=heads),
+        ),
+    }
+
+
+def bench(args):
+    gnnfuse, err = import_gnnfuse()
+    if gnnfuse is None:
+        raise SystemExit(f"cannot import gnnfuse: {err}")
+    import torch_geometric
+    import torch_geometric.nn as pyg
+
+    torch.set_num_threads(args.threads)
+    results = []
+    print(f"# {cpu_model()}, {args.threads} threads, torch {torch.__version__}, torch_geometric {torch_geometric.__version__}")
+    print(f"{'graph':<18}{'layer':<9}{'mode':<10}{'pyg ms':>10}{'gnnfuse ms':>12}{'speedup':>9}{'max rel err':>13}")
+    for name in args.graphs:
+        edge_index, n = load(name, args.root)
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(n, args.f_in, generator=gen)
+        for layer, (make_pyg, make_ours) in layer_pairs(gnnfuse.nn, pyg, args.f_in, args.f_out, args.heads).items():
+            torch.manual_seed(0)
+            theirs, ours = make_pyg(), make_ours()
+            ours.load_state_dict(theirs.state_dict(), strict=True)
+            # correctness first: outputs and gradients w.r.t. x
+            errs = []
+            outs = []
+            for m in (theirs, ours):
+                xi = x.clone().requires_grad_()
+                y = m(xi, edge_index)
+                (g,) = torch.autograd.grad(y.sum(), xi)
+                outs.append((y.detach(), g))
+            for a, b in zip(outs[0], outs[1]):
+                errs.append(float((a - b).abs().max() / a.abs().max().clamp_min(1e-30)))
+            err = max(errs)
+            if err > 1e-3:
+                raise SystemExit(f"{name}/{layer}: gnnfuse differs from PyG (max rel err {err:.2e})")
+
+            def fwd(m):
+                def run():
+                    with torch.no_grad():
+                        m(x, edge_index)
+                return run
+
+            def fwd_bwd(m):
+                xi = x.clone().requires_grad_()
+
+                def run():
+                    m(xi, edge_index).sum().backward()
+                return run
+
+            for mode, make in (("forward", fwd), ("fwd+bwd", fwd_bwd)):
+                for m in (theirs, ours):
+                    m.train(mode != "forward")
+                    make(m)()  # warm-up
+                t_pyg, r_pyg = median_time(make(theirs), args.min_reps, args.min_time)
+                t_our, r_our = median_time(make(ours), args.min_reps, args.min_time)
+                t_pyg2, _ = median_time(make(theirs), args.min_reps, args.min_time)  # interleave: P O P
+                t_pyg = min(t_pyg, t_pyg2)
+                row = {
+                    "graph": name, "nodes": n, "edges": int(edge_index.size(1)), "layer": layer, "mode": mode,
+                    "f_in": args.f_in, "f_out": args.f_out, "heads": args.heads if layer == "GATConv" else 1,
+                    "pyg_ms": t_pyg * 1e3, "gnnfuse_ms": t_our * 1e3, "speedup": t_pyg / t_our,
+                    "reps": [r_pyg, r_our], "max_rel_err": err,
+                }
+                results.append(row)
+                print(f"{name:<18}{layer:<9}{mode:<10}{t_pyg*1e3:>10.2f}{t_our*1e3:>12.2f}{t_pyg/t_our:>8.2f}x{err:>13.1e}")
+    out = {
+        "machine": machine_tag(), "cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__, "commit": git_commit(),
+        "note": "medians; PyG time is the better of two blocks around gnnfuse's; float32",
+        "results": results,
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {args.out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", nargs="+", default=["cora", "pubmed"])
+    ap.add_argument("--root", default=None, help="dataset root (default ../shared/datasets)")
+    ap.add_argument("--f-in", type=int, default=64)
+    ap.add_argument("--f-out", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--min-reps", type=int, default=5)
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--out", default=None)
+    bench(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()
