@@ -77,6 +77,8 @@ std::map<std::string, std::vector<Binding>> bindings(const OpSpec& s) {
     if (t.role == Role::SparseInput && t.has_csc() && !t.csc_optional) add(t.vars[1], Binding{t.name, t.colptr, -1});
     if (t.role == Role::DenseInput)
       for (size_t d = 0; d < t.vars.size(); ++d) add(t.vars[d], Binding{t.name, t.arg, static_cast<int>(d)});
+    if (t.role == Role::EdgeInput)  // [nnz, extra...]: dimension d - 1 of the argument
+      for (size_t d = 2; d < t.vars.size(); ++d) add(t.vars[d], Binding{t.name, t.arg, static_cast<int>(d - 1)});
   }
   // A dense operand read with other index names binds those too.
   std::vector<const Expr*> acc;
@@ -248,6 +250,12 @@ class KernelEmitter {
   }
 
   std::string pos(const std::string& sparse) const { return "p_" + sparse; }
+  // Offset in a tensor "on" a pattern: [nnz, extra dims...], row-major, edge first.
+  std::string on_edge(const std::string& pattern, const std::vector<std::string>& idx, const std::vector<std::string>& dims) const {
+    std::string o = edge(pattern);
+    for (size_t d = 2; d < idx.size(); ++d) o = "(" + o + ") * n_" + dims[d] + " + " + idx[d];
+    return o;
+  }
   // Initial value of an accumulating temporary (0 for sums, -inf / inf for max / min).
   std::string init(const std::string& temp) const {
     const std::string& v = p_.tensor(temp).init;
@@ -270,7 +278,7 @@ class KernelEmitter {
           return "(kHas" + a.tensor + " ? static_cast<acc_t>(" + a.tensor + "_val[" + edge(a.tensor) + "]) : acc_t(1))";
         return "static_cast<acc_t>(" + a.tensor + "_val[" + edge(a.tensor) + "])";
       case Role::DenseInput: return "static_cast<acc_t>(" + a.tensor + "[" + offset(a.idx, a.idx) + "])";
-      case Role::EdgeInput: return "static_cast<acc_t>(" + a.tensor + "[" + edge(t.pattern) + "])";
+      case Role::EdgeInput: return "static_cast<acc_t>(" + a.tensor + "[" + on_edge(t.pattern, a.idx, d->vars) + "])";
       case Role::CountInput: {
         const std::string& A = d->pattern;
         const std::string& i = a.idx[0];
@@ -329,7 +337,7 @@ class KernelEmitter {
     std::string value = rhs(s);
     if (t.role == Role::Output) {
       if (s.accumulate) fail(s_.loc, "internal error: the output accumulates directly");
-      std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : edge(t.pattern);
+      std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : on_edge(t.pattern, s.lhs.idx, t.dims);
       // reduce max/min: an empty row (no position chosen) gives 0.
       if (s_.selects()) value = s.lhs.tensor + "_arg[" + at + "] < 0 ? acc_t(0) : " + value;
       line(s.lhs.tensor + "[" + at + "] = static_cast<scalar_t>(" + value + ");");
@@ -637,6 +645,8 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       if (t.has_csc() && !t.csc_optional) r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
     }
   for (auto& t : s.tensors)
+    if (t.role == Role::EdgeInput) r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ");\n";
+  for (auto& t : s.tensors)
     if (t.role == Role::DenseInput) {
       r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ");\n";
       if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
@@ -694,7 +704,6 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     }
     if (t.role == Role::EdgeInput) {
       const TensorDecl* pt = s.find(t.pattern);
-      r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", 1);\n";
       if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
       r << "  checks::sym_size_eq(op, \"" << t.arg << "\", " << t.arg << ", 0, " << pt->col << ".sym_size(0), \"" << pt->col
         << ".size(0), the number of stored entries of " << t.pattern << "\");\n";
@@ -707,6 +716,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     for (size_t d = 0; d < out.vars.size(); ++d) shape += (d ? ", " : "") + std::string("e.n_") + out.vars[d];
   } else {
     shape = s.find(out.pattern)->col + ".sym_size(0)";
+    for (size_t d = 2; d < out.vars.size(); ++d) shape += ", e.n_" + out.vars[d];
   }
   // CPU kernel.
   r << ret_type(s) << " " << op << "_cpu_kernel(" << signature(s.schema, true) << ") {\n";

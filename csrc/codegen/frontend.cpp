@@ -412,7 +412,8 @@ void check_spec(OpSpec& s) {
       case Role::EdgeInput: {
         const TensorDecl* p = s.find(t.pattern);
         if (!p || p->role != Role::SparseInput) fail(t.loc, "'" + t.pattern + "' is not a sparse operand (declare it before " + t.name + ")");
-        if (p->vars != t.vars) fail(t.loc, "an edge operand on " + t.pattern + " must use its indices (" + p->vars[0] + "," + p->vars[1] + ")");
+        if (t.vars.size() < 2 || t.vars[0] != p->vars[0] || t.vars[1] != p->vars[1])
+          fail(t.loc, "an edge operand on " + t.pattern + " starts with its indices (" + p->vars[0] + "," + p->vars[1] + "), then any per-edge dimensions");
         use_arg(t.arg, t.loc, false);
         break;
       }
@@ -434,7 +435,8 @@ void check_spec(OpSpec& s) {
         if (!t.pattern.empty()) {
           const TensorDecl* p = s.find(t.pattern);
           if (!p || p->role != Role::SparseInput) fail(t.loc, "'" + t.pattern + "' is not a sparse operand");
-          if (p->vars != t.vars) fail(t.loc, "an output on " + t.pattern + "'s pattern must use its indices (" + p->vars[0] + "," + p->vars[1] + ")");
+          if (t.vars.size() < 2 || t.vars[0] != p->vars[0] || t.vars[1] != p->vars[1])
+            fail(t.loc, "an output on " + t.pattern + "'s pattern starts with its indices (" + p->vars[0] + "," + p->vars[1] + ")");
         }
         break;
       }

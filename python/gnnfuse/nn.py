@@ -5,8 +5,9 @@ Same constructor arguments, same ``forward(x, edge_index, ...)`` (``edge_index``
 ``layer.load_state_dict(pyg_layer.state_dict())`` works with ``strict=True``. In eval mode the
 outputs and gradients match PyG's (see tests/python/test_nn.py).
 
-The aggregations run on the registered ops (``spmm``, ``edge_softmax``) over a CSR built once
-per call (once per graph with ``cached=True``); their backward is the generated one.
+The aggregations run on the registered ops (``spmm``, ``edge_softmax_heads``, ``spmm_heads``)
+over a CSR built once per call (once per graph with ``cached=True``); their backward is the
+generated one.
 """
 
 from __future__ import annotations
@@ -271,11 +272,9 @@ class GATConv(torch.nn.Module):
             e = self.lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)[perm]
         score = F.leaky_relu(score, self.negative_slope)
-        alpha = torch.stack([_ops.edge_softmax(rowptr, col, score[:, h].contiguous()) for h in range(H)], 1)
+        alpha = _ops.edge_softmax_heads(rowptr, col, score)  # [E, H], all heads in one walk
         alpha_used = F.dropout(alpha, p=self.dropout, training=self.training)
-        out = torch.stack(
-            [_ops.spmm(rowptr, col, alpha_used[:, h].contiguous(), x_src[:, h].contiguous()) for h in range(H)], 1
-        )  # [N_dst, H, C]
+        out = _ops.spmm_heads(rowptr, col, alpha_used, x_src)  # [N_dst, H, C]
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if self.res is not None:
             out = out + self.res(x_dst_in)

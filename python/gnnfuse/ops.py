@@ -122,19 +122,22 @@ def edge_softmax(graph: GraphLike, score: Tensor) -> Tensor:
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc; for an
             ``edge_index`` the number of nodes is taken as ``max index + 1``).
-        score: ``[E]`` float32/float64 scores, in CSR order (``edge_index`` order for an
-            ``edge_index`` graph).
+        score: ``[E]`` or ``[E, H]`` (one softmax per head) float32/float64 scores, in CSR
+            order (``edge_index`` order for an ``edge_index`` graph).
 
     Returns:
-        ``[E]`` in the order of ``score``.
+        the shape and order of ``score``.
     """
     num_nodes = 0
     if isinstance(graph, torch.Tensor) and graph.layout == torch.strided:
         num_nodes = int(graph.max()) + 1 if graph.numel() > 0 else 0
     rowptr, col, _, perm = _resolve(graph, None, num_nodes, "edge_softmax")
     if perm is not None:
-        score = score[perm] if score.dim() == 1 and score.size(0) == perm.size(0) else score
-    out = torch.ops.gnnfuse.edge_softmax(rowptr, col, score)
+        score = score[perm] if score.dim() >= 1 and score.size(0) == perm.size(0) else score
+    if score.dim() == 2:
+        out = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, score)
+    else:
+        out = torch.ops.gnnfuse.edge_softmax(rowptr, col, score)
     if perm is not None:
         out = torch.index_copy(torch.empty_like(out), 0, perm, out)
     return out
