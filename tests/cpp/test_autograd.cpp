@@ -138,6 +138,19 @@ TEST_P(AutogradTest, EdgeSoftmax) {
   EXPECT_TRUE(at::isfinite(p).all().item<bool>());
 }
 
+TEST_P(AutogradTest, MultiHeadSoftmaxAndAggregation) {
+  const Graph g = random_graph(23, 31, 90, GetParam(), 22);
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::edge_softmax_heads(g.rowptr, g.col, in[0]); },
+                  {rnd({g.nnz, 3}, 23)}, "edge_softmax_heads");
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::spmm_heads(g.rowptr, g.col, in[0], in[1]); },
+                  {rnd({g.nnz, 3}, 24), rnd({g.cols, 3, 4}, 25)}, "spmm_heads");
+  // Each head equals the single-head op on that head's column.
+  const at::Tensor s = rnd({g.nnz, 3}, 26);
+  const at::Tensor p = gnnfuse::edge_softmax_heads(g.rowptr, g.col, s);
+  for (int64_t h = 0; h < 3; ++h)
+    EXPECT_TRUE(at::allclose(p.select(1, h), gnnfuse::edge_softmax(g.rowptr, g.col, s.select(1, h).contiguous()), 1e-12, 1e-14));
+}
+
 TEST_P(AutogradTest, SpmmDoubleBackward) {
   const Graph g = random_graph(21, 21, 70, GetParam(), 19);
   const at::Tensor gy = rnd({g.rows, 4}, 20);
