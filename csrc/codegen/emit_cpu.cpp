@@ -435,6 +435,7 @@ class KernelEmitter {
           open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
           bool csc = p_.walks_csc(level);
           line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + (csc ? "_row[" : "_col[") + pos(level) + "]);");
+          line("(void)" + n.var + ";");
           line(std::string("const int64_t ") + edge(level) + " = " + (csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
           line("(void)" + edge(level) + ";");
         }

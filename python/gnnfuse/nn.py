@@ -5,9 +5,9 @@ Same constructor arguments, same ``forward(x, edge_index, ...)`` (``edge_index``
 ``layer.load_state_dict(pyg_layer.state_dict())`` works with ``strict=True``. In eval mode the
 outputs and gradients match PyG's (see tests/python/test_nn.py).
 
-The aggregations run on the registered ops (``spmm``, ``edge_softmax_heads``, ``spmm_heads``)
-over a CSR built once per call (once per graph with ``cached=True``); their backward is the
-generated one.
+The aggregations run on the registered ops (``spmm``, ``sddmm_add``, ``edge_softmax_heads``,
+``spmm_heads``) over a CSR built once per call (once per graph with ``cached=True``); their
+backward is the generated one.
 """
 
 from __future__ import annotations
@@ -266,8 +266,7 @@ class GATConv(torch.nn.Module):
         num = max(num_src, num_dst)
         rowptr, col, perm = _csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
-        src, dst = edge_index[0][perm], edge_index[1][perm]  # CSR order
-        score = a_src[src] + a_dst[dst]  # [E, H]
+        score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous())  # [E, H], CSR order
         if self.lin_edge is not None and edge_attr is not None:
             e = self.lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)[perm]

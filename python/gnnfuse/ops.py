@@ -144,22 +144,32 @@ def edge_softmax(graph: GraphLike, score: Tensor) -> Tensor:
 
 
 def sddmm(
-    graph: GraphLike, u: Tensor, v: Tensor, edge_weight: Optional[Tensor] = None
+    graph: GraphLike, u: Tensor, v: Tensor, edge_weight: Optional[Tensor] = None, op: str = "dot"
 ) -> Tensor:
-    """Sampled dense-dense product: ``E[e] = w_e * (u[i] . v[j])`` for every edge ``e = j -> i``.
+    """Sampled dense-dense operation, one value per edge ``e = j -> i``:
+
+    * ``op="dot"``: ``E[e] = w_e * (u[i] . v[j])``, with ``u [num_nodes, K]``,
+      ``v [num_src_nodes, K]``, optional ``edge_weight [E]``; returns ``[E]``;
+    * ``op="add"`` / ``"mul"``: ``E[e, h] = u[i, h] + v[j, h]`` (or ``*``) per head, with
+      ``u [num_nodes, H]``, ``v [num_src_nodes, H]`` (no edge weight); returns ``[E, H]``
+      (GAT's attention logits are ``sddmm(g, a_dst, a_src, op="add")``).
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
-        u: ``[num_nodes, K]`` target features.
-        v: ``[num_src_nodes, K]`` source features.
-        edge_weight: optional ``[E]`` weights (1 if None).
 
     Returns:
-        ``[E]`` scores, in CSR order (``edge_index`` order for an ``edge_index`` graph).
+        per-edge values in CSR order (``edge_index`` order for an ``edge_index`` graph).
     """
+    if op not in ("dot", "add", "mul"):
+        raise ValueError(f"gnnfuse.sddmm: op must be 'dot', 'add' or 'mul', got {op!r}")
+    if op != "dot" and edge_weight is not None:
+        raise ValueError(f"gnnfuse.sddmm: op={op!r} takes no edge_weight")
     rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm")
     colptr, row, cperm = _csc_for(graph, w, u, v)
-    out = torch.ops.gnnfuse.sddmm(rowptr, col, w, u, v, colptr, row, cperm)
+    if op == "dot":
+        out = torch.ops.gnnfuse.sddmm(rowptr, col, w, u, v, colptr, row, cperm)
+    else:
+        out = getattr(torch.ops.gnnfuse, "sddmm_" + op)(rowptr, col, u, v, colptr, row, cperm)
     if perm is not None:
         # CSR position p holds input edge perm[p]: scatter back to input order.
         out = torch.index_copy(torch.empty_like(out), 0, perm, out)
