@@ -250,6 +250,12 @@ class KernelEmitter {
   }
 
   std::string pos(const std::string& sparse) const { return "p_" + sparse; }
+  // reduce max/min: the csr operand whose column the op reduces.
+  const TensorDecl& reduced_operand() const {
+    for (auto& d : s_.tensors)
+      if (d.role == Role::SparseInput && !std::count(s_.expr.lhs_idx.begin(), s_.expr.lhs_idx.end(), d.vars[1])) return d;
+    fail(s_.loc, "internal error: reduce " + s_.reduce + " without a reduced csr operand");
+  }
   // Offset in a tensor "on" a pattern: [nnz, extra dims...], row-major, edge first.
   std::string on_edge(const std::string& pattern, const std::vector<std::string>& idx, const std::vector<std::string>& dims) const {
     std::string o = edge(pattern);
@@ -338,8 +344,12 @@ class KernelEmitter {
     if (t.role == Role::Output) {
       if (s.accumulate) fail(s_.loc, "internal error: the output accumulates directly");
       std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : on_edge(t.pattern, s.lhs.idx, t.dims);
-      // reduce max/min: an empty row (no position chosen) gives 0.
-      if (s_.selects()) value = s.lhs.tensor + "_arg[" + at + "] < 0 ? acc_t(0) : " + value;
+      // reduce max/min: a row without entries gives 0 (its position stays -1).
+      if (s_.selects()) {
+        const TensorDecl& A = reduced_operand();
+        const std::string& i = A.vars[0];
+        value = "(" + A.name + "_rowptr[" + i + " + 1] == " + A.name + "_rowptr[" + i + "]) ? acc_t(0) : " + value;
+      }
       line(s.lhs.tensor + "[" + at + "] = static_cast<scalar_t>(" + value + ");");
       return;
     }
@@ -355,15 +365,15 @@ class KernelEmitter {
     if (s.arg_out.empty()) {
       line("if (v_" + cmp + ref + " || v_ != v_) " + ref + " = v_;");
     } else {
-      // The sparse operand whose column is reduced gives the position.
-      std::string A;
-      for (auto& d : s_.tensors)
-        if (d.role == Role::SparseInput && s.sum_vars.size() == 1 && d.vars[1] == s.sum_vars[0]) A = d.name;
+      // The sparse operand whose column is reduced gives the position; the accumulator starts
+      // at -inf / inf, so the first entry wins unless it is -inf / inf itself (the position of
+      // such a row stays -1 and its value is right).
+      std::string A = reduced_operand().name;
       std::string at = s.arg_out + "[" + offset(s.lhs.idx, s_.output().vars) + "]";
-      open("if (" + at + " < 0 || ((v_" + cmp + ref + " || v_ != v_) && " + ref + " == " + ref + ")) {");
-      line(ref + " = v_;");
-      line(at + " = " + edge(A) + ";");
-      close();
+      // Branch-free (blends), so the feature loop vectorises.
+      line("const bool take_ = (v_" + cmp + ref + " || v_ != v_) && " + ref + " == " + ref + ";");
+      line(ref + " = take_ ? v_ : " + ref + ";");
+      line(at + " = take_ ? " + edge(A) + " : " + at + ";");
     }
     close();
   }
