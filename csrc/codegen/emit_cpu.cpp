@@ -357,23 +357,23 @@ class KernelEmitter {
       line(temp_ref(s.lhs) + (s.accumulate ? " += " : " = ") + value + ";");
       return;
     }
-    // max / min: NaN wins and stays; ties keep the first entry.
-    std::string cmp = s.reduce == "max" ? " > " : " < ";
+    // max / min: NaN wins and stays; ties keep the first entry. Quiet comparisons (no FP
+    // exception on NaN) and blends instead of branches let the compiler vectorise the loop.
     std::string ref = temp_ref(s.lhs);
+    std::string better = std::string(s.reduce == "max" ? "__builtin_isgreater(v_, " : "__builtin_isless(v_, ") + ref +
+                         ") | __builtin_isunordered(v_, v_)";
     open("{");
     line("const acc_t v_ = " + value + ";");
     if (s.arg_out.empty()) {
-      line("if (v_" + cmp + ref + " || v_ != v_) " + ref + " = v_;");
+      line(ref + " = (" + better + ") ? v_ : " + ref + ";");
     } else {
       // The sparse operand whose column is reduced gives the position; the accumulator starts
       // at -inf / inf, so the first entry wins unless it is -inf / inf itself (the position of
       // such a row stays -1 and its value is right).
-      std::string A = reduced_operand().name;
       std::string at = s.arg_out + "[" + offset(s.lhs.idx, s_.output().vars) + "]";
-      // Branch-free (blends), so the feature loop vectorises.
-      line("const bool take_ = (v_" + cmp + ref + " || v_ != v_) && " + ref + " == " + ref + ";");
+      line("const bool take_ = (" + better + ") & !__builtin_isunordered(" + ref + ", " + ref + ");");
       line(ref + " = take_ ? v_ : " + ref + ";");
-      line(at + " = take_ ? " + edge(A) + " : " + at + ";");
+      line(at + " = take_ ? " + edge(reduced_operand().name) + " : " + at + ";");
     }
     close();
   }
