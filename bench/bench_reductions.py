@@ -10,19 +10,18 @@ compared first; times are medians, float32.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_layers import median_time  # noqa: E402
-from bench_ops import cpu_model, git_commit, import_gnnfuse, machine_tag  # noqa: E402
+from bench_layers import add_common_args, time_side_by_side, write_results  # noqa: E402
+from bench_ops import cpu_model, import_gnnfuse  # noqa: E402
 from datasets import load  # noqa: E402
 
 
-def cases(gnnfuse, n, edge_index, F, H):
+def cases(n, edge_index, F, H):
     from torch_geometric.utils import scatter, softmax
 
     ops = torch.ops.gnnfuse
@@ -50,14 +49,9 @@ def cases(gnnfuse, n, edge_index, F, H):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--graphs", nargs="+", default=["cora", "pubmed"])
-    ap.add_argument("--root", default=None)
+    add_common_args(ap)
     ap.add_argument("--F", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--min-reps", type=int, default=5)
-    ap.add_argument("--min-time", type=float, default=1.0)
-    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     gnnfuse, err = import_gnnfuse()
     if gnnfuse is None:
@@ -70,7 +64,7 @@ def main():
     results = []
     for name in args.graphs:
         edge_index, n = load(name, args.root)
-        for op, (inputs, ours, theirs) in cases(gnnfuse, n, edge_index, args.F, args.heads).items():
+        for op, (inputs, ours, theirs) in cases(n, edge_index, args.F, args.heads).items():
             # correctness: outputs and gradients
             res = []
             for fn in (ours, theirs):
@@ -95,21 +89,14 @@ def main():
                     return run
                 make(ours)()
                 make(theirs)()
-                t_p, _ = median_time(make(theirs), args.min_reps, args.min_time)
-                t_o, reps = median_time(make(ours), args.min_reps, args.min_time)
-                t_p2, _ = median_time(make(theirs), args.min_reps, args.min_time)
-                t_p = min(t_p, t_p2)
+                t_p, t_o, _ = time_side_by_side(make(theirs), make(ours), args.min_reps, args.min_time)
                 results.append({"graph": name, "nodes": n, "edges": int(edge_index.size(1)), "op": op, "mode": mode,
                                 "F": args.F, "heads": args.heads, "pyg_ms": t_p * 1e3, "gnnfuse_ms": t_o * 1e3,
                                 "speedup": t_p / t_o, "max_rel_err": err})
                 print(f"{name:<14}{op:<20}{mode:<9}{t_p*1e3:>9.2f}{t_o*1e3:>12.2f}{t_p/t_o:>8.2f}x")
     if args.out:
-        Path(args.out).write_text(json.dumps({
-            "machine": machine_tag(), "cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__,
-            "torch_geometric": torch_geometric.__version__, "commit": git_commit(),
-            "note": "medians, float32; PyG = torch_geometric.utils.scatter/softmax on gathered edge tensors",
-            "results": results}, indent=1) + "\n")
-        print(f"wrote {args.out}")
+        write_results(args.out, args.threads,
+                      "medians, float32; PyG = torch_geometric.utils.scatter/softmax on gathered edge tensors", results)
 
 
 if __name__ == "__main__":

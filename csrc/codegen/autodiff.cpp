@@ -276,12 +276,6 @@ std::string fresh_name(const OpSpec& s, const std::string& want, const std::set<
     if (!taken(want + std::to_string(k))) return want + std::to_string(k);
 }
 
-// The sparse operand of a "select M(...) on A = arg" line.
-std::string parse_spec_pattern(const std::string& decl) {
-  size_t on = decl.find(" on "), eq = decl.find(" = ");
-  return decl.substr(on + 4, eq - on - 4);
-}
-
 void collect_accesses(const ExprP& e, std::set<std::string>* out) {
   if (e->kind == Expr::Kind::Access) out->insert(e->name);
   for (auto& a : e->args) collect_accesses(a, out);
@@ -359,9 +353,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     // routes dY through a select of the forward's positions over the reduced csr operand.
     std::string sel_decl;
     if (s.selects()) {
-      const TensorDecl* A = nullptr;
-      for (auto& t : s.tensors)
-        if (t.role == Role::SparseInput && !has(s.expr.lhs_idx, t.vars[1]) && has(vars_of(s.expr.rhs), t.vars[1])) A = &t;
+      const TensorDecl* A = s.reduced_operand();
       std::string m = fresh_name(s, "M" + Y.name, {gy, dt});
       adj.select_arg = fresh_name(s, "selected");
       Vars mv = {A->vars[0], A->vars[1]};
@@ -397,7 +389,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
       if ((t.role == Role::EdgeInput || t.role == Role::CountInput || t.role == Role::SelectInput) && used.count(t.name))
         structures.insert(t.pattern);
     }
-    if (!sel_decl.empty()) structures.insert(parse_spec_pattern(sel_decl));
+    if (s.selects()) structures.insert(s.reduced_operand()->name);
     if (!Y.pattern.empty()) structures.insert(Y.pattern);
     if (!out_pattern.empty()) structures.insert(out_pattern);
 

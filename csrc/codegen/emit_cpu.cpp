@@ -250,12 +250,6 @@ class KernelEmitter {
   }
 
   std::string pos(const std::string& sparse) const { return "p_" + sparse; }
-  // reduce max/min: the csr operand whose column the op reduces.
-  const TensorDecl& reduced_operand() const {
-    for (auto& d : s_.tensors)
-      if (d.role == Role::SparseInput && !std::count(s_.expr.lhs_idx.begin(), s_.expr.lhs_idx.end(), d.vars[1])) return d;
-    fail(s_.loc, "internal error: reduce " + s_.reduce + " without a reduced csr operand");
-  }
   // Offset in a tensor "on" a pattern: [nnz, extra dims...], row-major, edge first.
   std::string on_edge(const std::string& pattern, const std::vector<std::string>& idx, const std::vector<std::string>& dims) const {
     std::string o = edge(pattern);
@@ -346,7 +340,7 @@ class KernelEmitter {
       std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : on_edge(t.pattern, s.lhs.idx, t.dims);
       // reduce max/min: a row without entries gives 0 (its position stays -1).
       if (s_.selects()) {
-        const TensorDecl& A = reduced_operand();
+        const TensorDecl& A = *s_.reduced_operand();
         const std::string& i = A.vars[0];
         value = "(" + A.name + "_rowptr[" + i + " + 1] == " + A.name + "_rowptr[" + i + "]) ? acc_t(0) : " + value;
       }
@@ -373,7 +367,7 @@ class KernelEmitter {
       std::string at = s.arg_out + "[" + offset(s.lhs.idx, s_.output().vars) + "]";
       line("const bool take_ = (" + better + ") & !__builtin_isunordered(" + ref + ", " + ref + ");");
       line(ref + " = take_ ? v_ : " + ref + ";");
-      line(at + " = take_ ? " + edge(reduced_operand().name) + " : " + at + ";");
+      line(at + " = take_ ? " + edge(s_.reduced_operand()->name) + " : " + at + ";");
     }
     close();
   }
@@ -705,7 +699,6 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       r << "  }\n";
     }
     if (t.role == Role::SelectInput) {
-
       r << "  checks::positions(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ");\n";
       for (size_t d = 0, k = 0; d < t.vars.size(); ++d) {
         if (d == 1) continue;

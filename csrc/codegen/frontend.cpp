@@ -351,6 +351,15 @@ const TensorDecl& OpSpec::output() const {
   throw SpecError("spec " + name + " has no output");
 }
 
+const TensorDecl* OpSpec::reduced_operand() const {
+  std::vector<std::string> free = vars_of(expr.rhs);
+  for (auto& t : tensors)
+    if (t.role == Role::SparseInput && !std::count(expr.lhs_idx.begin(), expr.lhs_idx.end(), t.vars[1]) &&
+        std::count(free.begin(), free.end(), t.vars[1]))
+      return &t;
+  return nullptr;
+}
+
 namespace {
 
 // "A(i,j)" -> name A, vars [i, j]
@@ -481,7 +490,6 @@ void check_spec(OpSpec& s) {
       std::vector<std::string> inner = vars_of(e->args[0]);
       if (!std::count(inner.begin(), inner.end(), v)) fail(e->loc, e->name + "[" + v + "](...) does not use " + v);
     }
-    if (e->kind == Expr::Kind::Call && e->name == "detach" && e->has_param) fail(e->loc, "detach takes one argument");
     for (auto& a : e->args) check_expr(a);
   };
   check_expr(s.expr.rhs);
@@ -515,13 +523,10 @@ void check_spec(OpSpec& s) {
     }
   if (s.grad_order < 0 || s.grad_order > 2) fail(s.loc, "grad_order is 0, 1 or 2");
   if (s.selects()) {
-    std::vector<std::string> free = vars_of(s.expr.rhs), reduced;
-    for (auto& v : free)
-      if (!std::count(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end(), v)) reduced.push_back(v);
-    const TensorDecl* over = nullptr;
-    for (auto& t : s.tensors)
-      if (t.role == Role::SparseInput && reduced.size() == 1 && t.vars[1] == reduced[0]) over = &t;
-    if (!over || !out.pattern.empty() || !std::count(out.vars.begin(), out.vars.end(), over->vars[0]))
+    size_t reduced = 0;
+    for (auto& v : vars_of(s.expr.rhs)) reduced += !std::count(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end(), v);
+    const TensorDecl* over = s.reduced_operand();
+    if (!over || reduced != 1 || !out.pattern.empty() || !std::count(out.vars.begin(), out.vars.end(), over->vars[0]))
       fail(s.loc, "reduce " + s.reduce + " reduces exactly one index, the column of a csr operand whose row is an output index");
     auto pos = [&](const std::string& v) { return std::find(s.order.begin(), s.order.end(), v) - s.order.begin(); };
     if (pos(over->vars[0]) > pos(over->vars[1])) fail(s.loc, "reduce " + s.reduce + " walks " + over->name + " by rows");
@@ -553,6 +558,15 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
     Loc key_loc{file, line_no, static_cast<int>(kb) + 1};
     auto once = [&](bool already) {
       if (already) fail(key_loc, "'" + key + "' given twice");
+    };
+    // An operand line: "head" is X(i,j,...), then its sparse operand and schema argument.
+    auto declare = [&](const std::string& head, Role role, const std::string& pattern, const std::string& arg) {
+      TensorDecl d;
+      parse_decl_head(head, loc, &d);
+      d.role = role;
+      d.pattern = pattern;
+      d.arg = arg;
+      s.tensors.push_back(d);
     };
     if (value.empty()) fail(key_loc, "'" + key + "' needs a value");
     if (key == "op") {
@@ -604,21 +618,13 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       // S(i,j) on A = scale   |   M(i,j,f) on A = positions
       size_t eq = value.find('='), on = value.find(" on ");
       if (eq == std::string::npos || on == std::string::npos || on > eq) fail(loc, "expected '" + key + " S(i,j,...) on A = arg'");
-      TensorDecl d;
-      parse_decl_head(value.substr(0, on), loc, &d);
-      d.role = key == "edge" ? Role::EdgeInput : Role::SelectInput;
-      d.pattern = trim(value.substr(on + 4, eq - on - 4));
-      d.arg = trim(value.substr(eq + 1));
-      s.tensors.push_back(d);
+      declare(value.substr(0, on), key == "edge" ? Role::EdgeInput : Role::SelectInput, trim(value.substr(on + 4, eq - on - 4)),
+              trim(value.substr(eq + 1)));
     } else if (key == "count") {
       // N(i) of A
       size_t of = value.find(" of ");
       if (of == std::string::npos) fail(loc, "expected 'N(i) of A'");
-      TensorDecl d;
-      parse_decl_head(value.substr(0, of), loc, &d);
-      d.role = Role::CountInput;
-      d.pattern = trim(value.substr(of + 4));
-      s.tensors.push_back(d);
+      declare(value.substr(0, of), Role::CountInput, trim(value.substr(of + 4)), "");
     } else if (key == "grad_order") {
       try {
         s.grad_order = std::stoi(value);
@@ -628,11 +634,7 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
     } else if (key == "dense") {
       size_t eq = value.find('=');
       if (eq == std::string::npos) fail(loc, "expected 'X(j,f) = x'");
-      TensorDecl d;
-      parse_decl_head(value.substr(0, eq), loc, &d);
-      d.role = Role::DenseInput;
-      d.arg = trim(value.substr(eq + 1));
-      s.tensors.push_back(d);
+      declare(value.substr(0, eq), Role::DenseInput, "", trim(value.substr(eq + 1)));
     } else if (key == "output") {
       // Y(i,f)   or   E(i,j) on A
       TensorDecl d;

@@ -137,6 +137,9 @@ struct OpSpec {
   bool derived() const { return family != name; }
   // reduce max or min: the op returns (values, positions).
   bool selects() const { return reduce == "max" || reduce == "min"; }
+  // The csr operand whose column the top level reduces (read on the right, absent on the left);
+  // nullptr if none. reduce max/min choose among its entries.
+  const TensorDecl* reduced_operand() const;
 };
 
 OpSpec parse_spec(const std::string& text, const std::string& file);

@@ -32,24 +32,11 @@ def _glorot(t: Optional[Tensor]) -> None:
             t.uniform_(-a, a)
 
 
-class _Linear(torch.nn.Module):
-    """``y = x W^T`` with PyG's parameter name (``weight``) and glorot initialisation."""
-
-    def __init__(self, in_channels: int, out_channels: int) -> None:
-        super().__init__()
-        self.weight = Parameter(torch.empty(out_channels, in_channels))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        _glorot(self.weight)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x @ self.weight.t()
-
-
-def _csr(edge_index: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor, Tensor]:
-    """(rowptr, col, perm): CSR over targets; ``perm[p]`` is the input edge at CSR position p."""
-    return _ops.edge_index_to_csr(edge_index, num_nodes)
+def _Linear(in_channels: int, out_channels: int) -> torch.nn.Linear:
+    """``y = x W^T`` (PyG's ``Linear(..., bias=False)``: parameter ``weight``), glorot-initialised."""
+    lin = torch.nn.Linear(in_channels, out_channels, bias=False)
+    _glorot(lin.weight)
+    return lin
 
 
 def _check_edge_index(layer: str, edge_index: Tensor) -> None:
@@ -90,7 +77,7 @@ class GCNConv(torch.nn.Module):
         self._cache: Optional[Tuple[Tensor, Tensor, Tensor]] = None
 
     def reset_parameters(self) -> None:
-        self.lin.reset_parameters()
+        _glorot(self.lin.weight)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
         self._cache = None
@@ -108,8 +95,6 @@ class GCNConv(torch.nn.Module):
             # add_remaining_self_loops: keep existing self-loops and their weights, add the
             # missing ones with the fill value.
             loop = edge_index[0] == edge_index[1]
-            has_loop = torch.zeros(num_nodes, dtype=torch.bool, device=edge_index.device)
-            has_loop[edge_index[0][loop]] = True
             loop_w = torch.full((num_nodes,), fill, dtype=edge_weight.dtype, device=edge_weight.device)
             loop_w[edge_index[0][loop]] = edge_weight[loop]
             nodes = torch.arange(num_nodes, device=edge_index.device)
@@ -121,7 +106,7 @@ class GCNConv(torch.nn.Module):
             dis = deg.pow(-0.5)
             dis = dis.masked_fill(torch.isinf(dis), 0.0)
             edge_weight = dis[edge_index[0]] * edge_weight * dis[edge_index[1]]
-        rowptr, col, perm = _csr(edge_index, num_nodes)
+        rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num_nodes)
         out = (rowptr, col, edge_weight[perm])
         if self.cached:
             self._cache = out
@@ -200,7 +185,7 @@ class GATConv(torch.nn.Module):
     def reset_parameters(self) -> None:
         for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
             if lin is not None:
-                lin.reset_parameters()
+                _glorot(lin.weight)
         _glorot(self.att_src)
         _glorot(self.att_dst)
         _glorot(self.att_edge)
@@ -264,7 +249,7 @@ class GATConv(torch.nn.Module):
 
         # CSR over targets (sources bounded by num_src: the op is given the larger count).
         num = max(num_src, num_dst)
-        rowptr, col, perm = _csr(edge_index, num)
+        rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
         score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous())  # [E, H], CSR order
         if self.lin_edge is not None and edge_attr is not None:
@@ -280,9 +265,8 @@ class GATConv(torch.nn.Module):
         if self.bias is not None:
             out = out + self.bias
         if return_attention_weights:
-            inv = torch.empty_like(perm)
-            inv[perm] = torch.arange(perm.numel(), device=perm.device)
-            return out, (edge_index, alpha[inv])
+            # CSR position p holds input edge perm[p]: back to edge_index order
+            return out, (edge_index, torch.empty_like(alpha).index_copy_(0, perm, alpha))
         return out
 
     def __repr__(self) -> str:

@@ -151,6 +151,15 @@ TEST_P(AutogradTest, MultiHeadSoftmaxAndAggregation) {
     EXPECT_TRUE(at::allclose(p.select(1, h), gnnfuse::edge_softmax(g.rowptr, g.col, s.select(1, h).contiguous()), 1e-12, 1e-14));
 }
 
+TEST_P(AutogradTest, SddmmAddMul) {
+  const Graph g = random_graph(23, 31, 90, GetParam(), 27);
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::sddmm_add(g.rowptr, g.col, in[0], in[1]); },
+                  {rnd({g.rows, 2}, 28), rnd({g.cols, 2}, 29)}, "sddmm_add");
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::sddmm_mul(g.rowptr, g.col, in[0], in[1]); },
+                  {rnd({g.rows, 2}, 30), rnd({g.cols, 2}, 31)}, "sddmm_mul");
+  EXPECT_THROW(gnnfuse::sddmm_add(g.rowptr, g.col, rnd({g.rows, 2}, 1), rnd({g.cols, 3}, 2)), c10::Error);
+}
+
 TEST_P(AutogradTest, SpmmDoubleBackward) {
   const Graph g = random_graph(21, 21, 70, GetParam(), 19);
   const at::Tensor gy = rnd({g.rows, 4}, 20);

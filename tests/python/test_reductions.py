@@ -414,3 +414,76 @@ def test_sddmm_add_mul_gradcheck_opcheck(op):
         torch.library.opcheck(fn.default, (rowptr, col, u, v))
     with pytest.raises(ValueError, match="op must be"):
         gnnfuse.sddmm(Graph.from_edge_index(CASES["uniform"].edge_index), u, u, op="sub")
+
+
+class Attention(torch.nn.Module):
+    """GAT-style pipeline of the multi-head ops: logits, softmax, weighted aggregation."""
+
+    def forward(self, rowptr: Tensor, col: Tensor, a_dst: Tensor, a_src: Tensor, x: Tensor):
+        logits = torch.ops.gnnfuse.sddmm_add(rowptr, col, a_dst, a_src)
+        logits = logits + torch.ops.gnnfuse.sddmm_mul(rowptr, col, a_dst, a_src)
+        p = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, logits)
+        return torch.ops.gnnfuse.spmm_heads(rowptr, col, p, x)
+
+
+def _attention_grads(fn):
+    name = "power_law"
+    case = CASES[name]
+    rowptr, col, _ = csr_of(name)
+    a_dst = features(case.num_nodes, 2, torch.float64, seed=41).requires_grad_()
+    a_src = features(case.num_src_nodes, 2, torch.float64, seed=42).requires_grad_()
+    x = features(case.num_src_nodes, 6, torch.float64, seed=43).view(-1, 2, 3).requires_grad_()
+    y = fn(rowptr, col, a_dst, a_src, x)
+    return (y,) + torch.autograd.grad(y.square().sum(), [a_dst, a_src, x])
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
+def test_multihead_ops_torchscript():
+    for a, b in zip(_attention_grads(torch.jit.script(Attention())), _attention_grads(Attention())):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_multihead_ops_torch_compile(backend, dynamo_reset):
+    compiled = torch.compile(Attention(), backend=backend, fullgraph=True)
+    for a, b in zip(_attention_grads(compiled), _attention_grads(Attention())):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("op", ["sddmm_add", "sddmm_mul"])
+def test_sddmm_add_mul_bad_inputs(op):
+    case = CASES["uniform"]
+    rowptr, col, _ = csr_of("uniform")
+    u = features(case.num_nodes, 2, torch.float64, seed=1)
+    fn = getattr(ops, op)
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'v'.*extent of index h"):
+        fn(rowptr, col, u, u[:, :1])
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'v'"):
+        fn(rowptr, col, u, u.float())
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'col'"):
+        fn(rowptr, col.clone().fill_(10**6), u, u)
+
+
+@pytest.mark.parametrize("reduce", list(REDUCE_OPS))
+def test_reduce_bad_inputs(reduce):
+    case = CASES["uniform"]
+    rowptr, col, _ = csr_of("uniform")
+    x = features(case.num_src_nodes, 3, torch.float64, seed=1)
+    op = REDUCE_OPS[reduce]
+    fn = getattr(ops, op)
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'edge_weight'.*number of stored entries"):
+        fn(rowptr, col, torch.ones(3, dtype=torch.float64), x)
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'x'"):
+        fn(rowptr, col, None, x.int())
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'col'"):
+        fn(rowptr, col.clone().fill_(10**6), None, x)
+    bad = rowptr.clone()
+    bad[0] = 1
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'rowptr'"):
+        fn(bad, col, None, x)
+
+
+def test_validate_edge_index_opcheck():
+    ei = CASES["uniform"].edge_index
+    torch.library.opcheck(torch.ops.gnnfuse.validate_edge_index.default, (ei, CASES["uniform"].num_nodes))
