@@ -72,7 +72,66 @@ def layer_pairs(gnn, pyg, f_in: int, f_out: int, heads: int):
             lambda: pyg.GATConv(f_in, f_out // heads, heads=heads),
             lambda: gnn.GATConv(f_in, f_out // heads, heads=heads),
         ),
+        "TransformerConv": (
+            lambda: pyg.TransformerConv(f_in, f_out // heads, heads=heads),
+            lambda: gnn.TransformerConv(f_in, f_out // heads, heads=heads),
+        ),
     }
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_extra_mb(run) -> float:
+    """Peak resident memory a call adds, in MiB: the high-water mark is reset (Linux
+    /proc/self/clear_refs) after a warm-up call, then read after a second call."""
+    import gc
+
+    run()
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")
+    base = _status_kb("VmRSS")
+    run()
+    return (_status_kb("VmHWM") - base) / 1024.0
+
+
+def memory_child(args) -> None:
+    """In a fresh process: the peak extra memory of one training step (forward+backward) of one
+    layer, printed as JSON."""
+    gnnfuse, err = import_gnnfuse()
+    if gnnfuse is None:
+        raise SystemExit(f"cannot import gnnfuse: {err}")
+    import torch_geometric.nn as pyg
+
+    torch.set_num_threads(args.threads)
+    edge_index, n = load(args.graph_name, args.root)
+    x = torch.randn(n, args.f_in, generator=torch.Generator().manual_seed(0))
+    make_pyg, make_ours = layer_pairs(gnnfuse.nn, pyg, args.f_in, args.f_out, args.heads)[args.layer_name]
+    m = (make_pyg if args.impl == "pyg" else make_ours)()
+    m.train()
+    xi = x.clone().requires_grad_()
+
+    def step():
+        xi.grad = None
+        m.zero_grad(set_to_none=True)
+        m(xi, edge_index).sum().backward()
+
+    print(json.dumps({"peak_mb": peak_extra_mb(step)}))
+
+
+def measure_memory(args, name: str, layer: str, impl: str) -> float:
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--memory-child", "--graph-name", name, "--layer-name", layer, "--impl", impl,
+           "--threads", str(args.threads), "--f-in", str(args.f_in), "--f-out", str(args.f_out), "--heads", str(args.heads)]
+    if args.root:
+        cmd += ["--root", args.root]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_mb"]
 
 
 def bench(args):
@@ -85,12 +144,15 @@ def bench(args):
     torch.set_num_threads(args.threads)
     results = []
     print(f"# {cpu_model()}, {args.threads} threads, torch {torch.__version__}, torch_geometric {torch_geometric.__version__}")
-    print(f"{'graph':<18}{'layer':<9}{'mode':<10}{'pyg ms':>10}{'gnnfuse ms':>12}{'speedup':>9}{'max rel err':>13}")
+    print(f"{'graph':<18}{'layer':<16}{'mode':<10}{'pyg ms':>10}{'gnnfuse ms':>12}{'speedup':>9}{'max rel err':>13}"
+          + (f"{'pyg MiB':>10}{'ours MiB':>10}" if args.memory else ""))
     for name in args.graphs:
         edge_index, n = load(name, args.root)
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(n, args.f_in, generator=gen)
         for layer, (make_pyg, make_ours) in layer_pairs(gnnfuse.nn, pyg, args.f_in, args.f_out, args.heads).items():
+            if args.layers and layer not in args.layers:
+                continue
             torch.manual_seed(0)
             theirs, ours = make_pyg(), make_ours()
             ours.load_state_dict(theirs.state_dict(), strict=True)
@@ -128,14 +190,20 @@ def bench(args):
                 t_pyg, t_our, r_our = time_side_by_side(make(theirs), make(ours), args.min_reps, args.min_time)
                 row = {
                     "graph": name, "nodes": n, "edges": int(edge_index.size(1)), "layer": layer, "mode": mode,
-                    "f_in": args.f_in, "f_out": args.f_out, "heads": args.heads if layer == "GATConv" else 1,
+                    "f_in": args.f_in, "f_out": args.f_out, "heads": 1 if layer == "GCNConv" else args.heads,
                     "pyg_ms": t_pyg * 1e3, "gnnfuse_ms": t_our * 1e3, "speedup": t_pyg / t_our,
                     "reps": r_our, "max_rel_err": err,
                 }
+                mem = ""
+                if args.memory and mode == "fwd+bwd":
+                    row["pyg_peak_mb"] = measure_memory(args, name, layer, "pyg")
+                    row["gnnfuse_peak_mb"] = measure_memory(args, name, layer, "gnnfuse")
+                    mem = f"{row['pyg_peak_mb']:>10.1f}{row['gnnfuse_peak_mb']:>10.1f}"
                 results.append(row)
-                print(f"{name:<18}{layer:<9}{mode:<10}{t_pyg*1e3:>10.2f}{t_our*1e3:>12.2f}{t_pyg/t_our:>8.2f}x{err:>13.1e}")
+                print(f"{name:<18}{layer:<16}{mode:<10}{t_pyg*1e3:>10.2f}{t_our*1e3:>12.2f}{t_pyg/t_our:>8.2f}x{err:>13.1e}{mem}")
     if args.out:
-        write_results(args.out, args.threads, "medians; PyG time is the better of two blocks around gnnfuse's; float32", results)
+        write_results(args.out, args.threads, "medians; PyG time is the better of two blocks around gnnfuse's; float32; "
+                      "peak_mb: peak extra resident memory of one training step, each in a fresh process", results)
 
 
 def main():
@@ -144,7 +212,17 @@ def main():
     ap.add_argument("--f-in", type=int, default=64)
     ap.add_argument("--f-out", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
-    bench(ap.parse_args())
+    ap.add_argument("--layers", nargs="+", default=None, help="subset of GCNConv GATConv TransformerConv")
+    ap.add_argument("--memory", action="store_true", help="also peak extra memory of a training step, each in a fresh process")
+    ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--graph-name", help=argparse.SUPPRESS)
+    ap.add_argument("--layer-name", help=argparse.SUPPRESS)
+    ap.add_argument("--impl", choices=["pyg", "gnnfuse"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.memory_child:
+        memory_child(args)
+    else:
+        bench(args)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ ExprP binary(char op, ExprP a, ExprP b) {
   return make(std::move(e));
 }
 
-ExprP call(const std::string& fn, ExprP arg, std::optional<double> param = std::nullopt) {
+ExprP call(const std::string& fn, ExprP arg, std::optional<double> param = std::nullopt, const std::string& param_arg = "") {
   Expr e;
   e.kind = Expr::Kind::Call;
   e.name = fn;
@@ -57,6 +57,7 @@ ExprP call(const std::string& fn, ExprP arg, std::optional<double> param = std::
   if (param) {
     e.has_param = true;
     e.value = *param;
+    e.param_arg = param_arg;
   }
   return make(std::move(e));
 }
@@ -236,7 +237,7 @@ class Differentiator {
     if (fn == "exp") return {1, {call("exp", copy(g, needed))}};
     if (fn == "log") return {1, {binary('/', constant(1), copy(g, needed))}};
     if (fn == "relu") return {1, {call("step", copy(g, needed))}};
-    if (fn == "leaky_relu") return {1, {call("leaky_step", copy(g, needed), f.value)}};
+    if (fn == "leaky_relu") return {1, {call("leaky_step", copy(g, needed), f.value, f.param_arg)}};
     if (fn == "step" || fn == "leaky_step") return {0, {}};  // piecewise constant
     if (fn == "sigmoid") return {1, {call("sigmoid", copy(g, needed)), binary('-', constant(1), call("sigmoid", copy(g, needed)))}};
     if (fn == "tanh") {
@@ -245,6 +246,7 @@ class Differentiator {
       return {1, {binary('-', constant(1), binary('*', t1, t2))}};
     }
     if (fn == "pow") {
+      if (!f.param_arg.empty()) fail(f.loc, "pow with an argument exponent (" + f.param_arg + ") has no derivative here: write a number");
       if (f.value == 0) return {0, {}};
       if (f.value == 1) return {1, {}};
       if (f.value == 2) return {2, {copy(g, needed)}};
@@ -281,10 +283,196 @@ void collect_accesses(const ExprP& e, std::set<std::string>* out) {
   for (auto& a : e->args) collect_accesses(a, out);
 }
 
+// e with its variables renamed by `ren` (simultaneously).
+ExprP rename_vars(const ExprP& e, const std::map<std::string, std::string>& ren) {
+  Expr c = *e;
+  for (auto& v : c.idx) {
+    auto it = ren.find(v);
+    if (it != ren.end()) v = it->second;
+  }
+  for (auto& a : c.args) a = rename_vars(a, ren);
+  return make(std::move(c));
+}
+
+// Occurrences of each variable in the accesses and max/min bindings of e.
+void count_vars(const ExprP& e, std::map<std::string, int>* n) {
+  if (e->kind == Expr::Kind::Access)
+    for (auto& v : e->idx) ++(*n)[v];
+  if (e->kind == Expr::Kind::Reduce) ++(*n)[e->idx[0]];
+  for (auto& a : e->args) count_vars(a, n);
+}
+
+// Replaces the row statistics of an adjoint that walks the csr operand A by columns: maximal
+// sub-expressions (or, in a product, the group of factors free of the walked column) that walk a
+// row of A under another column name, keep none of those names and do not depend on the walked
+// column. `sink(stat, free, cols)` returns the access that stands for the statistic `stat`
+// (free: its indices, A's row first; cols: the private column names it walks).
+using StatSink = std::function<ExprP(const ExprP&, const Vars&, const Vars&)>;
+
+class RowStatHoister {
+ public:
+  RowStatHoister(const OpSpec& s, const TensorDecl& A, const std::string& gy, const std::string& y_pattern, const Vars& lhs,
+                 const StatSink& sink)
+      : s_(s), A_(A), gy_(gy), y_pattern_(y_pattern), lhs_(lhs), sink_(sink), walk_(A.vars[1]) {}
+
+  ExprP run(const ExprP& e) {
+    if (e->kind == Expr::Kind::Binary && (e->op == '+' || e->op == '-')) {
+      Expr c = *e;
+      c.args = {run(e->args[0]), run(e->args[1])};
+      return make(std::move(c));
+    }
+    if (e->kind == Expr::Kind::Neg) {
+      Expr c = *e;
+      c.args = {run(e->args[0])};
+      return make(std::move(c));
+    }
+    return term(e);
+  }
+
+ private:
+  const OpSpec& s_;
+  const TensorDecl& A_;
+  std::string gy_, y_pattern_;
+  Vars lhs_;
+  const StatSink& sink_;
+  std::string walk_;
+  std::map<std::string, int> term_count_;
+
+  bool on_A(const std::string& name) const {
+    if (name == gy_) return y_pattern_ == A_.name;
+    const TensorDecl* t = s_.find(name);
+    if (!t) return false;
+    if (t->role == Role::SparseInput) return t->name == A_.name;
+    return (t->role == Role::EdgeInput || t->role == Role::SelectInput) && t->pattern == A_.name;
+  }
+  void nested_cols(const ExprP& e, Vars* out) const {
+    if (e->kind == Expr::Kind::Access && on_A(e->name) && e->idx[1] != walk_ && !has(*out, e->idx[1])) out->push_back(e->idx[1]);
+    for (auto& a : e->args) nested_cols(a, out);
+  }
+  Vars free_of(const std::vector<ExprP>& parts) const {
+    std::map<std::string, int> inside;
+    Vars all;
+    for (auto& p : parts) {
+      count_vars(p, &inside);
+      all = unite(all, vars_of(p));  // variables bound by max/min inside are private
+    }
+    Vars out;
+    for (auto& v : all)
+      if (has(lhs_, v) || term_count_.at(v) > inside[v]) out.push_back(v);
+    return out;
+  }
+  // Whether the product of `parts` is a statistic; its indices (A's row first) and walked columns.
+  bool stat(const std::vector<ExprP>& parts, Vars* free, Vars* cols) const {
+    cols->clear();
+    for (auto& p : parts) {
+      if (has(all_vars_of(p), walk_)) return false;
+      nested_cols(p, cols);
+    }
+    if (cols->empty()) return false;
+    Vars f = free_of(parts);
+    for (auto& c : *cols)
+      if (has(f, c)) return false;
+    if (!has(f, A_.vars[0])) return false;
+    free->assign(1, A_.vars[0]);
+    for (auto& v : f)
+      if (v != A_.vars[0]) free->push_back(v);
+    return true;
+  }
+  static ExprP product(const std::vector<ExprP>& parts) {
+    ExprP out = parts[0];
+    for (size_t k = 1; k < parts.size(); ++k) out = binary('*', out, parts[k]);
+    return out;
+  }
+  static void factors(const ExprP& e, std::vector<ExprP>* out) {
+    if (e->kind == Expr::Kind::Binary && e->op == '*' && !e->grouped) {
+      factors(e->args[0], out);
+      factors(e->args[1], out);
+    } else {
+      out->push_back(e);
+    }
+  }
+  ExprP sub(const ExprP& e) {
+    Vars free, cols;
+    if (e->kind != Expr::Kind::Const && stat({e}, &free, &cols)) return sink_(e, free, cols);
+    if (e->args.empty()) return e;
+    Expr c = *e;
+    for (auto& a : c.args) a = sub(a);
+    return make(std::move(c));
+  }
+  ExprP term(const ExprP& e) {
+    term_count_.clear();
+    count_vars(e, &term_count_);
+    std::vector<ExprP> fs, group, plain, rest;
+    factors(e, &fs);
+    size_t nested_widest = 0;
+    bool any_nested = false;
+    Vars group_vars;
+    for (auto& f : fs) {
+      if (has(all_vars_of(f), walk_)) {
+        rest.push_back(f);
+        continue;
+      }
+      Vars fc, ff;
+      nested_cols(f, &fc);
+      if (fc.empty()) {
+        plain.push_back(f);
+        continue;
+      }
+      group.push_back(f);
+      group_vars = unite(group_vars, vars_of(f));
+      any_nested = true;
+      nested_widest = std::max(nested_widest, stat({f}, &ff, &fc) ? ff.size() : SIZE_MAX);
+    }
+    // Factors free of the walked column join the group when they share an index it sums (dY
+    // with the features the statistic reduces); the others stay outside (N x H, not N x H x D).
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (size_t k = 0; k < plain.size(); ++k) {
+        bool shares = false;
+        for (auto& v : vars_of(plain[k]))
+          shares = shares || (v != A_.vars[0] && !has(lhs_, v) && has(group_vars, v));
+        if (!shares) continue;
+        group.push_back(plain[k]);
+        group_vars = unite(group_vars, vars_of(plain[k]));
+        plain.erase(plain.begin() + static_cast<std::ptrdiff_t>(k));
+        grew = true;
+        break;
+      }
+    }
+    rest.insert(rest.begin(), plain.begin(), plain.end());
+    if (!any_nested) {
+      bool inside = false;  // a statistic inside a factor that depends on the walked column?
+      for (auto& f : rest) {
+        Vars c;
+        nested_cols(f, &c);
+        inside = inside || !c.empty();
+      }
+      if (!inside) return e;
+    }
+    Vars free, cols;
+    std::vector<ExprP> out;
+    // The whole group as one statistic when it is no wider than hoisting its parts one by one
+    // (the sum over the features of dY * Y in a softmax adjoint: N x H instead of N x H x F).
+    if (any_nested && stat(group, &free, &cols) && free.size() <= nested_widest) {
+      out.push_back(sink_(product(group), free, cols));
+    } else {
+      for (auto& f : group) out.push_back(sub(f));
+    }
+    for (auto& f : rest) out.push_back(sub(f));
+    return product(out);
+  }
+};
+
+ExprP hoist_row_stats(const OpSpec& s, const TensorDecl& A, const std::string& gy, const std::string& y_pattern, const Vars& lhs,
+                      const ExprP& rhs, const StatSink& sink) {
+  return RowStatHoister(s, A, gy, y_pattern, lhs, sink).run(rhs);
+}
+
 }  // namespace
 
 std::vector<Adjoint> differentiate(const OpSpec& s) {
   std::vector<Adjoint> out;
+  std::map<std::string, std::pair<std::string, std::string>> stat_ops;  // canonical text -> (op, spec text)
   const TensorDecl& Y = s.output();
   std::set<std::string> reserved;
   for (auto& t : s.tensors) reserved.insert(t.name);
@@ -351,10 +539,11 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     adj.grad_arg = fresh_name(s, "grad");
     // reduce max/min: d max_j e(o,j) / d e(o,j) is 1 at the chosen position, so every term
     // routes dY through a select of the forward's positions over the reduced csr operand.
-    std::string sel_decl;
+    std::string sel_decl, sel_name;
     if (s.selects()) {
       const TensorDecl* A = s.reduced_operand();
       std::string m = fresh_name(s, "M" + Y.name, {gy, dt});
+      sel_name = m;
       adj.select_arg = fresh_name(s, "selected");
       Vars mv = {A->vars[0], A->vars[1]};
       for (auto& v : Y.vars)
@@ -362,7 +551,6 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
       sel_decl = "select  " + m + "(" + join(mv) + ") on " + A->name + " = " + adj.select_arg + "\n";
       for (auto& t : terms) t.factors.insert(t.factors.begin(), parse_assignment("X() = " + m + "(" + join(mv) + ")", Loc{}).rhs);
     }
-    std::string name = s.name + "_grad_" + arg.name;
     // dT(t) = sum of coeff * dY(o) * factors
     std::string rhs;
     for (size_t k = 0; k < terms.size(); ++k) {
@@ -377,118 +565,206 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     }
     Vars tv = T->vars;
     std::string out_pattern = T->role == Role::SparseInput ? T->name : (T->role == Role::EdgeInput ? T->pattern : "");
-    std::string expr_text = dt + "(" + join(tv) + ") = " + rhs;
-    ExprP parsed = parse_assignment(expr_text, Loc{"<adjoint>", 1, 1}).rhs;
-    std::set<std::string> used;
-    collect_accesses(parsed, &used);
-    // The sparse operands the adjoint needs: read, carrying a read edge operand's or the
-    // incoming gradient's pattern, or the output's pattern.
-    std::set<std::string> structures;
-    for (auto& t : s.tensors) {
-      if (t.role == Role::SparseInput && used.count(t.name)) structures.insert(t.name);
-      if ((t.role == Role::EdgeInput || t.role == Role::CountInput || t.role == Role::SelectInput) && used.count(t.name))
-        structures.insert(t.pattern);
-    }
-    if (s.selects()) structures.insert(s.reduced_operand()->name);
-    if (!Y.pattern.empty()) structures.insert(Y.pattern);
-    if (!out_pattern.empty()) structures.insert(out_pattern);
+    ExprP parsed = parse_assignment(dt + "(" + join(tv) + ") = " + rhs, Loc{"<adjoint>", 1, 1}).rhs;
 
-    // Loop order: the adjoint's first index outermost (its rows are the parallel loop, so no
-    // two threads write one output row), then the sparse operand it belongs to, walked by
-    // columns when that index is the operand's column; then the forward's order.
-    Vars all = unite(all_vars_of(parsed), tv);
-    Vars order;
-    auto push = [&](const std::string& v) {
-      if (!has(order, v) && has(all, v)) order.push_back(v);
-    };
-    push(tv[0]);
-    for (auto& t : s.tensors)
-      if (t.role == Role::SparseInput && structures.count(t.name)) {
-        if (t.vars[0] == tv[0]) push(t.vars[1]);
-        if (t.vars[1] == tv[0]) push(t.vars[0]);
-      }
-    for (auto& v : s.order) {
-      push(v);
-      for (auto& [fresh, orig] : D.renamed_from())
-        if (orig == v) push(fresh);
-    }
-    for (auto& v : all) push(v);
-    auto before = [&](const std::string& a, const std::string& b) {
-      return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
-    };
-
-    // The spec of the adjoint.
-    std::ostringstream sp;
-    std::vector<std::string> args, tail;
-    std::ostringstream decls;
-    std::set<std::string> csc_names;
-    for (auto& t : s.tensors) {
-      if (t.role != Role::SparseInput || !structures.count(t.name)) continue;
-      bool by_columns = before(t.vars[1], t.vars[0]);
-      bool reads_values = used.count(t.name) && !t.values.empty();
-      args.push_back("Tensor " + t.rowptr);
-      args.push_back("Tensor " + t.col);
-      if (reads_values) args.push_back(std::string(t.values_optional ? "Tensor? " : "Tensor ") + t.values);
-      std::string colptr = t.colptr, row = t.row, perm = t.perm;
-      if (!t.has_csc()) {
-        colptr = fresh_name(s, t.name == "A" ? "colptr" : t.rowptr + "_colptr", csc_names);
-        row = fresh_name(s, t.name == "A" ? "row" : t.rowptr + "_row", csc_names);
-        perm = fresh_name(s, t.name == "A" ? "perm" : t.rowptr + "_perm", csc_names);
-      }
-      csc_names.insert(colptr);
-      csc_names.insert(row);
-      csc_names.insert(perm);
-      if (by_columns) {
-        args.push_back("Tensor " + colptr);
-        args.push_back("Tensor " + row);
-        args.push_back("Tensor " + perm);
-      } else {
-        tail.push_back("Tensor? " + colptr + "=None");
-        tail.push_back("Tensor? " + row + "=None");
-        tail.push_back("Tensor? " + perm + "=None");
-      }
-      decls << "sparse  " << t.name << "(" << join(t.vars) << ") = csr(" << t.rowptr << ", " << t.col
-            << (reads_values ? ", " + t.values : "") << ") csc(" << colptr << ", " << row << ", " << perm << ")\n";
-    }
-    for (auto& a : s.schema.args)
+    // The spec text of a derived op reading the forward's tensors, the incoming gradient, the
+    // positions of a max/min and hoisted statistics (`extra`: declaration line, schema argument).
+    // `order` empty: the adjoint's rule (below); else used as given.
+    auto write = [&](const std::string& name, const std::string& doc, const std::string& out_name, const Vars& out_vars,
+                     const std::string& out_pat, const ExprP& e, Vars order, int grad_order,
+                     const std::vector<std::pair<std::string, std::string>>& extra) {
+      std::set<std::string> used;
+      collect_accesses(e, &used);
+      // The sparse operands it needs: read, carrying a read edge operand's or the incoming
+      // gradient's pattern, or the output's pattern.
+      std::set<std::string> structures;
       for (auto& t : s.tensors) {
-        if (!used.count(t.name)) continue;
-        if (t.role == Role::DenseInput && t.arg == a.name) {
-          args.push_back("Tensor " + t.arg);
-          decls << "dense   " << t.name << "(" << join(t.vars) << ") = " << t.arg << "\n";
-        }
-        if (t.role == Role::EdgeInput && t.arg == a.name) {
-          args.push_back("Tensor " + t.arg);
-          decls << "edge    " << t.name << "(" << join(t.vars) << ") on " << t.pattern << " = " << t.arg << "\n";
-        }
-        if (t.role == Role::SelectInput && t.arg == a.name) {
-          args.push_back("Tensor " + t.arg);
-          decls << "select  " << t.name << "(" << join(t.vars) << ") on " << t.pattern << " = " << t.arg << "\n";
+        if (t.role == Role::SparseInput && used.count(t.name)) structures.insert(t.name);
+        if ((t.role == Role::EdgeInput || t.role == Role::CountInput || t.role == Role::SelectInput) && used.count(t.name))
+          structures.insert(t.pattern);
+      }
+      bool reads_sel = !sel_decl.empty() && used.count(sel_name);
+      if (reads_sel) structures.insert(s.reduced_operand()->name);
+      if (!Y.pattern.empty() && used.count(gy)) structures.insert(Y.pattern);
+      if (!out_pat.empty()) structures.insert(out_pat);
+
+      // Loop order: the output's first index outermost (its rows are the parallel loop, so no
+      // two threads write one output row), then the sparse operand it belongs to, walked by
+      // columns when that index is the operand's column; then the forward's order.
+      Vars all = unite(all_vars_of(e), out_vars);
+      auto push = [&](const std::string& v) {
+        if (!has(order, v) && has(all, v)) order.push_back(v);
+      };
+      if (!order.empty()) {
+        Vars given;
+        given.swap(order);
+        for (auto& v : given) push(v);
+      } else {
+        push(out_vars[0]);
+        for (auto& t : s.tensors)
+          if (t.role == Role::SparseInput && structures.count(t.name)) {
+            if (t.vars[0] == out_vars[0]) push(t.vars[1]);
+            if (t.vars[1] == out_vars[0]) push(t.vars[0]);
+          }
+        for (auto& v : s.order) {
+          push(v);
+          for (auto& [fresh, orig] : D.renamed_from())
+            if (orig == v) push(fresh);
         }
       }
-    for (auto& t : s.tensors)
-      if (t.role == Role::CountInput && used.count(t.name)) decls << "count   " << t.name << "(" << join(t.vars) << ") of " << t.pattern << "\n";
-    if (!sel_decl.empty()) {
-      args.push_back("Tensor " + adj.select_arg);
-      decls << sel_decl;
-    }
-    args.push_back("Tensor " + adj.grad_arg);
-    if (Y.pattern.empty()) decls << "dense   " << gy << "(" << join(Y.vars) << ") = " << adj.grad_arg << "\n";
-    else decls << "edge    " << gy << "(" << join(Y.vars) << ") on " << Y.pattern << " = " << adj.grad_arg << "\n";
-    decls << "output  " << dt << "(" << join(tv) << ")" << (out_pattern.empty() ? "" : " on " + out_pattern) << "\n";
-    args.insert(args.end(), tail.begin(), tail.end());
+      for (auto& v : all) push(v);
+      auto before = [&](const std::string& a, const std::string& b) {
+        return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
+      };
 
-    sp << "op      " << name << "\n";
-    sp << "doc     gradient of " << s.name << " with respect to " << arg.name << "\n";
-    sp << "schema  " << name << "(" << join(args, ", ") << ") -> Tensor\n";
-    sp << decls.str();
-    sp << "expr    " << expr_text << "\n";
-    sp << "reduce  sum\n";
-    sp << "order   " << join(order, " ") << "\n";
-    sp << "dtypes  " << join(s.dtypes, " ") << "\n";
-    sp << "index   " << join(s.index_dtypes, " ") << "\n";
-    sp << "grad_order " << s.grad_order - 1 << "\n";
-    adj.text = sp.str();
+      std::vector<std::string> args, tail;
+      std::ostringstream decls;
+      std::set<std::string> csc_names;
+      for (auto& t : s.tensors) {
+        if (t.role != Role::SparseInput || !structures.count(t.name)) continue;
+        bool by_columns = before(t.vars[1], t.vars[0]);
+        bool reads_values = used.count(t.name) && !t.values.empty();
+        args.push_back("Tensor " + t.rowptr);
+        args.push_back("Tensor " + t.col);
+        if (reads_values) args.push_back(std::string(t.values_optional ? "Tensor? " : "Tensor ") + t.values);
+        std::string colptr = t.colptr, row = t.row, perm = t.perm;
+        if (!t.has_csc()) {
+          colptr = fresh_name(s, t.name == "A" ? "colptr" : t.rowptr + "_colptr", csc_names);
+          row = fresh_name(s, t.name == "A" ? "row" : t.rowptr + "_row", csc_names);
+          perm = fresh_name(s, t.name == "A" ? "perm" : t.rowptr + "_perm", csc_names);
+        }
+        csc_names.insert(colptr);
+        csc_names.insert(row);
+        csc_names.insert(perm);
+        if (by_columns) {
+          args.push_back("Tensor " + colptr);
+          args.push_back("Tensor " + row);
+          args.push_back("Tensor " + perm);
+        } else {
+          tail.push_back("Tensor? " + colptr + "=None");
+          tail.push_back("Tensor? " + row + "=None");
+          tail.push_back("Tensor? " + perm + "=None");
+        }
+        decls << "sparse  " << t.name << "(" << join(t.vars) << ") = csr(" << t.rowptr << ", " << t.col
+              << (reads_values ? ", " + t.values : "") << ") csc(" << colptr << ", " << row << ", " << perm << ")\n";
+      }
+      for (auto& a : s.schema.args)
+        for (auto& t : s.tensors) {
+          if (!used.count(t.name)) continue;
+          if (t.role == Role::DenseInput && t.arg == a.name) {
+            args.push_back("Tensor " + t.arg);
+            decls << "dense   " << t.name << "(" << join(t.vars) << ") = " << t.arg << "\n";
+          }
+          if (t.role == Role::EdgeInput && t.arg == a.name) {
+            args.push_back("Tensor " + t.arg);
+            decls << "edge    " << t.name << "(" << join(t.vars) << ") on " << t.pattern << " = " << t.arg << "\n";
+          }
+          if (t.role == Role::SelectInput && t.arg == a.name) {
+            args.push_back("Tensor " + t.arg);
+            decls << "select  " << t.name << "(" << join(t.vars) << ") on " << t.pattern << " = " << t.arg << "\n";
+          }
+        }
+      std::function<void(const ExprP&)> float_params = [&](const ExprP& x) {
+        if (x->kind == Expr::Kind::Call && !x->param_arg.empty() && !has(args, "float " + x->param_arg)) args.push_back("float " + x->param_arg);
+        for (auto& a : x->args) float_params(a);
+      };
+      float_params(e);
+      for (auto& t : s.tensors)
+        if (t.role == Role::CountInput && used.count(t.name)) decls << "count   " << t.name << "(" << join(t.vars) << ") of " << t.pattern << "\n";
+      if (reads_sel) {
+        args.push_back("Tensor " + adj.select_arg);
+        decls << sel_decl;
+      }
+      for (auto& [decl, arg] : extra) {
+        args.push_back("Tensor " + arg);
+        decls << decl << "\n";
+      }
+      if (used.count(gy)) {
+        args.push_back("Tensor " + adj.grad_arg);
+        if (Y.pattern.empty()) decls << "dense   " << gy << "(" << join(Y.vars) << ") = " << adj.grad_arg << "\n";
+        else decls << "edge    " << gy << "(" << join(Y.vars) << ") on " << Y.pattern << " = " << adj.grad_arg << "\n";
+      }
+      decls << "output  " << out_name << "(" << join(out_vars) << ")" << (out_pat.empty() ? "" : " on " + out_pat) << "\n";
+      args.insert(args.end(), tail.begin(), tail.end());
+
+      std::ostringstream sp;
+      sp << "op      " << name << "\n";
+      sp << "doc     " << doc << "\n";
+      sp << "schema  " << name << "(" << join(args, ", ") << ") -> Tensor\n";
+      sp << decls.str();
+      sp << "expr    " << out_name << "(" << join(out_vars) << ") = " << to_string(e) << "\n";
+      sp << "reduce  sum\n";
+      sp << "order   " << join(order, " ") << "\n";
+      sp << "dtypes  " << join(s.dtypes, " ") << "\n";
+      sp << "index   " << join(s.index_dtypes, " ") << "\n";
+      sp << "grad_order " << grad_order << "\n";
+      return sp.str();
+    };
+
+    // Row statistics out of walks by columns (see Adjoint::stats).
+    std::vector<std::pair<std::string, std::string>> extra;
+    // Also in adjoints that walk A by rows: there the statistics would be sibling walks, legal
+    // but recomputed by every adjoint, while hoisted they are computed once per backward.
+    for (auto& A : s.tensors) {
+      if (A.role != Role::SparseInput || (A.vars[1] != tv[0] && A.vars[0] != tv[0])) continue;
+      std::set<std::string> reserved_here = reserved;
+      reserved_here.insert(gy);
+      reserved_here.insert(dt);
+      parsed = hoist_row_stats(s, A, gy, Y.pattern, tv, parsed, [&](const ExprP& stat, const Vars& free, const Vars& private_cols) {
+        // The statistic's op: canonical private column names (A's column, then j2, j3, ...),
+        // shared by every adjoint of this op that needs the same one.
+        Vars targets;
+        std::map<std::string, std::string> ren;
+        Vars avoid = all_vars_of(stat);
+        for (auto& c : private_cols) {
+          std::string t = A.vars[1];
+          for (int n = 2; has(targets, t) || has(free, t) || (has(avoid, t) && !has(private_cols, t)); ++n) t = A.vars[1] + std::to_string(n);
+          targets.push_back(t);
+          ren[c] = t;
+        }
+        ExprP body = rename_vars(stat, ren);
+        // Shared by name up to the names of the indices it sums privately.
+        std::map<std::string, std::string> canon;
+        for (auto& v : all_vars_of(body))
+          if (!has(free, v)) canon[v] = "_" + std::to_string(canon.size());
+        std::string key = to_string(rename_vars(body, canon)) + " | " + join(free);
+        auto hit = stat_ops.find(key);
+        std::string op_name;
+        if (hit == stat_ops.end()) {
+          op_name = s.name + "_stat" + std::to_string(stat_ops.size());
+          Vars order = {free[0]};
+          for (auto& t : targets) order.push_back(t);
+          for (auto& v : s.order) order.push_back(v);
+          std::string text = write(op_name, "a row statistic of " + s.name + " read by its adjoints", "R", free, "", body, order, 0, {});
+          stat_ops[key] = {op_name, text};
+        } else {
+          op_name = hit->second.first;
+        }
+        // Its name and argument in this adjoint.
+        std::string arg = op_name.substr(s.name.size() + 1);
+        std::string rname = fresh_name(s, "R" + arg.substr(4), reserved_here);
+        reserved_here.insert(rname);
+        bool seen = false;
+        for (auto& st : adj.stats) seen = seen || st.arg == arg;
+        if (!seen) {
+          Adjoint::Stat st;
+          st.arg = arg;
+          st.text = stat_ops[key].second;
+          st.spec = parse_spec(st.text, "<" + op_name + ", derived from " + s.name + ">");
+          st.spec.family = s.family;
+          adj.stats.push_back(std::move(st));
+          extra.push_back({"dense   " + rname + "(" + join(free) + ") = " + arg, arg});
+        } else {
+          for (auto& [decl, a] : extra)
+            if (a == arg) rname = decl.substr(8, decl.find('(') - 8);
+        }
+        return parse_assignment("X() = " + rname + "(" + join(free) + ")", Loc{}).rhs;
+      });
+    }
+
+    std::string name = s.name + "_grad_" + arg.name;
+    adj.text = write(name, "gradient of " + s.name + " with respect to " + arg.name, dt, tv, out_pattern, parsed, {},
+                     adj.stats.empty() ? s.grad_order - 1 : 0, extra);
     adj.spec = parse_spec(adj.text, "<" + name + ", derived from " + s.name + ">");
     adj.spec.family = s.family;
     out.push_back(std::move(adj));
@@ -503,8 +779,15 @@ Family compile_family(const OpSpec& user_op) {
     const OpSpec& s = f.ops[k]->spec;
     if (s.grad_order < 1) continue;
     std::vector<Adjoint> adj = differentiate(s);
-    for (auto& a : adj)
-      if (!a.zero) f.ops.push_back(compile(a.spec));
+    for (auto& a : adj) {
+      if (a.zero) continue;
+      for (auto& st : a.stats) {
+        bool have = false;
+        for (auto& c : f.ops) have = have || c->spec.name == st.spec.name;
+        if (!have) f.ops.push_back(compile(st.spec));
+      }
+      f.ops.push_back(compile(a.spec));
+    }
     f.adjoints[s.name] = std::move(adj);
   }
   return f;

@@ -36,7 +36,8 @@ std::string to_string(const Stmt& s) {
     case Stmt::Op::Neg: rhs = "-" + opnd(s.rhs[0]); break;
     case Stmt::Op::Call: {
       std::ostringstream prm;
-      if (s.has_param) prm << ", " << s.param;
+      if (s.has_param && !s.param_arg.empty()) prm << ", " << s.param_arg;
+      else if (s.has_param) prm << ", " << s.param;
       rhs = s.fn + "(" + opnd(s.rhs[0]) + prm.str() + ")";
       break;
     }
@@ -90,6 +91,7 @@ struct Pending {
   std::string fn;
   double param = 0;
   bool has_param = false;
+  std::string param_arg;
   std::string reduce = "sum";  // how materializing it reduces the variables not needed
   std::vector<Value> args;
   Vars vars;  // union of the arguments' variables
@@ -167,6 +169,7 @@ class Decomposer {
     st.fn = pd.fn;
     st.param = pd.param;
     st.has_param = pd.has_param;
+    st.param_arg = pd.param_arg;
     for (auto& a : pd.args) st.rhs.push_back(a.operand);
     st.accumulate = accumulate;
     st.reduce = accumulate ? pd.reduce : "sum";
@@ -303,6 +306,7 @@ class Decomposer {
         pd.fn = e->name;
         pd.param = e->value;
         pd.has_param = e->has_param;
+        pd.param_arg = e->param_arg;
         pd.args = {value(e->args[0], needed)};
         pd.vars = pd.args[0].vars;
         return pd;

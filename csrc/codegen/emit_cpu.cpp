@@ -1,6 +1,7 @@
 // Stage 7: emission. Per op a torch-free CPU kernel (<op>_cpu.cpp) with its params struct
 // (<op>_kernel.h); for all ops together the ATen adapters, Meta kernels and TORCH_LIBRARY
 // registration (registration.cpp) and the LibTorch C++ API (include/gnnfuse/ops.h).
+#include <cctype>
 #include <algorithm>
 #include <functional>
 #include <sstream>
@@ -168,6 +169,11 @@ class KernelEmitter {
     line("using acc_t = runtime::acc_t<scalar_t>;");
     for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";");
     for (auto& v : s_.order) line("(void)n_" + v + ";");
+    for (auto& a : s_.schema.args)
+      if (a.type == "float") {
+        line("const acc_t arg_" + a.name + " = static_cast<acc_t>(prm." + a.name + ");");
+        line("(void)arg_" + a.name + ";");
+      }
     for (auto& t : s_.tensors) {
       switch (t.role) {
         case Role::SparseInput:
@@ -215,6 +221,7 @@ class KernelEmitter {
   std::ostringstream os_;
   int depth_ = 1;
   std::set<std::string> walking_;  // sparse operands walked by the enclosing loops
+  std::set<std::string> enclosing_;  // variables of the enclosing loops
 
   void line(const std::string& l) { os_ << std::string(static_cast<size_t>(depth_) * 2, ' ') << l << "\n"; }
   void open(const std::string& l) {
@@ -295,6 +302,27 @@ class KernelEmitter {
     return "";
   }
 
+  // The sparse operand whose row (open in an enclosing loop, not being walked) a temporary is a
+  // sum over, directly or as a factor of a product or a sum of such products; "" if none. Such a
+  // value is an empty sum, 0, for a row without entries, whatever it is multiplied by.
+  std::string empty_walk_of(const Operand& o, int depth = 0) const {
+    if (o.is_const || depth > 8 || p_.tensor(o.access.tensor).role != Role::Temp) return "";
+    for (auto& st : p_.stmts) {
+      if (st.lhs.tensor != o.access.tensor) continue;
+      if (st.accumulate && st.reduce == "sum")
+        for (auto& t : s_.tensors)
+          if (t.role == Role::SparseInput && enclosing_.count(p_.outer_var(t.name)) && !walking_.count(t.name))
+            for (auto& v : st.sum_vars)
+              if (v == p_.inner_var(t.name)) return t.name;
+      if (st.op == Stmt::Op::Mul || st.op == Stmt::Op::Div || st.op == Stmt::Op::Copy)
+        for (size_t k = 0; k < (st.op == Stmt::Op::Mul ? st.rhs.size() : 1); ++k) {
+          std::string w = empty_walk_of(st.rhs[k], depth + 1);
+          if (!w.empty()) return w;
+        }
+    }
+    return "";
+  }
+
   std::string temp_ref(const Access& a) const {
     const TensorInfo& t = p_.tensor(a.tensor);
     if (!t.compressed_by.empty()) {
@@ -313,20 +341,36 @@ class KernelEmitter {
     switch (s.op) {
       case Stmt::Op::Copy: return arg(0);
       case Stmt::Op::Neg: return "-(" + arg(0) + ")";
-      case Stmt::Op::Mul: return arg(0) + " * " + arg(1);
-      case Stmt::Op::Div: return arg(0) + " / " + arg(1);
+      case Stmt::Op::Mul: {
+        // A sum over a walk times a row statistic: 0 for a row without entries (0 * 1/0 is not).
+        std::string walk = empty_walk_of(s.rhs[0]);
+        if (walk.empty()) walk = empty_walk_of(s.rhs[1]);
+        if (!walk.empty()) return "(" + walk + "_re > " + walk + "_rb ? " + arg(0) + " * " + arg(1) + " : acc_t(0))";
+        return arg(0) + " * " + arg(1);
+      }
+      case Stmt::Op::Div: {
+        // A sum over a walk divided by a row statistic (a softmax-weighted sum: the division is
+        // taken out of the sum): a row without entries sums nothing, 0, not 0 / 0.
+        std::string walk = empty_walk_of(s.rhs[0]);
+        if (!walk.empty()) return "(" + walk + "_re > " + walk + "_rb ? " + arg(0) + " / " + arg(1) + " : acc_t(0))";
+        return arg(0) + " / " + arg(1);
+      }
       case Stmt::Op::Add: return arg(0) + " + " + arg(1);
       case Stmt::Op::Sub: return arg(0) + " - " + arg(1);
       case Stmt::Op::Call:
-        if (s.fn == "exp") return "std::exp(" + arg(0) + ")";
+        if (s.fn == "exp") return "runtime::exp_acc(" + arg(0) + ")";
         if (s.fn == "log") return "std::log(" + arg(0) + ")";
         if (s.fn == "tanh") return "std::tanh(" + arg(0) + ")";
         if (s.fn == "relu") return "std::max(" + arg(0) + ", acc_t(0))";
         if (s.fn == "sigmoid") return "acc_t(1) / (acc_t(1) + std::exp(-(" + arg(0) + ")))";
-        if (s.fn == "step") return "(" + arg(0) + " > acc_t(0) ? acc_t(1) : acc_t(0))";
-        if (s.fn == "leaky_relu") return "(" + arg(0) + " > acc_t(0) ? " + arg(0) + " : " + fmt_const(s.param) + " * " + arg(0) + ")";
-        if (s.fn == "leaky_step") return "(" + arg(0) + " > acc_t(0) ? acc_t(1) : " + fmt_const(s.param) + ")";
-        if (s.fn == "pow") return "std::pow(" + arg(0) + ", " + fmt_const(s.param) + ")";
+        // Branch-free forms: the signs of attention logits are data, a branch on them mispredicts.
+        if (s.fn == "step") return "static_cast<acc_t>(" + arg(0) + " > acc_t(0))";
+        const std::string prm_v = s.param_arg.empty() ? fmt_const(s.param) : "arg_" + s.param_arg;
+        if (s.fn == "leaky_relu")
+          return "(std::max(" + arg(0) + ", acc_t(0)) + " + prm_v + " * std::min(" + arg(0) + ", acc_t(0)))";
+        if (s.fn == "leaky_step")
+          return "(" + prm_v + " + (acc_t(1) - " + prm_v + ") * static_cast<acc_t>(" + arg(0) + " > acc_t(0)))";
+        if (s.fn == "pow") return "std::pow(" + arg(0) + ", " + prm_v + ")";
         fail(s_.loc, "no CPU lowering for function " + s.fn);
     }
     return "";
@@ -359,7 +403,10 @@ class KernelEmitter {
     open("{");
     line("const acc_t v_ = " + value + ";");
     if (s.arg_out.empty()) {
-      line(ref + " = (" + better + ") ? v_ : " + ref + ";");
+      // std::max / std::min keep a NaN already held (maxss / minss, no branch); a NaN arriving
+      // takes over through a select that is almost never taken (a predictable branch at worst).
+      line(ref + " = " + (s.reduce == "max" ? "std::max(" : "std::min(") + ref + ", v_);");
+      line(ref + " = __builtin_isunordered(v_, v_) ? v_ : " + ref + ";");
     } else {
       // The sparse operand whose column is reduced gives the position; the accumulator starts
       // at -inf / inf, so the first entry wins unless it is -inf / inf itself (the position of
@@ -428,7 +475,11 @@ class KernelEmitter {
         std::string level;
         if (!n.space.single_level(&level))
           fail(s_.loc, "loop over '" + n.var + "' iterates " + n.space.str() + ": co-iteration of several sparse operands is not lowered yet");
-        if (n.simd) line(n.simd_reduction.empty() ? "#pragma omp simd" : "#pragma omp simd reduction(+:" + n.simd_reduction + ")");
+        if (level.empty() && n.simd && !n.simd_reduction.empty()) {
+          simd_sum(n);
+          return;
+        }
+        if (n.simd) line("#pragma omp simd");
         if (level.empty()) {
           open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
         } else {
@@ -444,12 +495,72 @@ class KernelEmitter {
           line("(void)" + edge(level) + ";");
         }
         enter(n);
+        enclosing_.insert(n.var);
         for (auto& k : n.kids) node(*k);
+        enclosing_.erase(n.var);
         close();
         walking_.erase(level);
         return;
       }
     }
+  }
+
+  // A dense innermost loop summing into the scalar `r` (a dot product): GCC does not reliably
+  // vectorise `omp simd reduction` inside the kernels' nests, so the sum runs in 8 explicit
+  // lanes over blocks of 8 (a plain simd loop) and a scalar tail, then adds the lanes.
+  void simd_sum(const Node& n) {
+    const std::string& v = n.var;
+    const std::string& r = n.simd_reduction;
+    // The body once, as text, with the loop variable and the sum as placeholders.
+    std::ostringstream body;
+    std::swap(body, os_);
+    int depth = depth_;
+    depth_ = 0;
+    enter(n);
+    enclosing_.insert(v);
+    for (auto& k : n.kids) node(*k);
+    enclosing_.erase(v);
+    std::swap(body, os_);
+    depth_ = depth;
+    auto substitute = [&](const std::string& text, const std::string& var_to, const std::string& sum_to) {
+      std::string out;
+      for (size_t k = 0; k < text.size();) {
+        auto word = [&](const std::string& w) {
+          return text.compare(k, w.size(), w) == 0 && (k == 0 || !(std::isalnum(static_cast<unsigned char>(text[k - 1])) || text[k - 1] == '_')) &&
+                 (k + w.size() >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[k + w.size()])) || text[k + w.size()] == '_'));
+        };
+        if (word(v)) {
+          out += var_to;
+          k += v.size();
+        } else if (word(r)) {
+          out += sum_to;
+          k += r.size();
+        } else {
+          out += text[k++];
+        }
+      }
+      return out;
+    };
+    auto put = [&](const std::string& text) {
+      std::istringstream in(text);
+      for (std::string l; std::getline(in, l);) line(l);
+    };
+    open("{");
+    line("acc_t " + r + "_lanes_[8] = {};");
+    line("int64_t " + v + "_ = 0;");
+    open("for (; " + v + "_ + 8 <= n_" + v + "; " + v + "_ += 8) {");
+    line("#pragma omp simd");
+    open("for (int64_t " + v + "_l = 0; " + v + "_l < 8; ++" + v + "_l) {");
+    line("const int64_t " + v + " = " + v + "_ + " + v + "_l;");
+    put(substitute(body.str(), v, r + "_lanes_[" + v + "_l]"));
+    close();
+    close();
+    open("for (int64_t " + v + " = " + v + "_; " + v + " < n_" + v + "; ++" + v + ") {");
+    put(body.str());
+    close();
+    line(r + " += ((" + r + "_lanes_[0] + " + r + "_lanes_[1]) + (" + r + "_lanes_[2] + " + r + "_lanes_[3])) + ((" + r + "_lanes_[4] + " + r +
+         "_lanes_[5]) + (" + r + "_lanes_[6] + " + r + "_lanes_[7]));");
+    close();
   }
 
   void top(const Node& n) {
@@ -470,7 +581,9 @@ class KernelEmitter {
       open("for (int64_t c = c_begin; c < c_end; ++c) {");
       open("for (int64_t " + n.var + " = chunks[c]; " + n.var + " < chunks[c + 1]; ++" + n.var + ") {");
       enter(n);
+      enclosing_.insert(n.var);
       for (auto& k : n.kids) node(*k);
+      enclosing_.erase(n.var);
       close();
       close();
       close("});");
@@ -478,7 +591,9 @@ class KernelEmitter {
       workspaces(n);
       open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
       enter(n);
+      enclosing_.insert(n.var);
       for (auto& k : n.kids) node(*k);
+      enclosing_.erase(n.var);
       close();
     }
     close();
@@ -505,6 +620,8 @@ void emit_params(const Compiled& c, std::ostream& h) {
   h << ") = " << to_string(s.expr.rhs) << "\n";
   h << "struct " << op << "_params {\n";
   for (auto& v : s.order) h << "  int64_t n_" << v << " = 0;  // extent of " << v << "\n";
+  for (auto& a : s.schema.args)
+    if (a.type == "float") h << "  double " << a.name << " = 0;  // schema argument\n";
   for (auto& t : s.tensors) {
     switch (t.role) {
       case Role::SparseInput:
@@ -743,6 +860,8 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       r << "  checks::position_values(\"" << op << "\", \"" << t.arg << "\", " << t.arg << ", " << s.find(t.pattern)->col << ".size(0));\n";
   r << "  " << op << "_params prm;\n";
   for (auto& v : s.order) r << "  prm.n_" << v << " = e.n_" << v << ".expect_int();\n";
+  for (auto& a : s.schema.args)
+    if (a.type == "float") r << "  prm." << a.name << " = " << a.name << ";\n";
   for (auto& t : s.tensors) {
     switch (t.role) {
       case Role::SparseInput:
@@ -886,6 +1005,59 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
     r << "      if (!csc_" << t.name << "_memo) csc_" << t.name << "_memo = " << expr << ";\n";
     r << "      return *csc_" << t.name << "_memo;\n    };\n";
   }
+  // The call of a derived op (an adjoint or a row statistic it reads): each argument from the
+  // forward's saved inputs, the incoming gradient, the positions of a max/min, the CSC views or
+  // the statistics computed first.
+  auto derived_call = [&](const Adjoint& adj, const OpSpec& callee) {
+    std::vector<std::string> call;
+    for (auto& a : callee.schema.args) {
+      if (a.name == adj.grad_arg) {
+        call.push_back("grad_output_");
+        continue;
+      }
+      if (!adj.select_arg.empty() && a.name == adj.select_arg) {
+        call.push_back("selected_");
+        continue;
+      }
+      bool is_stat = false;
+      for (auto& st : adj.stats) is_stat = is_stat || st.arg == a.name;
+      if (is_stat) {
+        call.push_back(a.name + "_()");
+        continue;
+      }
+      // A CSC array of one of the callee's sparse operands?
+      std::string csc_value;
+      for (auto& t : callee.tensors) {
+        if (t.role != Role::SparseInput || !t.has_csc()) continue;
+        int which = a.name == t.colptr ? 0 : a.name == t.row ? 1 : a.name == t.perm ? 2 : -1;
+        if (which < 0) continue;
+        if (walks_csc(callee, t)) csc_value = "std::get<" + std::to_string(which) + ">(csc_" + t.name + "())";
+        else csc_value = s.schema.arg(a.name) ? "@pass" : "std::nullopt";
+      }
+      if (!csc_value.empty() && csc_value != "@pass") {
+        call.push_back(csc_value);
+        continue;
+      }
+      const SchemaArg* mine = s.schema.arg(a.name);
+      if (!mine) fail(s.loc, "internal error: argument " + a.name + " of " + callee.name + " has no source");
+      if (mine->optional == a.optional || a.type != "Tensor") call.push_back(a.name);
+      else if (a.optional) call.push_back("std::optional<at::Tensor>(" + a.name + ")");
+      else call.push_back("*" + a.name);
+    }
+    std::string text = "gnnfuse::" + callee.name + "(";
+    for (size_t m = 0; m < call.size(); ++m) text += (m ? ", " : "") + call[m];
+    return text + ")";
+  };
+  // Row statistics, each computed at most once per backward, when an adjoint first needs it.
+  std::set<std::string> stat_done;
+  for (auto& adj : it->second)
+    for (auto& st : adj.stats) {
+      if (!stat_done.insert(st.arg).second) continue;
+      r << "    std::optional<at::Tensor> " << st.arg << "_memo;\n";
+      r << "    auto " << st.arg << "_ = [&]() -> const at::Tensor& {\n";
+      r << "      if (!" << st.arg << "_memo) " << st.arg << "_memo = " << derived_call(adj, st.spec) << ";\n";
+      r << "      return *" << st.arg << "_memo;\n    };\n";
+    }
   r << "    torch::autograd::variable_list out(" << s.schema.args.size() << ");\n";
   for (auto& adj : it->second) {
     size_t k = 0;
@@ -896,38 +1068,7 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
       r << "    if (" << cond << ") out[" << k << "] = at::zeros_like(" << (in.optional ? "*" : "") << adj.input << ");\n";
       continue;
     }
-    std::vector<std::string> call;
-    for (auto& a : adj.spec.schema.args) {
-      if (a.name == adj.grad_arg) {
-        call.push_back("grad_output_");
-        continue;
-      }
-      if (!adj.select_arg.empty() && a.name == adj.select_arg) {
-        call.push_back("selected_");
-        continue;
-      }
-      // A CSC array of one of the adjoint's sparse operands?
-      std::string csc_value;
-      for (auto& t : adj.spec.tensors) {
-        if (t.role != Role::SparseInput || !t.has_csc()) continue;
-        int which = a.name == t.colptr ? 0 : a.name == t.row ? 1 : a.name == t.perm ? 2 : -1;
-        if (which < 0) continue;
-        if (walks_csc(adj.spec, t)) csc_value = "std::get<" + std::to_string(which) + ">(csc_" + t.name + "())";
-        else csc_value = s.schema.arg(a.name) ? "@pass" : "std::nullopt";
-      }
-      if (!csc_value.empty() && csc_value != "@pass") {
-        call.push_back(csc_value);
-        continue;
-      }
-      const SchemaArg* mine = s.schema.arg(a.name);
-      if (!mine) fail(s.loc, "internal error: adjoint argument " + a.name + " of " + adj.spec.name + " has no source");
-      if (mine->optional == a.optional) call.push_back(a.name);
-      else if (a.optional) call.push_back("std::optional<at::Tensor>(" + a.name + ")");
-      else call.push_back("*" + a.name);
-    }
-    r << "    if (" << cond << ") out[" << k << "] = gnnfuse::" << adj.spec.name << "(";
-    for (size_t m = 0; m < call.size(); ++m) r << (m ? ", " : "") << call[m];
-    r << ");\n";
+    r << "    if (" << cond << ") out[" << k << "] = " << derived_call(adj, adj.spec) << ";\n";
   }
   r << "    return out;\n  }\n};\n\n";
 }

@@ -166,17 +166,22 @@ class ExprParser {
       if (param_functions().count(name)) {
         if (!eat(',')) fail(here(), name + " takes a constant parameter: " + name + "(x, c)");
         skip();
-        bool neg = eat('-');
-        skip();
-        size_t used = 0;
-        try {
-          e.value = std::stod(s_.substr(pos_), &used);
-        } catch (const std::exception&) {
-          fail(here(), "the parameter of " + name + " must be a number");
-        }
-        pos_ += used;
-        if (neg) e.value = -e.value;
         e.has_param = true;
+        if (pos_ < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) {
+          // A schema `float` argument (checked against the schema by parse_spec).
+          e.param_arg = ident();
+        } else {
+          bool neg = eat('-');
+          skip();
+          size_t used = 0;
+          try {
+            e.value = std::stod(s_.substr(pos_), &used);
+          } catch (const std::exception&) {
+            fail(here(), "the parameter of " + name + " must be a number or a float argument of the schema");
+          }
+          pos_ += used;
+          if (neg) e.value = -e.value;
+        }
       }
       if (!eat(')')) fail(here(), "expected ')' closing " + name + "(");
       return make(std::move(e));
@@ -240,7 +245,8 @@ std::string to_string(const ExprP& e) {
     case Expr::Kind::Neg: return "-" + to_string(e->args[0]);
     case Expr::Kind::Reduce: return e->name + "[" + e->idx[0] + "](" + to_string(e->args[0]) + ")";
     case Expr::Kind::Call:
-      return e->name + "(" + to_string(e->args[0]) + (e->has_param ? ", " + fmt_number(e->value) : "") + ")";
+      return e->name + "(" + to_string(e->args[0]) +
+             (e->has_param ? ", " + (e->param_arg.empty() ? fmt_number(e->value) : e->param_arg) : "") + ")";
     case Expr::Kind::Binary: {
       auto side = [&](const ExprP& a, bool right) {
         std::string t = to_string(a);
@@ -459,6 +465,17 @@ void check_spec(OpSpec& s) {
   } else if (s.schema.returns.size() != 1 || s.schema.returns[0] != "Tensor") {
     fail(s.loc, "the schema must return one Tensor");
   }
+  // Function parameters may name schema `float` arguments: leaky_relu(x, negative_slope).
+  std::function<void(const ExprP&)> param_args = [&](const ExprP& e) {
+    if (e->kind == Expr::Kind::Call && !e->param_arg.empty()) {
+      const SchemaArg* sa = s.schema.arg(e->param_arg);
+      if (!sa || sa->type != "float" || sa->optional)
+        fail(e->loc, "the parameter '" + e->param_arg + "' of " + e->name + " is not a (non-optional) float argument of the schema");
+      used_args.insert(e->param_arg);
+    }
+    for (auto& a : e->args) param_args(a);
+  };
+  param_args(s.expr.rhs);
   for (auto& a : s.schema.args)
     if (!used_args.count(a.name)) fail(s.loc, "schema argument '" + a.name + "' is not bound to a tensor of the spec");
 

@@ -42,6 +42,7 @@ struct Expr {
   std::vector<std::string> idx;  // Access: index variables; Reduce: the bound variable
   double value = 0;              // Const; Call: the constant parameter (leaky_relu slope, pow exponent)
   bool has_param = false;        // Call: takes a constant parameter
+  std::string param_arg;         // Call: the parameter is this schema `float` argument (else `value`)
   char op = 0;                   // Binary: one of + - * /
   bool grouped = false;          // written in parentheses (the decomposition keeps such a product whole)
   std::vector<ExprP> args;       // Binary: 2, Call: 1, Neg: 1, Reduce: 1
@@ -170,6 +171,7 @@ struct Stmt {
   std::string fn;  // Call
   double param = 0;        // Call: constant parameter
   bool has_param = false;  // Call
+  std::string param_arg;   // Call: the parameter is this schema `float` argument
   std::vector<Operand> rhs;
   bool accumulate = false;
   std::string reduce = "sum";  // accumulate with +=, or keep the max / min
@@ -218,6 +220,12 @@ struct Program {
 // to a step involving a sparse operand), which contracts U(i,k)*V(j,k) before masking with
 // A(i,j). A reducing output gets an accumulator temporary in the accumulation type.
 Program decompose(const OpSpec& spec);
+
+// Stage 2': sibling walks over the rows of one sparse operand under different column names
+// (the numerator and the denominator of a softmax-weighted sum) become one walk when neither
+// needs the other's complete reduction first; the statements that then compute the same value
+// (the scores) are kept once. Returns whether anything was merged.
+bool merge_walks(Program& p);
 
 // ---------------------------------------------------------------- iteration spaces
 // A Boolean mask over stored levels, in disjunctive normal form: an OR of ANDs of compressed
@@ -320,6 +328,18 @@ struct Adjoint {
   std::string select_arg;  // reduce max/min: argument of `spec` that receives the forward's positions
   std::string text;        // the derived spec, in the spec language
   OpSpec spec;             // parsed from `text`
+  // Row statistics hoisted out of a walk by columns. Inside the CSC walk of an adjoint (column j,
+  // then the rows i holding it) a row max or row sum of the forward (a softmax's) would be a walk
+  // over row i nested in the walk over j; each such sub-expression becomes a derived op of its
+  // own, `<op>_stat<k>` (a walk by rows with a dense output over the row and the free indices),
+  // which the backward runs first and passes as the dense argument `arg` (shared by the
+  // adjoints of one op that need the same statistic). The adjoint then has grad_order 0.
+  struct Stat {
+    std::string arg;  // schema argument of the adjoint receiving it
+    OpSpec spec;      // the statistic's op
+    std::string text;
+  };
+  std::vector<Stat> stats;
 };
 // Differentiates every floating input (dense operands, csr values, edge operands) of `spec`.
 // Sums distribute, products follow the product rule, functions the chain rule with one

@@ -138,6 +138,151 @@ SpaceMap propagate_spaces(const Program& p) {
   return m;
 }
 
+// ---------------------------------------------------------------- walk merging
+namespace {
+
+bool has_var(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Column variables under which statements walk the rows of sparse operand `A` (by CSR).
+std::vector<std::string> walk_vars(const Program& p, const std::string& A) {
+  std::vector<std::string> out;
+  for (auto& v : p.order)
+    for (auto& st : p.stmts) {
+      bool uses = false;
+      auto look = [&](const Access& a) {
+        const TensorInfo& t = p.tensor(a.tensor);
+        bool on_a = (t.role == Role::SparseInput && a.tensor == A) ||
+                    ((t.role == Role::EdgeInput || t.role == Role::SelectInput || t.role == Role::Output) && t.pattern == A);
+        if (on_a && a.idx.size() > 1 && a.idx[1] == v) uses = true;
+      };
+      look(st.lhs);
+      for (auto& o : st.rhs)
+        if (!o.is_const) look(o.access);
+      if (uses && !has_var(out, v)) out.push_back(v);
+    }
+  return out;
+}
+
+// Whether a statement reducing over `a` feeds, through any chain of statements, one that runs
+// under `b` (so the walk over b must follow the whole walk over a).
+bool reduced_then_used(const Program& p, const std::string& a, const std::string& b) {
+  size_t n = p.stmts.size();
+  std::vector<bool> reached(n, false);
+  std::vector<size_t> stack;
+  for (size_t k = 0; k < n; ++k)
+    if (has_var(p.stmts[k].sum_vars, a)) {
+      reached[k] = true;
+      stack.push_back(k);
+    }
+  while (!stack.empty()) {
+    size_t k = stack.back();
+    stack.pop_back();
+    for (size_t m = 0; m < n; ++m)
+      if (!reached[m] && p.stmts[m].reads(p.stmts[k].lhs.tensor)) {
+        reached[m] = true;
+        stack.push_back(m);
+      }
+  }
+  for (size_t m = 0; m < n; ++m)
+    if (reached[m] && has_var(p.stmts[m].vars, b) && !has_var(p.stmts[m].sum_vars, a)) return true;
+  return false;
+}
+
+void rename_var(Program& p, const std::string& from, const std::string& to) {
+  auto ren = [&](std::vector<std::string>& vs) {
+    for (auto& v : vs)
+      if (v == from) v = to;
+    std::vector<std::string> out;
+    for (auto& v : vs)
+      if (!has_var(out, v)) out.push_back(v);
+    vs = out;
+  };
+  for (auto& st : p.stmts) {
+    ren(st.lhs.idx);
+    for (auto& o : st.rhs)
+      if (!o.is_const) ren(o.access.idx);
+    ren(st.sum_vars);
+    ren(st.vars);
+  }
+  for (auto& [name, t] : p.tensors)
+    if (t.role == Role::Temp) ren(t.dims);
+  p.order.erase(std::remove(p.order.begin(), p.order.end(), from), p.order.end());
+}
+
+// Statements computing the same value twice (the scores of two merged walks): the later one is
+// dropped and its temporary read as the earlier one's.
+bool drop_duplicate(Program& p) {
+  auto writers = [&](const std::string& t) {
+    int n = 0;
+    for (auto& st : p.stmts) n += st.lhs.tensor == t;
+    return n;
+  };
+  // The statement up to the names of the variables it sums privately (a dot product over d and
+  // the same one over d3): those read the same dimensions of the same tensors, hence one extent.
+  auto key = [&](const Stmt& st) {
+    std::map<std::string, std::string> canon;
+    for (auto& v : st.sum_vars) canon[v] = "_" + std::to_string(canon.size());
+    auto name = [&](const std::string& v) { return canon.count(v) ? canon[v] : v; };
+    std::string k = std::to_string(static_cast<int>(st.op)) + "|" + st.fn + "|" + std::to_string(st.param) + "|" + st.param_arg + "|" +
+                    (st.accumulate ? "acc " + st.reduce : "set") + "|" + p.tensor(st.lhs.tensor).init;
+    for (auto& v : st.lhs.idx) k += "," + v;
+    k += "|";
+    for (auto& o : st.rhs) {
+      if (o.is_const) {
+        k += "#" + std::to_string(o.value);
+        continue;
+      }
+      k += o.access.tensor + "(";
+      for (auto& v : o.access.idx) k += name(v) + ",";
+      k += ")";
+    }
+    return k;
+  };
+  for (size_t b = 0; b < p.stmts.size(); ++b) {
+    const Stmt& B = p.stmts[b];
+    if (p.tensor(B.lhs.tensor).role != Role::Temp || writers(B.lhs.tensor) != 1 || !B.arg_out.empty()) continue;
+    for (size_t a = 0; a < b; ++a) {
+      const Stmt& A = p.stmts[a];
+      if (p.tensor(A.lhs.tensor).role != Role::Temp || writers(A.lhs.tensor) != 1 || key(A) != key(B)) continue;
+      if (p.tensor(A.lhs.tensor).dims != p.tensor(B.lhs.tensor).dims) continue;
+      std::string keep = A.lhs.tensor, gone = B.lhs.tensor;
+      p.stmts.erase(p.stmts.begin() + static_cast<std::ptrdiff_t>(b));
+      for (auto& st : p.stmts)
+        for (auto& o : st.rhs)
+          if (!o.is_const && o.access.tensor == gone) o.access.tensor = keep;
+      for (size_t k = 0; k < p.stmts.size(); ++k) p.stmts[k].id = static_cast<int>(k);
+      p.tensors.erase(gone);
+      p.temps.erase(std::remove(p.temps.begin(), p.temps.end(), gone), p.temps.end());
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool merge_walks(Program& p) {
+  bool merged = false;
+  for (auto& [name, t] : std::map<std::string, TensorInfo>(p.tensors)) {
+    if (t.role != Role::SparseInput || t.outer != 0) continue;
+    for (bool again = true; again;) {
+      again = false;
+      std::vector<std::string> ws = walk_vars(p, name);
+      for (size_t x = 0; x < ws.size() && !again; ++x)
+        for (size_t y = x + 1; y < ws.size() && !again; ++y) {
+          const std::string &a = ws[x], &b = ws[y];
+          if (has_var(p.spec->output().vars, b) || reduced_then_used(p, a, b) || reduced_then_used(p, b, a)) continue;
+          rename_var(p, b, a);
+          merged = again = true;
+        }
+    }
+  }
+  if (merged)
+    while (drop_duplicate(p)) {
+    }
+  return merged;
+}
+
 // ---------------------------------------------------------------- trees
 std::unique_ptr<Node> Node::root() { return std::make_unique<Node>(); }
 
@@ -546,6 +691,7 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec) {
   c->program = decompose(c->spec);
   Program& p = c->program;
   c->stages.emplace_back("decomposed", print_program(p));
+  if (merge_walks(p)) c->stages.emplace_back("after walk merging", print_program(p));
   auto tree = build_trees(p, initial_spaces(p));
   c->stages.emplace_back("index trees", print_tree(p, *tree));
   tree = build_trees(p, propagate_spaces(p));

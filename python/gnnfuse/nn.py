@@ -5,9 +5,10 @@ Same constructor arguments, same ``forward(x, edge_index, ...)`` (``edge_index``
 ``layer.load_state_dict(pyg_layer.state_dict())`` works with ``strict=True``. In eval mode the
 outputs and gradients match PyG's (see tests/python/test_nn.py).
 
-The aggregations run on the registered ops (``spmm``, ``sddmm_add``, ``edge_softmax_heads``,
-``spmm_heads``) over a CSR built once per call (once per graph with ``cached=True``); their
-backward is the generated one.
+The aggregations run on the registered ops (``spmm``; the fused ``gat`` and
+``graph_attention``; ``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads`` where the attention
+coefficients are needed: dropout, edge features, returned weights) over a CSR built once per
+call (once per graph with ``cached=True``); their backward is the generated one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-__all__ = ["GCNConv", "GATConv"]
+__all__ = ["GCNConv", "GATConv", "TransformerConv"]
 
 _ops = torch.ops.gnnfuse
 
@@ -42,6 +43,18 @@ def _Linear(in_channels: int, out_channels: int) -> torch.nn.Linear:
 def _check_edge_index(layer: str, edge_index: Tensor) -> None:
     if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"gnnfuse.nn.{layer}: edge_index must be a [2, E] tensor (sources, targets)")
+
+
+# The attention layers' choice between the fused ops (gat, graph_attention: no per-edge tensor,
+# memory O(N.H.C), each backward kernel recomputing the softmax per edge) and the per-edge ops
+# (sddmm, edge_softmax_heads, spmm_heads: [E, H] tensors, fewer passes over the edges; faster on
+# this CPU at the sizes measured in bench/results). `fused=None` takes the fused ops once the
+# [E, H] tensors (several kept for backward) would pass 2^24 elements (64 MiB each in float32).
+_FUSED_EDGE_HEADS = 1 << 24
+
+
+def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
+    return edge_heads >= _FUSED_EDGE_HEADS if fused is None else fused
 
 
 class GCNConv(torch.nn.Module):
@@ -137,7 +150,8 @@ class GATConv(torch.nn.Module):
     coefficients, training only), ``add_self_loops``, ``edge_dim``, ``fill_value`` (edge
     features of the added self-loops: a number, a tensor, or ``"mean"``, ``"add"``, ``"max"``,
     ``"min"`` of the incoming edges' features), ``bias``, ``residual``; ``in_channels`` may be a
-    pair (bipartite: sources, targets).
+    pair (bipartite: sources, targets). ``fused`` (not in PyG): True runs the fused ``gat`` op
+    (no per-edge tensor), False the per-edge ops, None chooses by size (see ``_use_fused``).
     """
 
     def __init__(
@@ -153,8 +167,10 @@ class GATConv(torch.nn.Module):
         fill_value: Union[float, Tensor, str] = "mean",
         bias: bool = True,
         residual: bool = False,
+        fused: Optional[bool] = None,
     ) -> None:
         super().__init__()
+        self.fused = fused
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
         self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
@@ -251,21 +267,150 @@ class GATConv(torch.nn.Module):
         num = max(num_src, num_dst)
         rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
+        use_edge = self.lin_edge is not None and edge_attr is not None
+        if _use_fused(self.fused, col.numel() * H) and not (
+            use_edge or return_attention_weights or (self.dropout > 0.0 and self.training)
+        ):
+            # The fused op: logits, softmax and weighted sum per destination, no [E, H] tensor.
+            out = _ops.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x_src.contiguous(), float(self.negative_slope))
+            return self._finish(out, x_dst_in)
         score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous())  # [E, H], CSR order
-        if self.lin_edge is not None and edge_attr is not None:
+        if use_edge:
             e = self.lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)[perm]
         score = F.leaky_relu(score, self.negative_slope)
         alpha = _ops.edge_softmax_heads(rowptr, col, score)  # [E, H], all heads in one walk
         alpha_used = F.dropout(alpha, p=self.dropout, training=self.training)
-        out = _ops.spmm_heads(rowptr, col, alpha_used, x_src)  # [N_dst, H, C]
-        out = out.reshape(-1, H * C) if self.concat else out.mean(1)
+        out = self._finish(_ops.spmm_heads(rowptr, col, alpha_used, x_src), x_dst_in)  # from [N_dst, H, C]
+        if return_attention_weights:
+            # CSR position p holds input edge perm[p]: back to edge_index order
+            return out, (edge_index, torch.empty_like(alpha).index_copy_(0, perm, alpha))
+        return out
+
+    def _finish(self, out: Tensor, x_dst_in: Tensor) -> Tensor:
+        out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(1)
         if self.res is not None:
             out = out + self.res(x_dst_in)
         if self.bias is not None:
             out = out + self.bias
-        if return_attention_weights:
-            # CSR position p holds input edge perm[p]: back to edge_index order
+        return out
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+class TransformerConv(torch.nn.Module):
+    """Graph transformer layer (Shi et al.), as ``torch_geometric.nn.TransformerConv``:
+
+    ``x'_i = W_1 x_i + ||_h sum_j alpha_ij^h (W_3 x_j [+ W_e e_ij])``, with
+    ``alpha_ij^h = softmax_j((W_2 x_i)^h . (W_4 x_j [+ W_e e_ij])^h / sqrt(C))``.
+
+    Arguments: ``heads``, ``concat`` (else the mean over heads), ``beta`` (gated root weight),
+    ``dropout`` (on the attention coefficients, training only), ``edge_dim``, ``bias``,
+    ``root_weight``; ``in_channels`` may be a pair (bipartite: sources, targets). Parameters
+    ``lin_key``, ``lin_query``, ``lin_value``, ``lin_edge``, ``lin_skip``, ``lin_beta`` as PyG's.
+    Without edge features, dropout or returned attention weights and with ``fused=True`` (not in
+    PyG; None chooses by size, see ``_use_fused``) the layer runs the fused op
+    ``graph_attention``: no per-edge tensor in forward or backward (memory O(N.H.C)); otherwise
+    ``sddmm_heads``, ``edge_softmax_heads`` and ``spmm_heads`` ([E, H] tensors).
+    """
+
+    def __init__(
+        self,
+        in_channels: Union[int, Tuple[int, int]],
+        out_channels: int,
+        heads: int = 1,
+        concat: bool = True,
+        beta: bool = False,
+        dropout: float = 0.0,
+        edge_dim: Optional[int] = None,
+        bias: bool = True,
+        root_weight: bool = True,
+        fused: Optional[bool] = None,
+    ) -> None:
+        super().__init__()
+        self.fused = fused
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.beta, self.root_weight, self.concat = beta and root_weight, root_weight, concat
+        self.dropout, self.edge_dim = dropout, edge_dim
+        src, dst = (in_channels, in_channels) if isinstance(in_channels, int) else in_channels
+        hc = heads * out_channels
+        self.lin_key = torch.nn.Linear(src, hc, bias=bias)
+        self.lin_query = torch.nn.Linear(dst, hc, bias=bias)
+        self.lin_value = torch.nn.Linear(src, hc, bias=bias)
+        if edge_dim is not None:
+            self.lin_edge = torch.nn.Linear(edge_dim, hc, bias=False)
+        else:
+            self.register_parameter("lin_edge", None)
+        width = hc if concat else out_channels
+        self.lin_skip = torch.nn.Linear(dst, width, bias=bias)
+        if self.beta:
+            self.lin_beta = torch.nn.Linear(3 * width, 1, bias=False)
+        else:
+            self.register_parameter("lin_beta", None)
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin_key, self.lin_query, self.lin_value, self.lin_edge, self.lin_skip, self.lin_beta):
+            if lin is not None:
+                lin.reset_parameters()
+
+    def forward(
+        self,
+        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor] = None,
+        return_attention_weights: Optional[bool] = None,
+    ):
+        _check_edge_index("TransformerConv", edge_index)
+        H, C = self.heads, self.out_channels
+        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        query = self.lin_query(x_dst).view(-1, H, C)
+        key = self.lin_key(x_src).view(-1, H, C)
+        value = self.lin_value(x_src).view(-1, H, C)
+        num_src, num_dst = x_src.size(0), x_dst.size(0)
+        num = max(num_src, num_dst)
+        _ops.validate_edge_index(edge_index, num)
+        rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
+        rowptr = rowptr[: num_dst + 1]
+        scale = 1.0 / math.sqrt(C)
+        use_edge = self.lin_edge is not None
+        if use_edge and edge_attr is None:
+            raise ValueError("gnnfuse.nn.TransformerConv: a layer with edge_dim needs edge_attr")
+        alpha: Optional[Tensor] = None
+        if _use_fused(self.fused, col.numel() * H) and not (
+            use_edge or return_attention_weights is not None or (self.dropout > 0.0 and self.training)
+        ):
+            out = _ops.graph_attention(rowptr, col, (query * scale).contiguous(), key.contiguous(), value.contiguous())
+        elif not use_edge:
+            # Scores [E, H] (sddmm_heads), softmax, weighted sum: no [E, H, C] tensor.
+            score = _ops.sddmm_heads(rowptr, col, (query * scale).contiguous(), key.contiguous())
+            alpha = _ops.edge_softmax_heads(rowptr, col, score)
+            used = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = _ops.spmm_heads(rowptr, col, used, value.contiguous())
+        else:
+            # Per-edge scores (CSR order), as PyG computes them.
+            rows = torch.repeat_interleave(torch.arange(num_dst, device=col.device), rowptr.diff())
+            colx = col.long()
+            key_j = key[colx]
+            e: Optional[Tensor] = None
+            if use_edge:
+                e = self.lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)[perm]
+                key_j = key_j + e
+            score = (query[rows] * key_j).sum(-1) * scale
+            alpha = _ops.edge_softmax_heads(rowptr, col, score.contiguous())
+            used = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = _ops.spmm_heads(rowptr, col, used, value.contiguous())
+            if e is not None:
+                out = out.index_add(0, rows, used[:, :, None] * e)
+        out = out.reshape(-1, H * C) if self.concat else out.mean(1)
+        if self.root_weight:
+            x_r = self.lin_skip(x_dst)
+            if self.lin_beta is not None:
+                b = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()
+                out = b * x_r + (1 - b) * out
+            else:
+                out = out + x_r
+        if return_attention_weights is not None and alpha is not None:
             return out, (edge_index, torch.empty_like(alpha).index_copy_(0, perm, alpha))
         return out
 

@@ -25,6 +25,7 @@ the argument.
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple, Union
 
 import torch
@@ -32,7 +33,7 @@ from torch import Tensor
 
 from .graph import Graph
 
-__all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax"]
+__all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention"]
 
 _Csc = Optional[Tuple[Tensor, Tensor, Tensor]]
 
@@ -149,7 +150,9 @@ def sddmm(
     """Sampled dense-dense operation, one value per edge ``e = j -> i``:
 
     * ``op="dot"``: ``E[e] = w_e * (u[i] . v[j])``, with ``u [num_nodes, K]``,
-      ``v [num_src_nodes, K]``, optional ``edge_weight [E]``; returns ``[E]``;
+      ``v [num_src_nodes, K]``, optional ``edge_weight [E]``; returns ``[E]``; with 3-D
+      ``u [num_nodes, H, K]``, ``v [num_src_nodes, H, K]`` one dot product per head (no edge
+      weight), ``[E, H]``;
     * ``op="add"`` / ``"mul"``: ``E[e, h] = u[i, h] + v[j, h]`` (or ``*``) per head, with
       ``u [num_nodes, H]``, ``v [num_src_nodes, H]`` (no edge weight); returns ``[E, H]``
       (GAT's attention logits are ``sddmm(g, a_dst, a_src, op="add")``).
@@ -166,7 +169,11 @@ def sddmm(
         raise ValueError(f"gnnfuse.sddmm: op={op!r} takes no edge_weight")
     rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm")
     colptr, row, cperm = _csc_for(graph, w, u, v)
-    if op == "dot":
+    if op == "dot" and u.dim() == 3:
+        if edge_weight is not None:
+            raise ValueError("gnnfuse.sddmm: multi-head op='dot' (3-D u, v) takes no edge_weight")
+        out = torch.ops.gnnfuse.sddmm_heads(rowptr, col, u, v, colptr, row, cperm)
+    elif op == "dot":
         out = torch.ops.gnnfuse.sddmm(rowptr, col, w, u, v, colptr, row, cperm)
     else:
         out = getattr(torch.ops.gnnfuse, "sddmm_" + op)(rowptr, col, u, v, colptr, row, cperm)
@@ -198,3 +205,102 @@ def sddmm_spmm(
     rowptr, col, w, _ = _resolve(graph, edge_weight, u.size(0), "sddmm_spmm")
     colptr, row, perm = _csc_for(graph, w, u, v, x)
     return torch.ops.gnnfuse.sddmm_spmm(rowptr, col, w, u, v, x, colptr, row, perm)
+
+
+def _to_input_order(out: Tensor, perm: Optional[Tensor]) -> Tensor:
+    """Per-edge values in CSR order -> the caller's edge order (``perm`` from :func:`_resolve`)."""
+    if perm is None:
+        return out
+    return torch.index_copy(torch.empty_like(out), 0, perm, out)
+
+
+def _heads_vector(att: Tensor, heads: int, channels: int, name: str) -> Tensor:
+    if att.numel() != heads * channels:
+        raise ValueError(f"gnnfuse.gat: {name} must hold heads x channels = {heads} x {channels} values, got shape {tuple(att.shape)}")
+    return att.reshape(1, heads, channels)
+
+
+def gat(
+    graph: GraphLike,
+    x: Tensor,
+    att_src: Tensor,
+    att_dst: Tensor,
+    negative_slope: float = 0.2,
+    x_dst: Optional[Tensor] = None,
+    edge_score: Optional[Tensor] = None,
+    dropout: float = 0.0,
+    training: bool = True,
+    generator: Optional[torch.Generator] = None,
+    return_attention: bool = False,
+):
+    """GAT aggregation: ``out[i, h] = sum_{j -> i} alpha_ijh x[j, h]`` with
+    ``alpha_ijh = softmax_j(leaky_relu(a_dst[i, h] + a_src[j, h] [+ edge_score[e, h]]))``,
+    ``a_src = (x * att_src).sum(-1)``, ``a_dst = (x_dst * att_dst).sum(-1)``.
+
+    Without dropout and edge scores it runs the fused op ``gat`` (``ops/gat.spec``): the
+    logits, the softmax and the weighted sum in one walk per destination, forward and backward
+    with no per-edge tensor (memory O(N.H.F)). With ``dropout > 0`` (and ``training``), an
+    ``edge_score`` or ``return_attention``, the coefficients are materialised ``[E, H]``
+    (``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads``); dropout draws its mask from
+    ``generator`` (seed it for reproducible masks).
+
+    Args:
+        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
+        x: ``[num_src_nodes, H, F]`` projected source features.
+        att_src, att_dst: ``H x F`` attention vectors (any shape with ``H * F`` values).
+        negative_slope: of the leaky ReLU.
+        x_dst: ``[num_nodes, H, F]`` projected target features (default ``x``).
+        edge_score: optional ``[E, H]`` additive logits per edge (graph's edge order).
+        return_attention: also return ``alpha`` ``[E, H]`` in the graph's edge order.
+
+    Returns:
+        ``[num_nodes, H, F]``, or ``(out, alpha)``.
+    """
+    if x.dim() != 3:
+        raise ValueError(f"gnnfuse.gat: x must be [num_src_nodes, heads, channels], got shape {tuple(x.shape)}")
+    H, C = x.size(1), x.size(2)
+    xd = x if x_dst is None else x_dst
+    a_src = (x * _heads_vector(att_src, H, C, "att_src")).sum(-1)
+    a_dst = (xd * _heads_vector(att_dst, H, C, "att_dst")).sum(-1)
+    rowptr, col, _, perm = _resolve(graph, None, xd.size(0), "gat")
+    colptr, row, cperm = _csc_for(graph, x, a_src, a_dst)
+    use_dropout = dropout > 0.0 and training
+    if not (use_dropout or edge_score is not None or return_attention):
+        return torch.ops.gnnfuse.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x.contiguous(), float(negative_slope), colptr, row, cperm)
+    score = torch.ops.gnnfuse.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous(), colptr, row, cperm)
+    if edge_score is not None:
+        score = score + (edge_score[perm] if perm is not None else edge_score)
+    alpha = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, torch.nn.functional.leaky_relu(score, negative_slope))
+    used = alpha
+    if use_dropout:
+        keep = torch.rand(alpha.shape, generator=generator, dtype=alpha.dtype, device=alpha.device) >= dropout
+        used = alpha * keep / (1.0 - dropout)
+    out = torch.ops.gnnfuse.spmm_heads(rowptr, col, used, x.contiguous(), colptr, row, cperm)
+    if return_attention:
+        return out, _to_input_order(alpha, perm)
+    return out
+
+
+def graph_attention(graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Optional[float] = None) -> Tensor:
+    """Dot-product graph attention (graph transformer):
+    ``out[i, h] = sum_{j -> i} softmax_j(scale * q[i, h] . k[j, h]) v[j, h]``.
+
+    The fused op ``graph_attention`` (``ops/graph_attention.spec``) computes the scores, their
+    row max and sum and the weighted sum of values per destination without a per-edge tensor,
+    in forward and backward (memory O(N.H.D)).
+
+    Args:
+        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
+        q: ``[num_nodes, H, D]``; k: ``[num_src_nodes, H, D]``; v: ``[num_src_nodes, H, F]``.
+        scale: default ``1 / sqrt(D)``.
+
+    Returns:
+        ``[num_nodes, H, F]``.
+    """
+    if q.dim() != 3:
+        raise ValueError(f"gnnfuse.graph_attention: q must be [num_nodes, heads, channels], got shape {tuple(q.shape)}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.size(-1)) if q.size(-1) > 0 else 1.0
+    rowptr, col, _, _ = _resolve(graph, None, q.size(0), "graph_attention")
+    colptr, row, perm = _csc_for(graph, q, k, v)
+    return torch.ops.gnnfuse.graph_attention(rowptr, col, (q * scale).contiguous(), k.contiguous(), v.contiguous(), colptr, row, perm)

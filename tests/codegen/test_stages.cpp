@@ -588,32 +588,51 @@ TEST(Autodiff, DerivativeTableAndRenamedBoundIndices) {
   EXPECT_EQ(e["u"], "0");
 }
 
-TEST(Autodiff, UnsupportedDerivativeIsAGenerationError) {
-  // exp(sum_j A(i,j) X(j,f)) kept in d/dX needs a walk over row i of A inside d/dX's walk over
-  // column j (through the CSC view): derived, then refused when lowered, naming the operand.
+TEST(Autodiff, RowStatisticsInAColumnWalkAreHoisted) {
+  // exp(sum_j A(i,j) X(j,f)) kept in d/dX would be a walk over row i of A inside d/dX's walk
+  // over column j (through the CSC view): it becomes a statistic R(i,f), an op of its own that
+  // walks A by rows, which the backward runs first.
   const std::string spec =
       "op t\nschema t(Tensor rowptr, Tensor col, Tensor? w, Tensor x) -> Tensor\n"
       "sparse A(i,j) = csr(rowptr, col, w)\ndense X(j,f) = x\noutput Y(i,f)\n"
       "expr Y(i,f) = exp(A(i,j) * X(j,f))\ndtypes float64\nindex int64\n";
   std::vector<Adjoint> adj = differentiate(parse_spec(spec, "t.spec"));
   ASSERT_EQ(adj.size(), 2u);
-  EXPECT_EQ(to_string(adj[1].spec.expr.rhs), "GY(i,f) * exp(A(i,j2) * X(j2,f)) * A(i,j)");
-  try {
-    compile_family(parse_spec(spec, "t.spec"));
-    FAIL() << "expected a SpecError";
-  } catch (const SpecError& e) {
-    EXPECT_NE(std::string(e.what()).find("walk over A"), std::string::npos) << e.what();
+  ASSERT_EQ(adj[1].stats.size(), 1u);
+  const std::string name = adj[1].stats[0].spec.name;  // t_stat<k>, shared with d/dw's
+  ASSERT_EQ(name.rfind("t_stat", 0), 0u) << name;
+  EXPECT_EQ(to_string(adj[1].spec.expr.rhs), "R" + name.substr(6) + "(i,f) * GY(i,f) * A(i,j)");
+  EXPECT_EQ(to_string(adj[1].stats[0].spec.expr.rhs), "exp(A(i,j) * X(j,f))");
+  EXPECT_EQ(adj[1].spec.grad_order, 0);
+  Family f = compile_family(parse_spec(spec, "t.spec"));  // lowered: no nested walk remains
+  bool compiled = false;
+  for (auto& c : f.ops) compiled = compiled || c->spec.name == name;
+  EXPECT_TRUE(compiled);
+}
+
+TEST(Autodiff, FusedGatAdjointsReadSharedRowStatistics) {
+  // The fused GAT aggregation (ops/gat.spec): every adjoint reads the softmax's row max, 1/sum
+  // and sums of dY*Y as statistics (ops of their own, computed once per backward and shared)
+  // and walks the graph once: by rows for d/da_dst, by columns for d/da_src and d/dx.
+  std::vector<Adjoint> adj = differentiate(load_spec(kOps + "/gat.spec"));
+  ASSERT_EQ(adj.size(), 3u);
+  ASSERT_EQ(adj[2].stats.size(), 2u);
+  const std::string inv_sum = "R" + adj[2].stats[0].spec.name.substr(8), max = "R" + adj[2].stats[1].spec.name.substr(8);
+  EXPECT_EQ(to_string(adj[2].spec.expr.rhs),
+            inv_sum + "(i,h) * GY(i,h,f) * A(i,j) * exp(leaky_relu(U(i,h) + V(j,h), negative_slope) - " + max + "(i,h))");
+  EXPECT_EQ(adj[2].stats[1].spec.expr.rhs->kind, Expr::Kind::Call);  // detach(max[j](...))
+  std::set<std::string> names;
+  for (auto& a : adj) {
+    EXPECT_FALSE(a.stats.empty()) << a.spec.name;
+    for (auto& st : a.stats) names.insert(st.spec.name);
   }
-  // Differentiating through an explicit max is refused unless it is detached.
-  const std::string mx =
-      "op t\nschema t(Tensor rowptr, Tensor col, Tensor s) -> Tensor\n"
-      "sparse A(i,j) = csr(rowptr, col)\nedge S(i,j) on A = s\noutput P(i,j) on A\n"
-      "expr P(i,j) = S(i,j) - max[j2](S(i,j2))\ndtypes float64\nindex int64\n";
-  try {
-    differentiate(parse_spec(mx, "t.spec"));
-    FAIL() << "expected a SpecError";
-  } catch (const SpecError& e) {
-    EXPECT_NE(std::string(e.what()).find("detach"), std::string::npos) << e.what();
+  EXPECT_EQ(names.size(), 4u);  // 1/sum, max, and sum_f dY*Y/sum^2 in two forms
+  for (auto& a : adj) {
+    auto c = compile(a.spec);
+    int walks = 0;
+    for (auto& k : c->tree->kids)
+      for (auto& l : k->kids) walks += l->kind == Node::Kind::Loop && !l->space.is_dense();
+    EXPECT_EQ(walks, 1) << a.spec.name;
   }
 }
 
@@ -656,14 +675,22 @@ TEST(Autodiff, EdgeSoftmaxIsDerivedFromItsDefinition) {
   auto e = adjoint_exprs(s);
   ASSERT_EQ(e.size(), 1u);
   // d/dS of exp(S - detach(m)) / Z: the quotient rule on the read S(i,j), plus the read S(i,j3)
-  // inside the row sum Z (renamed to carry the adjoint's index): P*dP - P*sum_j6(dP*P).
-  EXPECT_EQ(e["score"],
-            "DS(i,j) = GP(i,j) * exp(S(i,j) - detach(max[j2](S(i,j2)))) * (1 / (A(i,j32) * exp(S(i,j32) - detach(max[j4](S(i,j4)))))) - "
-            "(GP(i,j6) * exp(S(i,j6) - detach(max[j2](S(i,j2)))) * A(i,j) * exp(S(i,j) - detach(max[j4](S(i,j4)))) * "
-            "(1 / ((A(i,j7) * exp(S(i,j7) - detach(max[j4](S(i,j4))))) * (A(i,j8) * exp(S(i,j8) - detach(max[j4](S(i,j4))))))))");
-  // Lowered: the repeated row max and row sums are shared, so the row is walked four times
-  // (max, sum of exp, sum of dP*exp, the output), one after the other, with scalars only.
-  auto c = compile(adjoint(differentiate(s), "score").spec);
+  // inside the row sum Z (renamed to carry the adjoint's index): P*dP - P*sum_j6(dP*P); the
+  // row statistics 1/Z (R0), the max (R1) and sum_j6(dP*exp)/Z^2 (R2) are ops of their own.
+  EXPECT_EQ(e["score"], "DS(i,j) = R0(i) * GP(i,j) * exp(S(i,j) - R1(i)) - (R2(i) * A(i,j) * exp(S(i,j) - R1(i)))");
+  const std::vector<Adjoint> adjs = differentiate(s);
+  const Adjoint& ds = adjoint(adjs, "score");
+  ASSERT_EQ(ds.stats.size(), 3u);
+  EXPECT_EQ(to_string(ds.stats[1].spec.expr.rhs), "detach(max[j](S(i,j)))");
+  // Lowered: the adjoint walks the row once; each statistic walks it for its max and then once
+  // more (the sum of exp and the sum of dP*exp merged into one walk), with scalars only.
+  for (auto& st : ds.stats) {
+    auto sc = compile(st.spec);
+    int n = 0;
+    for (auto& l : sc->tree->kids[0]->kids) n += l->kind == Node::Kind::Loop && !l->space.is_dense();
+    EXPECT_LE(n, 2) << st.spec.name;
+  }
+  auto c = compile(ds.spec);
   int walks = 0;
   std::function<void(const Node&, int)> rec = [&](const Node& n, int depth) {
     if (n.kind == Node::Kind::Loop && !n.space.is_dense()) {
@@ -673,7 +700,7 @@ TEST(Autodiff, EdgeSoftmaxIsDerivedFromItsDefinition) {
     for (auto& k : n.kids) rec(*k, depth + (n.kind == Node::Kind::Loop ? 1 : 0));
   };
   rec(*c->tree, 0);
-  EXPECT_EQ(walks, 4);
+  EXPECT_EQ(walks, 1);
   for (auto& t : c->program.temps) EXPECT_TRUE(c->program.tensor(t).kept_dims.empty()) << t;
   // The forward: max walk, sum walk, output walk.
   auto f = compile(s);

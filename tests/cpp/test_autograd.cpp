@@ -160,6 +160,21 @@ TEST_P(AutogradTest, SddmmAddMul) {
   EXPECT_THROW(gnnfuse::sddmm_add(g.rowptr, g.col, rnd({g.rows, 2}, 1), rnd({g.cols, 3}, 2)), c10::Error);
 }
 
+TEST_P(AutogradTest, FusedAttention) {
+  // gat and graph_attention: their backward reads row statistics computed by generated ops
+  // (gat_stat*, graph_attention_stat*) before the adjoints that walk by columns.
+  const Graph g = random_graph(23, 31, 90, GetParam(), 32);
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::gat(g.rowptr, g.col, in[0], in[1], in[2], 0.2); },
+                  {rnd({g.rows, 2}, 33), rnd({g.cols, 2}, 34), rnd({g.cols, 2, 3}, 35)}, "gat");
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::graph_attention(g.rowptr, g.col, in[0], in[1], in[2]); },
+                  {rnd({g.rows, 2, 4}, 36), rnd({g.cols, 2, 4}, 37), rnd({g.cols, 2, 3}, 38)}, "graph_attention");
+  // gat == edge_softmax_heads(leaky_relu(sddmm_add)) aggregated by spmm_heads
+  const at::Tensor ad = rnd({g.rows, 2}, 39), as = rnd({g.cols, 2}, 40), x = rnd({g.cols, 2, 3}, 41);
+  const at::Tensor p = gnnfuse::edge_softmax_heads(g.rowptr, g.col, at::leaky_relu(gnnfuse::sddmm_add(g.rowptr, g.col, ad, as), 0.2));
+  EXPECT_TRUE(at::allclose(gnnfuse::gat(g.rowptr, g.col, ad, as, x, 0.2), gnnfuse::spmm_heads(g.rowptr, g.col, p, x), 1e-12, 1e-12));
+  EXPECT_THROW(gnnfuse::gat(g.rowptr, g.col, ad, as, rnd({g.cols, 3, 3}, 1), 0.2), c10::Error);
+}
+
 TEST_P(AutogradTest, SpmmDoubleBackward) {
   const Graph g = random_graph(21, 21, 70, GetParam(), 19);
   const at::Tensor gy = rnd({g.rows, 4}, 20);

@@ -284,3 +284,15 @@ def ref_spmm_scatter(case: GraphCase, x: Tensor, weight: Optional[Tensor] = None
     out.index_add_(0, case.dst, w[:, None] * xd[case.src])
     scale = torch.zeros_like(out).index_add_(0, case.dst, w.abs()[:, None] * xd.abs()[case.src])
     return out, scale
+
+
+def assert_frontend_matches_eager(module_cls, run, frontend: str) -> None:
+    """``run(module)`` -> tensors (outputs and gradients), compared between an eager instance of
+    ``module_cls`` and the same module through ``frontend``: ``"torchscript"`` or
+    ``"compile:<backend>"`` (``torch.compile(fullgraph=True)``)."""
+    if frontend == "torchscript":
+        other = torch.jit.script(module_cls())
+    else:
+        other = torch.compile(module_cls(), backend=frontend.split(":", 1)[1], fullgraph=True)
+    for a, b in zip(run(other), run(module_cls())):
+        torch.testing.assert_close(a, b)

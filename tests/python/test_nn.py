@@ -16,10 +16,10 @@ pyg_nn = pytest.importorskip("torch_geometric.nn")
 GRAPHS = ["self_loops_duplicates", "empty_rows_isolated", "power_law", "single_node_loop"]
 
 
-def _pair(ours_cls, pyg_cls, *args, **kwargs):
+def _pair(ours_cls, pyg_cls, *args, ours_kwargs=None, **kwargs):
     torch.manual_seed(0)
     theirs = pyg_cls(*args, **kwargs).double()
-    ours = ours_cls(*args, **kwargs).double()
+    ours = ours_cls(*args, **kwargs, **(ours_kwargs or {})).double()
     ours.load_state_dict(theirs.state_dict(), strict=True)
     theirs.eval()
     ours.eval()
@@ -96,9 +96,10 @@ def test_gcnconv_cached_reuses_the_normalised_graph():
     ],
     ids=["default", "heads3", "heads3_mean", "slope_nobias", "no_self_loops", "residual"],
 )
-def test_gatconv_matches_pyg(name, kwargs):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_edge"])
+def test_gatconv_matches_pyg(name, kwargs, fused):
     case = CASES[name]
-    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, 6, 4, **kwargs)
+    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, 6, 4, ours_kwargs={"fused": fused}, **kwargs)
     x = features(case.num_nodes, 6, torch.float64, seed=4)
     _compare(ours, theirs, [x, case.edge_index], lambda layer, *t: layer(*t))
 
@@ -141,19 +142,73 @@ def test_gatconv_dropout_only_in_training():
     assert not torch.allclose(a, b)
 
 
+@pytest.mark.parametrize("name", GRAPHS)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"heads": 3},
+        {"heads": 3, "concat": False},
+        {"heads": 2, "beta": True},
+        {"heads": 2, "beta": True, "concat": False},
+        {"heads": 2, "root_weight": False, "bias": False},
+    ],
+    ids=["default", "heads3", "heads3_mean", "beta", "beta_mean", "no_root_no_bias"],
+)
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_edge"])
+def test_transformerconv_matches_pyg(name, kwargs, fused):
+    case = CASES[name]
+    ours, theirs = _pair(gnn.TransformerConv, pyg_nn.TransformerConv, 6, 4, ours_kwargs={"fused": fused}, **kwargs)
+    x = features(case.num_nodes, 6, torch.float64, seed=12)
+    _compare(ours, theirs, [x, case.edge_index], lambda layer, *t: layer(*t))
+
+
+def test_transformerconv_edge_features_bipartite_and_attention_match_pyg():
+    case = CASES["self_loops_duplicates"]
+    ours, theirs = _pair(gnn.TransformerConv, pyg_nn.TransformerConv, 5, 3, heads=2, edge_dim=4)
+    x = features(case.num_nodes, 5, torch.float64, seed=13)
+    e = features(case.num_edges, 4, torch.float64, seed=14)
+    _compare(ours, theirs, [x, case.edge_index, e], lambda layer, *t: layer(*t))
+    case = CASES["bipartite_more_sources"]
+    ours, theirs = _pair(gnn.TransformerConv, pyg_nn.TransformerConv, (5, 3), 4, heads=2)
+    xs = features(case.num_src_nodes, 5, torch.float64, seed=15)
+    xd = features(case.num_nodes, 3, torch.float64, seed=16)
+    _compare(ours, theirs, [xs, xd, case.edge_index], lambda layer, a, b, ei: layer((a, b), ei))
+    case = CASES["power_law"]
+    ours, theirs = _pair(gnn.TransformerConv, pyg_nn.TransformerConv, 6, 4, heads=2)
+    x = features(case.num_nodes, 6, torch.float64, seed=17)
+    _compare(ours, theirs, [x, case.edge_index], lambda layer, a, ei: layer(a, ei, return_attention_weights=True))
+
+
+def test_fused_and_unfused_attention_paths_agree():
+    # GATConv / TransformerConv in training with fused=True take the fused op; asking for the
+    # attention weights takes the per-edge path: same outputs and gradients.
+    case = CASES["power_law"]
+    x = features(case.num_nodes, 6, torch.float64, seed=18)
+    for layer in (gnn.GATConv(6, 4, heads=2, fused=True).double(), gnn.TransformerConv(6, 4, heads=2, fused=True).double()):
+        fused = layer(x, case.edge_index)
+        unfused = layer(x, case.edge_index, return_attention_weights=True)[0]
+        torch.testing.assert_close(fused, unfused, rtol=1e-12, atol=1e-12)
+        g1 = torch.autograd.grad(fused.square().sum(), list(layer.parameters()))
+        g2 = torch.autograd.grad(unfused.square().sum(), list(layer.parameters()))
+        for a, b in zip(g1, g2):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_layers_train_a_step():
     # A two-layer GAT/GCN model trains end to end (loss decreases on a fixed batch).
     case = CASES["power_law"]
     torch.manual_seed(0)
     x = features(case.num_nodes, 8, torch.float32, seed=11)
     y = torch.randint(0, 3, (case.num_nodes,))
-    model = torch.nn.ModuleList([gnn.GATConv(8, 4, heads=2), gnn.GCNConv(8, 3)])
+    model = torch.nn.ModuleList([gnn.GATConv(8, 4, heads=2), gnn.TransformerConv(8, 4, heads=2), gnn.GCNConv(8, 3)])
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     losses = []
     for _ in range(20):
         opt.zero_grad()
         h = torch.relu(model[0](x, case.edge_index))
-        loss = torch.nn.functional.cross_entropy(model[1](h, case.edge_index), y)
+        h = torch.relu(model[1](h, case.edge_index))
+        loss = torch.nn.functional.cross_entropy(model[2](h, case.edge_index), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())

@@ -14,7 +14,7 @@ from torch.autograd import gradcheck
 
 import gnnfuse
 from gnnfuse import Graph
-from graphs import CASE_NAMES, CASES, csr_of, edge_weights, features
+from graphs import CASE_NAMES, CASES, assert_frontend_matches_eager, csr_of, edge_weights, features
 
 ops = torch.ops.gnnfuse
 INDEX_DTYPES = [torch.int32, torch.int64]
@@ -271,16 +271,13 @@ def _aggregate_grads(fn):
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
 def test_reductions_torchscript():
-    for a, b in zip(_aggregate_grads(torch.jit.script(Aggregate())), _aggregate_grads(Aggregate())):
-        torch.testing.assert_close(a, b)
+    assert_frontend_matches_eager(Aggregate, _aggregate_grads, "torchscript")
 
 
 @pytest.mark.compile
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_reductions_torch_compile(backend, dynamo_reset):
-    compiled = torch.compile(Aggregate(), backend=backend, fullgraph=True)
-    for a, b in zip(_aggregate_grads(compiled), _aggregate_grads(Aggregate())):
-        torch.testing.assert_close(a, b)
+    assert_frontend_matches_eager(Aggregate, _aggregate_grads, "compile:" + backend)
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
@@ -439,16 +436,13 @@ def _attention_grads(fn):
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
 def test_multihead_ops_torchscript():
-    for a, b in zip(_attention_grads(torch.jit.script(Attention())), _attention_grads(Attention())):
-        torch.testing.assert_close(a, b)
+    assert_frontend_matches_eager(Attention, _attention_grads, "torchscript")
 
 
 @pytest.mark.compile
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_multihead_ops_torch_compile(backend, dynamo_reset):
-    compiled = torch.compile(Attention(), backend=backend, fullgraph=True)
-    for a, b in zip(_attention_grads(compiled), _attention_grads(Attention())):
-        torch.testing.assert_close(a, b)
+    assert_frontend_matches_eager(Attention, _attention_grads, "compile:" + backend)
 
 
 @pytest.mark.parametrize("op", ["sddmm_add", "sddmm_mul"])

@@ -1,0 +1,315 @@
+"""Fused attention ops written only as specs: ``gat`` (ops/gat.spec: leaky-ReLU logits
+a_dst[i] + a_src[j], edge softmax, weighted sum) and ``graph_attention``
+(ops/graph_attention.spec: dot-product scores q_i . k_j). Their backward is generated, with the
+softmax's row statistics hoisted into ops of their own (``<op>_stat<k>``) for the adjoints that
+walk the graph by columns. Checked against independent float64 references on the edge-case
+graphs, gradcheck, opcheck, TorchScript, torch.compile, the Python API and bad inputs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import Tensor
+from torch.autograd import gradcheck
+
+import gnnfuse
+from gnnfuse import Graph
+from graphs import CASE_NAMES, CASES, assert_frontend_matches_eager, csr_of, features
+
+ops = torch.ops.gnnfuse
+INDEX_DTYPES = [torch.int32, torch.int64]
+DTYPE_IDS = {torch.int32: "int32", torch.int64: "int64"}
+SMALL = {"no_edges", "single_node", "single_node_loop", "self_loops_duplicates"}
+
+
+def _rows(rowptr: Tensor) -> Tensor:
+    return torch.repeat_interleave(torch.arange(rowptr.numel() - 1), rowptr.diff().long())
+
+
+def ref_softmax_aggregate(rowptr: Tensor, col: Tensor, score: Tensor, x: Tensor) -> Tensor:
+    """Row by row in float64: out[i,h] = sum_e softmax over the row of score[e,h] * x[col[e],h]."""
+    n, H = rowptr.numel() - 1, score.size(1)
+    out = torch.zeros(n, H, x.size(2), dtype=torch.float64)
+    s, xd = score.double(), x.double()
+    for i in range(n):
+        b, e = int(rowptr[i]), int(rowptr[i + 1])
+        if e > b:
+            p = torch.softmax(s[b:e], 0)  # [deg, H]
+            out[i] = (p[:, :, None] * xd[col[b:e].long()]).sum(0)
+    return out
+
+
+def ref_gat(rowptr, col, a_dst, a_src, x, slope):
+    rows = _rows(rowptr)
+    score = torch.nn.functional.leaky_relu(a_dst.double()[rows] + a_src.double()[col.long()], slope)
+    return ref_softmax_aggregate(rowptr, col, score, x)
+
+
+def ref_graph_attention(rowptr, col, q, k, v):
+    rows = _rows(rowptr)
+    score = (q.double()[rows] * k.double()[col.long()]).sum(-1)
+    return ref_softmax_aggregate(rowptr, col, score, v)
+
+
+def _inputs(name, H, F, dtype=torch.float64, seed=0, D=None):
+    case = CASES[name]
+    n, m = case.num_nodes, case.num_src_nodes
+    g = torch.Generator().manual_seed(seed)
+    D = F if D is None else D
+    a_dst = torch.randn(n, H, generator=g, dtype=dtype)
+    a_src = torch.randn(m, H, generator=g, dtype=dtype)
+    x = torch.randn(m, H, F, generator=g, dtype=dtype)
+    q = torch.randn(n, H, D, generator=g, dtype=dtype) / math.sqrt(max(D, 1))
+    k = torch.randn(m, H, D, generator=g, dtype=dtype)
+    return a_dst, a_src, x, q, k
+
+
+# ---------------------------------------------------------------- references
+@pytest.mark.parametrize("F", [1, 3, 32, 129])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_gat_fp64_reference(name, index_dtype, F):
+    rowptr, col, _ = csr_of(name, index_dtype)
+    a_dst, a_src, x, _, _ = _inputs(name, 2, F, seed=F)
+    out = ops.gat(rowptr, col, a_dst, a_src, x, 0.2)
+    torch.testing.assert_close(out, ref_gat(rowptr, col, a_dst, a_src, x, 0.2), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("F", [1, 3, 32, 129])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_graph_attention_fp64_reference(name, index_dtype, F):
+    rowptr, col, _ = csr_of(name, index_dtype)
+    _, _, v, q, k = _inputs(name, 2, F, seed=F, D=[5, 3, 16, 7][[1, 3, 32, 129].index(F)])
+    out = ops.graph_attention(rowptr, col, q, k, v)
+    torch.testing.assert_close(out, ref_graph_attention(rowptr, col, q, k, v), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["gat", "graph_attention"])
+def test_float32_close_to_float64(op):
+    name = "power_law"
+    rowptr, col, _ = csr_of(name)
+    a_dst, a_src, x, q, k = _inputs(name, 4, 32)
+    if op == "gat":
+        f = lambda *t: ops.gat(rowptr, col, *t, 0.2)  # noqa: E731
+        args = (a_dst, a_src, x)
+    else:
+        f = lambda *t: ops.graph_attention(rowptr, col, *t)  # noqa: E731
+        args = (q, k, x)
+    want = f(*args)
+    got = f(*(t.float() for t in args))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_large_logits_stay_finite():
+    rowptr = torch.tensor([0, 3, 5, 5])
+    col = torch.tensor([0, 1, 2, 0, 1])
+    for dtype in (torch.float32, torch.float64):
+        a_dst = torch.tensor([[1e4], [-1e4], [0.0]], dtype=dtype, requires_grad=True)
+        a_src = torch.tensor([[1e4], [1e4 - 1], [-1e4]], dtype=dtype, requires_grad=True)
+        x = torch.randn(3, 1, 4, dtype=dtype, requires_grad=True)
+        out = ops.gat(rowptr, col, a_dst, a_src, x, 0.2)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out.double(), ref_gat(rowptr, col, a_dst.detach(), a_src.detach(), x.detach(), 0.2),
+                                   rtol=1e-5, atol=1e-5)
+        out.square().sum().backward()
+        for t in (a_dst, a_src, x):
+            assert torch.isfinite(t.grad).all()
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_sddmm_heads_fp64_reference(name, index_dtype):
+    rowptr, col, _ = csr_of(name, index_dtype)
+    _, _, _, q, k = _inputs(name, 3, 1, seed=2, D=129 if name == "power_law" else 5)
+    want = (q[_rows(rowptr)] * k[col.long()]).sum(-1)
+    torch.testing.assert_close(ops.sddmm_heads(rowptr, col, q, k), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_sddmm_heads_gradcheck(name):
+    rowptr, col, _ = csr_of(name)
+    _, _, _, q, k = _inputs(name, 2, 1, seed=3, D=3)
+    args = (q.requires_grad_(), k.requires_grad_())
+    assert gradcheck(lambda *t: ops.sddmm_heads(rowptr, col, *t), args, fast_mode=name not in SMALL)
+    torch.library.opcheck(ops.sddmm_heads.default, (rowptr, col, *args))
+
+
+def test_python_api_sddmm_heads():
+    case = CASES["self_loops_duplicates"]
+    _, _, _, q, k = _inputs("self_loops_duplicates", 2, 1, seed=4, D=3)
+    want = (q[case.dst] * k[case.src]).sum(-1)  # edge_index order
+    torch.testing.assert_close(gnnfuse.sddmm(case.edge_index, q, k), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="takes no edge_weight"):
+        gnnfuse.sddmm(case.edge_index, q, k, edge_weight=torch.ones(case.num_edges, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------- gradients
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_gat_gradcheck(name):
+    rowptr, col, _ = csr_of(name)
+    a_dst, a_src, x, _, _ = _inputs(name, 2, 3, seed=5)
+    args = tuple(t.requires_grad_() for t in (a_dst, a_src, x))
+    assert gradcheck(lambda *t: ops.gat(rowptr, col, *t, 0.3), args, fast_mode=name not in SMALL)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_graph_attention_gradcheck(name):
+    rowptr, col, _ = csr_of(name)
+    _, _, v, q, k = _inputs(name, 2, 3, seed=6, D=4)
+    args = tuple(t.requires_grad_() for t in (q, k, v))
+    assert gradcheck(lambda *t: ops.graph_attention(rowptr, col, *t), args, fast_mode=name not in SMALL)
+
+
+def test_gradients_match_autograd_of_the_reference():
+    name = "power_law"
+    rowptr, col, _ = csr_of(name)
+    a_dst, a_src, x, q, k = _inputs(name, 3, 8, seed=9)
+    rows = _rows(rowptr)
+
+    def ref(s, val):  # autograd through plain torch: scatter softmax and sum
+        n = rowptr.numel() - 1
+        m = torch.full((n, s.size(1)), -math.inf, dtype=s.dtype).scatter_reduce(0, rows[:, None].expand_as(s), s, "amax")
+        e = (s - m[rows]).exp()
+        z = torch.zeros(n, s.size(1), dtype=s.dtype).index_add(0, rows, e)
+        return torch.zeros(n, *val.shape[1:], dtype=s.dtype).index_add(0, rows, (e / z[rows])[:, :, None] * val[col])
+
+    for op in ("gat", "graph_attention"):
+        args = [t.clone().requires_grad_() for t in ((a_dst, a_src, x) if op == "gat" else (q, k, x))]
+        if op == "gat":
+            out = ops.gat(rowptr, col, *args, 0.2)
+            want = ref(torch.nn.functional.leaky_relu(args[0][rows] + args[1][col], 0.2), args[2])
+        else:
+            out = ops.graph_attention(rowptr, col, *args)
+            want = ref((args[0][rows] * args[1][col]).sum(-1), args[2])
+        gy = torch.randn_like(out)
+        for a, b in zip(torch.autograd.grad(out, args, gy), torch.autograd.grad(want, args, gy)):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_backward_runs_each_row_statistic_once():
+    # The adjoints read the softmax's row statistics (max, 1/sum, ...), each an op of its own
+    # (<op>_stat<k>) run once per backward however many adjoints read it.
+    from torch.profiler import profile
+
+    rowptr, col, _ = csr_of("power_law")
+    a_dst, a_src, x, q, k = (t.requires_grad_() for t in _inputs("power_law", 2, 4, D=3))
+    for op, args in (("gat", (a_dst, a_src, x, 0.2)), ("graph_attention", (q, k, x))):
+        out = getattr(ops, op)(rowptr, col, *args)
+        with profile() as prof:
+            out.square().sum().backward()
+        calls = {}
+        for ev in prof.events():
+            if ev.name.startswith(f"gnnfuse::{op}_stat"):
+                calls[ev.name] = calls.get(ev.name, 0) + 1
+        assert len(calls) >= 3, calls
+        assert set(calls.values()) == {1}, calls
+
+
+def test_second_derivative_is_a_clear_error():
+    rowptr, col, _ = csr_of("uniform")
+    a_dst, a_src, x, _, _ = _inputs("uniform", 2, 3)
+    x.requires_grad_()
+    out = ops.gat(rowptr, col, a_dst, a_src, x, 0.2)
+    (gx,) = torch.autograd.grad(out.square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gat_grad_x: .*highest order generated"):
+        gx.sum().backward()
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+def test_opcheck(index_dtype):
+    name = "power_law"
+    rowptr, col, _ = csr_of(name, index_dtype)
+    a_dst, a_src, x, q, k = _inputs(name, 2, 5, D=3)
+    torch.library.opcheck(ops.gat.default, (rowptr, col, a_dst.requires_grad_(), a_src.requires_grad_(), x.requires_grad_(), 0.2))
+    torch.library.opcheck(ops.graph_attention.default, (rowptr, col, q.requires_grad_(), k.requires_grad_(), x))
+
+
+def test_bad_inputs():
+    rowptr, col, _ = csr_of("uniform")
+    a_dst, a_src, x, q, k = _inputs("uniform", 2, 3)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gat: argument 'x'"):
+        ops.gat(rowptr, col, a_dst, a_src, x[:, :1], 0.2)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gat: argument 'a_src'"):
+        ops.gat(rowptr, col, a_dst, a_src.float(), x, 0.2)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::graph_attention: argument 'k'"):
+        ops.graph_attention(rowptr, col, q, k[:, :, :2], x)
+    bad = col.clone()
+    bad[0] = 10**6
+    with pytest.raises(RuntimeError, match=r"gnnfuse::graph_attention: argument 'col'"):
+        ops.graph_attention(rowptr, bad, q, k, x)
+
+
+# ---------------------------------------------------------------- frontends
+class Attend(torch.nn.Module):
+    def forward(self, rowptr: Tensor, col: Tensor, a_dst: Tensor, a_src: Tensor, x: Tensor, q: Tensor, k: Tensor):
+        return torch.ops.gnnfuse.gat(rowptr, col, a_dst, a_src, x, 0.2) + torch.ops.gnnfuse.graph_attention(rowptr, col, q, k, x)
+
+
+def _attend_grads(fn):
+    rowptr, col, _ = csr_of("power_law")
+    args = [t.requires_grad_() for t in _inputs("power_law", 2, 4, D=3)]
+    a_dst, a_src, x, q, k = args
+    y = fn(rowptr, col, a_dst, a_src, x, q, k)
+    return (y,) + torch.autograd.grad(y.square().sum(), args)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
+def test_torchscript():
+    assert_frontend_matches_eager(Attend, _attend_grads, "torchscript")
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile(backend, dynamo_reset):
+    assert_frontend_matches_eager(Attend, _attend_grads, "compile:" + backend)
+
+
+def test_python_api_gat():
+    name = "self_loops_duplicates"
+    case = CASES[name]
+    rowptr, col, perm = csr_of(name)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(case.num_src_nodes, 2, 4, generator=g, dtype=torch.float64)
+    att_src = torch.randn(1, 2, 4, generator=g, dtype=torch.float64)
+    att_dst = torch.randn(1, 2, 4, generator=g, dtype=torch.float64)
+    a_src, a_dst = (x * att_src).sum(-1), (x * att_dst).sum(-1)
+    want = ref_gat(rowptr, col, a_dst, a_src, x, 0.1)
+    graph = Graph.from_edge_index(case.edge_index, num_nodes=case.num_nodes)
+    for gr in (graph, case.edge_index):
+        torch.testing.assert_close(gnnfuse.gat(gr, x, att_src, att_dst, negative_slope=0.1), want, rtol=1e-12, atol=1e-12)
+    # the unfused path (attention returned, in edge_index order) agrees
+    out, alpha = gnnfuse.gat(case.edge_index, x, att_src, att_dst, negative_slope=0.1, return_attention=True)
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+    sums = torch.zeros(case.num_nodes, 2, dtype=torch.float64).index_add_(0, case.dst, alpha)
+    has = torch.zeros(case.num_nodes, dtype=torch.bool)
+    has[case.dst] = True
+    torch.testing.assert_close(sums[has], torch.ones(int(has.sum()), 2, dtype=torch.float64))
+
+
+def test_python_api_gat_dropout_is_seeded():
+    name = "power_law"
+    case = CASES[name]
+    x = torch.randn(case.num_src_nodes, 2, 4, dtype=torch.float64)
+    att = torch.randn(2, 4, dtype=torch.float64)
+    run = lambda seed: gnnfuse.gat(case.edge_index, x, att, att, dropout=0.5,  # noqa: E731
+                                   generator=torch.Generator().manual_seed(seed))
+    torch.testing.assert_close(run(1), run(1), rtol=0, atol=0)
+    assert not torch.equal(run(1), run(2))
+    # no dropout outside training: the fused op
+    torch.testing.assert_close(gnnfuse.gat(case.edge_index, x, att, att, dropout=0.5, training=False),
+                               gnnfuse.gat(case.edge_index, x, att, att), rtol=0, atol=0)
+
+
+def test_python_api_graph_attention_scale():
+    name = "power_law"
+    rowptr, col, _ = csr_of(name)
+    _, _, v, q, k = _inputs(name, 2, 6, D=16)
+    graph = Graph.from_csr(rowptr, col, num_src_nodes=CASES[name].num_src_nodes)
+    want = ref_graph_attention(rowptr, col, q / 4.0, k, v)
+    torch.testing.assert_close(gnnfuse.graph_attention(graph, q, k, v), want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gnnfuse.graph_attention(graph, q, k, v, scale=0.5), ref_graph_attention(rowptr, col, q * 0.5, k, v),
+                               rtol=1e-12, atol=1e-12)
