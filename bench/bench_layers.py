@@ -3,7 +3,10 @@
 For each graph and layer: both layers get the same parameters (PyG's state_dict loaded into
 ours, strict), outputs and input gradients are compared first (float32, relative error), then
 forward (eval, no grad) and forward+backward (train, dropout 0) are timed, interleaved, as
-medians over repeated runs. Writes JSON (and prints a table).
+medians over repeated runs. "[fused]" rows run our attention layers with fused=True (the fused
+gat / graph_attention ops, no per-edge tensor); the plain rows take the default (per-edge
+[E, H] ops at these sizes). With --memory, the peak extra resident memory of one training step
+is measured for each layer in a fresh process. Writes JSON (and prints a table).
 
     python bench/bench_layers.py --graphs cora pubmed ca-HepPh rmat-16-16 --threads 2 \\
         --out bench/results/cpu_layers_<machine>.json
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -72,9 +76,17 @@ def layer_pairs(gnn, pyg, f_in: int, f_out: int, heads: int):
             lambda: pyg.GATConv(f_in, f_out // heads, heads=heads),
             lambda: gnn.GATConv(f_in, f_out // heads, heads=heads),
         ),
+        "GATConv[fused]": (
+            lambda: pyg.GATConv(f_in, f_out // heads, heads=heads),
+            lambda: gnn.GATConv(f_in, f_out // heads, heads=heads, fused=True),
+        ),
         "TransformerConv": (
             lambda: pyg.TransformerConv(f_in, f_out // heads, heads=heads),
             lambda: gnn.TransformerConv(f_in, f_out // heads, heads=heads),
+        ),
+        "TransformerConv[fused]": (
+            lambda: pyg.TransformerConv(f_in, f_out // heads, heads=heads),
+            lambda: gnn.TransformerConv(f_in, f_out // heads, heads=heads, fused=True),
         ),
     }
 
@@ -130,7 +142,10 @@ def measure_memory(args, name: str, layer: str, impl: str) -> float:
            "--threads", str(args.threads), "--f-in", str(args.f_in), "--f-out", str(args.f_out), "--heads", str(args.heads)]
     if args.root:
         cmd += ["--root", args.root]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # A fixed mmap threshold: blocks over 64 KiB are mapped and unmapped on free, so memory freed
+    # by the warm-up step leaves the resident set and the measured step's peak is its own.
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_mb"]
 
 
@@ -144,7 +159,7 @@ def bench(args):
     torch.set_num_threads(args.threads)
     results = []
     print(f"# {cpu_model()}, {args.threads} threads, torch {torch.__version__}, torch_geometric {torch_geometric.__version__}")
-    print(f"{'graph':<18}{'layer':<16}{'mode':<10}{'pyg ms':>10}{'gnnfuse ms':>12}{'speedup':>9}{'max rel err':>13}"
+    print(f"{'graph':<18}{'layer':<23}{'mode':<10}{'pyg ms':>10}{'gnnfuse ms':>12}{'speedup':>9}{'max rel err':>13}"
           + (f"{'pyg MiB':>10}{'ours MiB':>10}" if args.memory else ""))
     for name in args.graphs:
         edge_index, n = load(name, args.root)
@@ -200,7 +215,7 @@ def bench(args):
                     row["gnnfuse_peak_mb"] = measure_memory(args, name, layer, "gnnfuse")
                     mem = f"{row['pyg_peak_mb']:>10.1f}{row['gnnfuse_peak_mb']:>10.1f}"
                 results.append(row)
-                print(f"{name:<18}{layer:<16}{mode:<10}{t_pyg*1e3:>10.2f}{t_our*1e3:>12.2f}{t_pyg/t_our:>8.2f}x{err:>13.1e}{mem}")
+                print(f"{name:<18}{layer:<23}{mode:<10}{t_pyg*1e3:>10.2f}{t_our*1e3:>12.2f}{t_pyg/t_our:>8.2f}x{err:>13.1e}{mem}")
     if args.out:
         write_results(args.out, args.threads, "medians; PyG time is the better of two blocks around gnnfuse's; float32; "
                       "peak_mb: peak extra resident memory of one training step, each in a fresh process", results)

@@ -473,6 +473,12 @@ ExprP hoist_row_stats(const OpSpec& s, const TensorDecl& A, const std::string& g
 std::vector<Adjoint> differentiate(const OpSpec& s) {
   std::vector<Adjoint> out;
   std::map<std::string, std::pair<std::string, std::string>> stat_ops;  // canonical text -> (op, spec text)
+  // Whether some floating input is indexed first by A's column (its adjoint walks A by columns).
+  auto column_adjoint = [&](const TensorDecl& A) {
+    for (auto& t : s.tensors)
+      if ((t.role == Role::DenseInput || t.role == Role::EdgeInput) && !t.vars.empty() && t.vars[0] == A.vars[1]) return true;
+    return false;
+  };
   const TensorDecl& Y = s.output();
   std::set<std::string> reserved;
   for (auto& t : s.tensors) reserved.insert(t.name);
@@ -600,6 +606,18 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
         given.swap(order);
         for (auto& v : given) push(v);
       } else {
+        // An output indexed by neither side of any sparse operand it reads (a weight's gradient,
+        // W(k,o)) is a sum over the graph: walk the graph by rows in the parallel loop, each
+        // thread summing into a private copy (schedule_cpu), instead of walking it once per k.
+        bool weight = !out_vars.empty();
+        for (auto& t : s.tensors)
+          if (t.role == Role::SparseInput && structures.count(t.name) && (has(out_vars, t.vars[0]) || has(out_vars, t.vars[1])))
+            weight = false;
+        for (auto& t : s.tensors)
+          if (weight && t.role == Role::SparseInput && structures.count(t.name) && order.empty()) {
+            push(t.vars[0]);
+            push(t.vars[1]);
+          }
         push(out_vars[0]);
         for (auto& t : s.tensors)
           if (t.role == Role::SparseInput && structures.count(t.name)) {
@@ -703,10 +721,13 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
 
     // Row statistics out of walks by columns (see Adjoint::stats).
     std::vector<std::pair<std::string, std::string>> extra;
-    // Also in adjoints that walk A by rows: there the statistics would be sibling walks, legal
-    // but recomputed by every adjoint, while hoisted they are computed once per backward.
+    // Also in adjoints that walk A by rows when some adjoint of the op walks A by columns (and
+    // so needs the statistics anyway): sibling walks there would recompute what the backward
+    // computes once. An op whose adjoints all walk by rows (edge_softmax) keeps its sibling
+    // walks: one kernel instead of several.
     for (auto& A : s.tensors) {
       if (A.role != Role::SparseInput || (A.vars[1] != tv[0] && A.vars[0] != tv[0])) continue;
+      if (A.vars[0] == tv[0] && !column_adjoint(A)) continue;
       std::set<std::string> reserved_here = reserved;
       reserved_here.insert(gy);
       reserved_here.insert(dt);

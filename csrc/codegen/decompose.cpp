@@ -269,6 +269,18 @@ class Decomposer {
     return r == Role::SparseInput || r == Role::EdgeInput || r == Role::SelectInput;
   }
 
+  // Whether multiplying a and b and summing the variables not in `kept` aggregates a csr
+  // operand along its rows (sums its column, keeps its row): a gather walk, preferred on ties
+  // over a scatter (A^T dY) that would need the whole [columns x F] result at once.
+  bool gathers(const Value& a, const Value& b, const Vars& kept) const {
+    for (const Value* v : {&a, &b}) {
+      if (v->operand.is_const || p_.tensor(v->operand.access.tensor).role != Role::SparseInput) continue;
+      const auto& idx = v->operand.access.idx;
+      if (idx.size() == 2 && has(kept, idx[0]) && !has(kept, idx[1])) return true;
+    }
+    return false;
+  }
+
   Pending lower(const ExprP& e, const Vars& needed) {
     Pending pd;
     switch (e->kind) {
@@ -340,20 +352,28 @@ class Decomposer {
     }
     while (vals.size() > 2) {
       size_t best_a = 0, best_b = 1, best_size = SIZE_MAX;
-      bool best_sparse = false;
+      bool best_sparse = false, best_gather = false;
       for (size_t a = 0; a < vals.size(); ++a)
         for (size_t b = a + 1; b < vals.size(); ++b) {
           Vars others = needed;
           for (size_t m = 0; m < vals.size(); ++m)
             if (m != a && m != b) others = unite(others, vals[m].vars);
           size_t kept = 0;
-          for (auto& v : unite(vals[a].vars, vals[b].vars)) kept += has(others, v);
+          Vars kept_vars;
+          for (auto& v : unite(vals[a].vars, vals[b].vars))
+            if (has(others, v)) {
+              ++kept;
+              kept_vars.push_back(v);
+            }
           bool sparse = is_sparse(vals[a]) || is_sparse(vals[b]);
-          if (kept < best_size || (kept == best_size && sparse && !best_sparse)) {
+          bool gather = gathers(vals[a], vals[b], kept_vars);
+          if (kept < best_size || (kept == best_size && sparse && !best_sparse) ||
+              (kept == best_size && sparse == best_sparse && gather && !best_gather)) {
             best_a = a;
             best_b = b;
             best_size = kept;
             best_sparse = sparse;
+            best_gather = gather;
           }
         }
       Vars others = needed;

@@ -314,8 +314,8 @@ class KernelEmitter {
           if (t.role == Role::SparseInput && enclosing_.count(p_.outer_var(t.name)) && !walking_.count(t.name))
             for (auto& v : st.sum_vars)
               if (v == p_.inner_var(t.name)) return t.name;
-      if (st.op == Stmt::Op::Mul || st.op == Stmt::Op::Div || st.op == Stmt::Op::Copy)
-        for (size_t k = 0; k < (st.op == Stmt::Op::Mul ? st.rhs.size() : 1); ++k) {
+      if (st.op == Stmt::Op::Mul || st.op == Stmt::Op::Copy)
+        for (size_t k = 0; k < st.rhs.size(); ++k) {
           std::string w = empty_walk_of(st.rhs[k], depth + 1);
           if (!w.empty()) return w;
         }
@@ -341,17 +341,14 @@ class KernelEmitter {
     switch (s.op) {
       case Stmt::Op::Copy: return arg(0);
       case Stmt::Op::Neg: return "-(" + arg(0) + ")";
-      case Stmt::Op::Mul: {
-        // A sum over a walk times a row statistic: 0 for a row without entries (0 * 1/0 is not).
+      case Stmt::Op::Mul: return arg(0) + " * " + arg(1);
+      case Stmt::Op::Div: {
+        // Stored-entry semantics for a row without entries: a sum over its walk divided by a row
+        // statistic (a softmax-weighted sum, the division taken out of the sum) is an empty sum,
+        // 0, not 0 / 0; a statistic divided by such a sum (1 / sum exp) exists only where the row
+        // has entries, 0 elsewhere, not inf (which would turn an empty sum times it into NaN).
         std::string walk = empty_walk_of(s.rhs[0]);
         if (walk.empty()) walk = empty_walk_of(s.rhs[1]);
-        if (!walk.empty()) return "(" + walk + "_re > " + walk + "_rb ? " + arg(0) + " * " + arg(1) + " : acc_t(0))";
-        return arg(0) + " * " + arg(1);
-      }
-      case Stmt::Op::Div: {
-        // A sum over a walk divided by a row statistic (a softmax-weighted sum: the division is
-        // taken out of the sum): a row without entries sums nothing, 0, not 0 / 0.
-        std::string walk = empty_walk_of(s.rhs[0]);
         if (!walk.empty()) return "(" + walk + "_re > " + walk + "_rb ? " + arg(0) + " / " + arg(1) + " : acc_t(0))";
         return arg(0) + " / " + arg(1);
       }
@@ -576,7 +573,15 @@ class KernelEmitter {
       line(std::string("const std::vector<int64_t> chunks = ") +
            (n.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
                                  : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + n.var + ")") + ";");
+      // Sums over the parallel variable: one private copy per call of the body (one per thread),
+      // kept by its first chunk and added in chunk order after the loop (reproducible).
+      for (auto& t : n.private_sums)
+        line("std::vector<std::vector<acc_t>> partial_" + t + "(chunks.size());");
       open("runtime::parallel_for(0, static_cast<int64_t>(chunks.size()) - 1, 1, [&](int64_t c_begin, int64_t c_end) {");
+      for (auto& t : n.private_sums) {
+        line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(t) + ");");
+        line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
+      }
       workspaces(n);
       open("for (int64_t c = c_begin; c < c_end; ++c) {");
       open("for (int64_t " + n.var + " = chunks[c]; " + n.var + " < chunks[c + 1]; ++" + n.var + ") {");
@@ -586,7 +591,14 @@ class KernelEmitter {
       enclosing_.erase(n.var);
       close();
       close();
+      for (auto& t : n.private_sums) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
       close("});");
+      for (auto& t : n.private_sums) {
+        open("for (const std::vector<acc_t>& part : partial_" + t + ") {");
+        line("#pragma omp simd");
+        line("for (size_t x = 0; x < part.size(); ++x) " + t + "[x] += part[x];");
+        close();
+      }
     } else {
       workspaces(n);
       open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");

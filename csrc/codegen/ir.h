@@ -266,6 +266,9 @@ struct Node {
 
   // CPU schedule annotations.
   bool parallel = false;        // outer row loop run with runtime::parallel_for
+  // Parallel loop that sums over its own variable into these temporaries (homed at the root):
+  // each thread sums into a private copy, added into the shared one in chunk order afterwards.
+  std::vector<std::string> private_sums;
   std::string balance_by;       // sparse operand whose nonzeros balance the parallel chunks
   bool simd = false;            // innermost contiguous loop
   std::string simd_reduction;   // scalar temporary reduced in a simd loop

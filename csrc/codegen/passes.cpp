@@ -319,6 +319,7 @@ std::unique_ptr<Node> Node::clone() const {
   n->balance_by = balance_by;
   n->simd = simd;
   n->simd_reduction = simd_reduction;
+  n->private_sums = private_sums;
   for (auto& k : kids) n->kids.push_back(k->clone());
   return n;
 }
@@ -581,11 +582,23 @@ void schedule_cpu(const Program& p, Node& root) {
     if (top->kind != Node::Kind::Loop) continue;
     std::vector<int> st;
     collect_stmts(*top, &st);
-    bool summed = false;
-    for (int s : st)
-      if (std::count(p.stmts[s].sum_vars.begin(), p.stmts[s].sum_vars.end(), top->var)) summed = true;
-    if (summed || !top->space.is_dense()) continue;
+    // Statements summing over the loop's variable: allowed when they sum into temporaries that
+    // live across the loop (homed at the root), which each thread then sums privately.
+    bool serial = false;
+    std::vector<std::string> priv;
+    for (int s : st) {
+      const Stmt& x = p.stmts[s];
+      if (!std::count(x.sum_vars.begin(), x.sum_vars.end(), top->var)) continue;
+      const TensorInfo& t = p.tensor(x.lhs.tensor);
+      if (x.reduce != "sum" || t.role != Role::Temp || home_of(p, root, t.name) != nullptr) {
+        serial = true;
+        continue;
+      }
+      if (!std::count(priv.begin(), priv.end(), t.name)) priv.push_back(t.name);
+    }
+    if (serial || !top->space.is_dense()) continue;
     top->parallel = true;
+    top->private_sums = priv;
     std::function<void(const Node&)> find_level = [&](const Node& n) {
       std::string l;
       if (n.kind == Node::Kind::Loop && n.space.single_level(&l) && !l.empty() && p.outer_var(l) == top->var && top->balance_by.empty())
@@ -634,7 +647,11 @@ std::string print_tree(const Program& p, const Node& root) {
       case Node::Kind::Root: os << pad << "root\n"; break;
       case Node::Kind::Loop:
         os << pad << "for " << n.var << " in " << n.space.str();
-        if (n.parallel) os << "  [parallel" << (n.balance_by.empty() ? "" : ", balanced by " + n.balance_by + " nonzeros") << "]";
+        if (n.parallel) {
+          os << "  [parallel" << (n.balance_by.empty() ? "" : ", balanced by " + n.balance_by + " nonzeros");
+          for (auto& t : n.private_sums) os << ", private sum " << t;
+          os << "]";
+        }
         if (n.simd) os << "  [simd" << (n.simd_reduction.empty() ? "" : " reduction(+:" + n.simd_reduction + ")") << "]";
         os << "\n";
         break;

@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
+from .ops import gcn_norm
+
 __all__ = ["GCNConv", "GATConv", "TransformerConv"]
 
 _ops = torch.ops.gnnfuse
@@ -99,28 +101,7 @@ class GCNConv(torch.nn.Module):
         """(rowptr, col, normalised weights in CSR order)."""
         if self.cached and self._cache is not None:
             return self._cache
-        # As torch_geometric 2.8's gcn_norm: the fill value of `improved` applies to weighted
-        # graphs only (without weights every edge, self-loops included, weighs 1).
-        fill = 2.0 if self.improved and edge_weight is not None else 1.0
-        if edge_weight is None:
-            edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-        if self.add_self_loops:
-            # add_remaining_self_loops: keep existing self-loops and their weights, add the
-            # missing ones with the fill value.
-            loop = edge_index[0] == edge_index[1]
-            loop_w = torch.full((num_nodes,), fill, dtype=edge_weight.dtype, device=edge_weight.device)
-            loop_w[edge_index[0][loop]] = edge_weight[loop]
-            nodes = torch.arange(num_nodes, device=edge_index.device)
-            edge_index = torch.cat([edge_index[:, ~loop], torch.stack([nodes, nodes])], 1)
-            edge_weight = torch.cat([edge_weight[~loop], loop_w])
-        if self.normalize:
-            deg = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
-            deg.index_add_(0, edge_index[1], edge_weight)
-            dis = deg.pow(-0.5)
-            dis = dis.masked_fill(torch.isinf(dis), 0.0)
-            edge_weight = dis[edge_index[0]] * edge_weight * dis[edge_index[1]]
-        rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num_nodes)
-        out = (rowptr, col, edge_weight[perm])
+        out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, self.add_self_loops, self.normalize, dtype)
         if self.cached:
             self._cache = out
         return out

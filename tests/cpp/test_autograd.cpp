@@ -175,6 +175,16 @@ TEST_P(AutogradTest, FusedAttention) {
   EXPECT_THROW(gnnfuse::gat(g.rowptr, g.col, ad, as, rnd({g.cols, 3, 3}, 1), 0.2), c10::Error);
 }
 
+TEST_P(AutogradTest, FusedGcn) {
+  // gcn: (A X) W row by row; d/dweight sums the rows' contributions in per-thread copies.
+  const Graph g = random_graph(23, 31, 90, GetParam(), 42);
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::gcn(g.rowptr, g.col, in[0], in[1], in[2]); },
+                  {rnd({g.nnz}, 43), rnd({g.cols, 3}, 44), rnd({3, 5}, 45)}, "gcn");
+  const at::Tensor w = rnd({g.nnz}, 46), x = rnd({g.cols, 4}, 47), W = rnd({4, 2}, 48);
+  EXPECT_TRUE(at::allclose(gnnfuse::gcn(g.rowptr, g.col, w, x, W), at::mm(gnnfuse::spmm(g.rowptr, g.col, w, x), W), 1e-12, 1e-12));
+  EXPECT_THROW(gnnfuse::gcn(g.rowptr, g.col, w, x, rnd({3, 2}, 1)), c10::Error);
+}
+
 TEST_P(AutogradTest, SpmmDoubleBackward) {
   const Graph g = random_graph(21, 21, 70, GetParam(), 19);
   const at::Tensor gy = rnd({g.rows, 4}, 20);

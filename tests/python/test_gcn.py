@@ -1,0 +1,135 @@
+"""The fused GCN product ``gcn`` (ops/gcn.spec: ``Y = (A X) W`` row by row, backward generated,
+the weight's gradient summed over rows in private per-thread copies) and ``gnnfuse.gcn`` (the
+normalised layer product, fused or on the narrower side): float64 references on the edge-case
+graphs, gradcheck, opcheck, TorchScript, torch.compile, PyG's GCNConv and bad inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor
+from torch.autograd import gradcheck
+
+import gnnfuse
+from graphs import CASE_NAMES, CASES, assert_frontend_matches_eager, csr_of, dense_adjacency, edge_weights, features
+
+ops = torch.ops.gnnfuse
+INDEX_DTYPES = [torch.int32, torch.int64]
+DTYPE_IDS = {torch.int32: "int32", torch.int64: "int64"}
+SMALL = {"no_edges", "single_node", "single_node_loop", "self_loops_duplicates"}
+
+
+@pytest.mark.parametrize("F", [1, 3, 32, 129])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_gcn_fp64_reference(name, index_dtype, weighted, F):
+    case = CASES[name]
+    rowptr, col, perm = csr_of(name, index_dtype)
+    x = features(case.num_src_nodes, F, torch.float64, seed=F)
+    W = features(F, 5, torch.float64, seed=F + 1)
+    w = edge_weights(case.num_edges, torch.float64, seed=3) if weighted else None
+    A = dense_adjacency(case, w)  # [N, M], edge_index order weights
+    out = ops.gcn(rowptr, col, w[perm] if weighted else None, x, W)
+    torch.testing.assert_close(out, A @ x @ W, rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_gcn_gradcheck(name):
+    case = CASES[name]
+    rowptr, col, _ = csr_of(name)
+    args = (
+        edge_weights(case.num_edges, torch.float64, seed=4).requires_grad_(),
+        features(case.num_src_nodes, 3, torch.float64, seed=5).requires_grad_(),
+        features(3, 4, torch.float64, seed=6).requires_grad_(),
+    )
+    assert gradcheck(lambda *t: ops.gcn(rowptr, col, *t), args, fast_mode=name not in SMALL)
+
+
+def test_gcn_weight_gradient_is_reproducible_and_thread_count_safe():
+    # d/dweight sums every row's contribution in per-thread copies, added in chunk order
+    name = "power_law"
+    case = CASES[name]
+    rowptr, col, _ = csr_of(name)
+    x = features(case.num_src_nodes, 16, torch.float32, seed=7)
+    W = features(16, 8, torch.float32, seed=8).requires_grad_()
+    gy = features(case.num_nodes, 8, torch.float32, seed=9)
+    grads = []
+    for threads in (1, 2, 2):
+        torch.set_num_threads(threads)
+        (g,) = torch.autograd.grad(ops.gcn(rowptr, col, None, x, W), W, gy)
+        grads.append(g)
+    torch.set_num_threads(2)
+    assert torch.equal(grads[1], grads[2])
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-5, atol=1e-5)
+    want = (dense_adjacency(case) @ x.double()).T @ gy.double()
+    torch.testing.assert_close(grads[1].double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+def test_gcn_opcheck(index_dtype):
+    name = "power_law"
+    case = CASES[name]
+    rowptr, col, _ = csr_of(name, index_dtype)
+    args = (
+        edge_weights(case.num_edges, torch.float64, seed=10).requires_grad_(),
+        features(case.num_src_nodes, 5, torch.float64, seed=11).requires_grad_(),
+        features(5, 3, torch.float64, seed=12).requires_grad_(),
+    )
+    torch.library.opcheck(ops.gcn.default, (rowptr, col, *args))
+
+
+def test_gcn_bad_inputs():
+    rowptr, col, _ = csr_of("uniform")
+    case = CASES["uniform"]
+    x = features(case.num_src_nodes, 4, torch.float64, seed=1)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gcn: argument 'weight'"):
+        ops.gcn(rowptr, col, None, x, torch.ones(5, 2, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gcn: argument 'weight'"):
+        ops.gcn(rowptr, col, None, x, torch.ones(4, 2, dtype=torch.float32))
+
+
+class Layer(torch.nn.Module):
+    def forward(self, rowptr: Tensor, col: Tensor, w: Tensor, x: Tensor, W: Tensor):
+        return torch.ops.gnnfuse.gcn(rowptr, col, w, x, W)
+
+
+def _layer_grads(fn):
+    case = CASES["power_law"]
+    rowptr, col, _ = csr_of("power_law")
+    args = [
+        edge_weights(case.num_edges, torch.float64, seed=13).requires_grad_(),
+        features(case.num_src_nodes, 4, torch.float64, seed=14).requires_grad_(),
+        features(4, 6, torch.float64, seed=15).requires_grad_(),
+    ]
+    y = fn(rowptr, col, *args)
+    return (y,) + torch.autograd.grad(y.square().sum(), args)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
+def test_gcn_torchscript():
+    assert_frontend_matches_eager(Layer, _layer_grads, "torchscript")
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_gcn_torch_compile(backend, dynamo_reset):
+    assert_frontend_matches_eager(Layer, _layer_grads, "compile:" + backend)
+
+
+@pytest.mark.parametrize("fused", [None, True, False])
+@pytest.mark.parametrize("channels", [(5, 3), (3, 7)], ids=["narrowing", "widening"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_python_api_gcn_matches_pyg(fused, channels, weighted):
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    case = CASES["self_loops_duplicates"]
+    torch.manual_seed(0)
+    layer = pyg_nn.GCNConv(*channels, improved=weighted).double()
+    x = features(case.num_nodes, channels[0], torch.float64, seed=16)
+    w = edge_weights(case.num_edges, torch.float64, seed=17).abs() + 0.1 if weighted else None
+    want = layer(x, case.edge_index, w)
+    W = layer.lin.weight.detach().T.contiguous()
+    for graph in (case.edge_index, gnnfuse.Graph.from_edge_index(case.edge_index, num_nodes=case.num_nodes)):
+        ew = w if w is None or isinstance(graph, Tensor) else w[graph.perm]
+        got = gnnfuse.gcn(graph, x, W, ew, bias=layer.bias, improved=weighted, fused=fused)
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
