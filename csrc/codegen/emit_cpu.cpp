@@ -767,6 +767,8 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   // Shape and dtype checks shared by the CPU and Meta kernels.
   r << op << "_extents " << op << "_check(" << signature(s.schema, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
+  for (auto& a : s.schema.args)
+    if (a.type != "Tensor") r << "  (void)" << a.name << ";  // a scalar: no shape to check\n";
   std::string first_index;
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {

@@ -1,0 +1,81 @@
+"""PNG plots of the side-by-side benchmark results (bench/results/*.json): one figure per file,
+speedup over the peer per graph (forward and forward+backward), and the peak memory of a
+training step where it was measured. Needs matplotlib (``pip install matplotlib``).
+
+    python bench/plot_results.py                       # every cpu_layers_* / cpu_reductions_* file
+    python bench/plot_results.py bench/results/cpu_layers_amd-epyc-2c.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _series(rows, key):
+    """{label: {graph: row}} with label = layer/op [+ mode]."""
+    out = {}
+    for r in rows:
+        out.setdefault((r[key], r["mode"]), {})[r["graph"]] = r
+    return out
+
+
+def plot(path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = json.loads(path.read_text())
+    rows = data["results"]
+    key = "layer" if "layer" in rows[0] else "op"
+    graphs = list(dict.fromkeys(r["graph"] for r in rows))
+    series = _series(rows, key)
+    memory = [r for r in rows if "pyg_peak_mb" in r]
+    fig, axes = plt.subplots(1, 3 if memory else 2, figsize=(16 if memory else 12, 4.5))
+    for ax, mode in zip(axes, ("forward", "fwd+bwd")):
+        labels = [k for k in series if k[1] == mode]
+        width = 0.8 / max(1, len(labels))
+        for n, label in enumerate(labels):
+            ys = [series[label].get(g, {}).get("speedup", 0.0) for g in graphs]
+            ax.bar([x + n * width for x in range(len(graphs))], ys, width, label=label[0])
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(graphs))], graphs)
+        ax.set_ylabel("speedup over PyG (x)")
+        ax.set_title(f"{mode}")
+        ax.legend(fontsize=7)
+    if memory:
+        ax = axes[2]
+        labels = list(dict.fromkeys(r[key] for r in memory))
+        width = 0.8 / (len(labels) + 1)
+        pyg = {}
+        for r in memory:
+            pyg[r["graph"]] = max(pyg.get(r["graph"], 0.0), r["pyg_peak_mb"])
+        ax.bar([x for x in range(len(graphs))], [pyg.get(g, 0.0) for g in graphs], width, label="PyG (largest)", color="gray")
+        for n, label in enumerate(labels, start=1):
+            got = {r["graph"]: r["gnnfuse_peak_mb"] for r in memory if r[key] == label}
+            ax.bar([x + n * width for x in range(len(graphs))], [got.get(g, 0.0) for g in graphs], width, label=label)
+        ax.set_yscale("log")
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(graphs))], graphs)
+        ax.set_ylabel("peak extra MiB, one training step")
+        ax.set_title("memory")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{path.stem}: {data.get('cpu', '')}, {data.get('threads', '')} threads, torch {data.get('torch', '')}")
+    fig.tight_layout()
+    out = path.with_suffix(".png")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def main() -> None:
+    paths = [Path(p) for p in sys.argv[1:]] or sorted(RESULTS.glob("cpu_layers_*.json")) + sorted(RESULTS.glob("cpu_reductions_*.json"))
+    for p in paths:
+        print(f"wrote {plot(p)}")
+
+
+if __name__ == "__main__":
+    main()
