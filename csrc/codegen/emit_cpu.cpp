@@ -167,6 +167,23 @@ class KernelEmitter {
 
   std::string body() {
     line("using acc_t = runtime::acc_t<scalar_t>;");
+    locals();
+    // Temporaries whose common loop is the root live for the whole call.
+    for (auto& name : p_.temps)
+      if (!home_of(p_, *c_.tree, name)) {
+        line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "), " + init(name) + ");");
+        line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
+      }
+    for (auto& k : c_.tree->kids) top(*k);
+    return os_.str();
+  }
+
+ private:
+  // The kernel's locals read from prm: extents, scalar arguments, restrict pointers. Emitted
+  // again at the top of every parallel body: the body runs behind a function pointer, and
+  // values captured by reference would be reloaded after every store of a compatible type
+  // (an int64 position store may alias n_f), which keeps the feature loops scalar.
+  void locals() {
     for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";");
     for (auto& v : s_.order) line("(void)n_" + v + ";");
     for (auto& a : s_.schema.args)
@@ -204,17 +221,7 @@ class KernelEmitter {
         case Role::Temp: break;
       }
     }
-    // Temporaries whose common loop is the root live for the whole call.
-    for (auto& name : p_.temps)
-      if (!home_of(p_, *c_.tree, name)) {
-        line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "), " + init(name) + ");");
-        line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
-      }
-    for (auto& k : c_.tree->kids) top(*k);
-    return os_.str();
   }
-
- private:
   const Compiled& c_;
   const Program& p_;
   const OpSpec& s_;
@@ -392,11 +399,9 @@ class KernelEmitter {
       line(temp_ref(s.lhs) + (s.accumulate ? " += " : " = ") + value + ";");
       return;
     }
-    // max / min: NaN wins and stays; ties keep the first entry. Quiet comparisons (no FP
-    // exception on NaN) and blends instead of branches let the compiler vectorise the loop.
+    // max / min: NaN wins and stays; ties keep the first entry. Selects instead of branches
+    // let the compiler vectorise the loop.
     std::string ref = temp_ref(s.lhs);
-    std::string better = std::string(s.reduce == "max" ? "__builtin_isgreater(v_, " : "__builtin_isless(v_, ") + ref +
-                         ") | __builtin_isunordered(v_, v_)";
     open("{");
     line("const acc_t v_ = " + value + ";");
     if (s.arg_out.empty()) {
@@ -408,9 +413,12 @@ class KernelEmitter {
       // The sparse operand whose column is reduced gives the position; the accumulator starts
       // at -inf / inf, so the first entry wins unless it is -inf / inf itself (the position of
       // such a row stays -1 and its value is right).
+      // Plain comparisons combined with & and |: GCC turns the quiet builtins into branches on
+      // the parity flag here, which mispredict and keep the loop scalar.
       std::string at = s.arg_out + "[" + offset(s.lhs.idx, s_.output().vars) + "]";
-      line("const bool take_ = (" + better + ") & !__builtin_isunordered(" + ref + ", " + ref + ");");
-      line(ref + " = take_ ? v_ : " + ref + ";");
+      line("const acc_t cur_ = " + ref + ";");
+      line(std::string("const bool take_ = (v_ ") + (s.reduce == "max" ? ">" : "<") + " cur_) | ((v_ != v_) & (cur_ == cur_));");
+      line(ref + " = take_ ? v_ : cur_;");
       line(at + " = take_ ? " + edge(s_.reduced_operand()->name) + " : " + at + ";");
     }
     close();
@@ -578,6 +586,11 @@ class KernelEmitter {
       for (auto& t : n.private_sums)
         line("std::vector<std::vector<acc_t>> partial_" + t + "(chunks.size());");
       open("runtime::parallel_for(0, static_cast<int64_t>(chunks.size()) - 1, 1, [&](int64_t c_begin, int64_t c_end) {");
+      locals();
+      for (auto& name : p_.temps)
+        if (!home_of(p_, *c_.tree, name) &&
+            std::find(n.private_sums.begin(), n.private_sums.end(), name) == n.private_sums.end())
+          line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
       for (auto& t : n.private_sums) {
         line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(t) + ");");
         line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
