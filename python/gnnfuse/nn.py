@@ -11,9 +11,8 @@ coefficients are needed: dropout, edge features, returned weights) over a CSR bu
 call (once per graph with ``cached=True``); their backward is the generated one.
 """
 
-from __future__ import annotations
-
 import math
+import typing
 from typing import Optional, Tuple, Union
 
 import torch
@@ -22,6 +21,13 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from .ops import gcn_norm
+
+if typing.TYPE_CHECKING:
+    from typing import overload
+else:
+    # TorchScript compiles one forward per overload: a Tensor without attention weights,
+    # a (Tensor, (edge_index, weights)) pair when a bool is passed, as PyG's layers.
+    from torch.jit import _overload_method as overload
 
 __all__ = ["GCNConv", "GATConv", "TransformerConv"]
 
@@ -43,8 +49,8 @@ def _Linear(in_channels: int, out_channels: int) -> torch.nn.Linear:
 
 
 def _check_edge_index(layer: str, edge_index: Tensor) -> None:
-    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"gnnfuse.nn.{layer}: edge_index must be a [2, E] tensor (sources, targets)")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError("gnnfuse.nn." + layer + ": edge_index must be a [2, E] tensor (sources, targets)")
 
 
 # The attention layers' choice between the fused ops (gat, graph_attention: no per-edge tensor,
@@ -52,14 +58,15 @@ def _check_edge_index(layer: str, edge_index: Tensor) -> None:
 # (sddmm, edge_softmax_heads, spmm_heads: [E, H] tensors, fewer passes over the edges; faster on
 # this CPU at the sizes measured in bench/results). `fused=None` takes the fused ops once the
 # [E, H] tensors (several kept for backward) would pass 2^24 elements (64 MiB each in float32).
-_FUSED_EDGE_HEADS = 1 << 24
-
-
 def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
-    return edge_heads >= _FUSED_EDGE_HEADS if fused is None else fused
+    if fused is None:
+        return edge_heads >= 16777216  # 2^24 (a literal: TorchScript reads no module globals)
+    return fused
 
 
 class GCNConv(torch.nn.Module):
+    _cache: Optional[Tuple[Tensor, Tensor, Tensor]]
+
     """Graph convolution (Kipf & Welling): ``X' = D^-1/2 (A + I) D^-1/2 X W + b``.
 
     Arguments as ``torch_geometric.nn.GCNConv``: ``improved`` fills self-loops with 2,
@@ -97,10 +104,13 @@ class GCNConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
         self._cache = None
 
-    def _graph(self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype):
+    def _graph(
+        self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype
+    ) -> Tuple[Tensor, Tensor, Tensor]:
         """(rowptr, col, normalised weights in CSR order)."""
-        if self.cached and self._cache is not None:
-            return self._cache
+        cache = self._cache
+        if self.cached and cache is not None:
+            return cache
         out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, self.add_self_loops, self.normalize, dtype)
         if self.cached:
             self._cache = out
@@ -189,21 +199,57 @@ class GATConv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def _self_loop_attr(self, edge_attr: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
+    def _self_loop_attr(self, edge_attr: Tensor, edge_index: Tensor, n: int, num: int) -> Tensor:
+        """Features of the added self-loops of nodes [0, n) (``fill_value``), reduced over the
+        incoming edges other than self-loops (these reduce into a spare row ``num``)."""
         fill = self.fill_value
-        shape = (num_nodes,) + tuple(edge_attr.shape[1:])
-        if isinstance(fill, (int, float)):
+        shape = [n] + list(edge_attr.shape[1:])
+        if isinstance(fill, float) or isinstance(fill, int):
             return edge_attr.new_full(shape, float(fill))
         if isinstance(fill, Tensor):
             return fill.to(edge_attr).expand(shape).clone()
-        reduce = {"add": "sum", "sum": "sum", "mean": "mean", "max": "amax", "min": "amin", "mul": "prod"}.get(fill)
-        if reduce is None:
-            raise ValueError(f"gnnfuse.nn.GATConv: unknown fill_value {fill!r}")
+        reduce = ""
+        if fill == "add" or fill == "sum":
+            reduce = "sum"
+        elif fill == "mean":
+            reduce = "mean"
+        elif fill == "max":
+            reduce = "amax"
+        elif fill == "min":
+            reduce = "amin"
+        elif fill == "mul":
+            reduce = "prod"
+        else:
+            raise ValueError("gnnfuse.nn.GATConv: unknown fill_value " + fill)
+        dst = torch.where(edge_index[0] == edge_index[1], num, edge_index[1])
+        shape[0] = num + 1
         out = edge_attr.new_zeros(shape)
-        index = dst.view((-1,) + (1,) * (edge_attr.dim() - 1)).expand_as(edge_attr)
-        return out.scatter_reduce(0, index, edge_attr, reduce=reduce, include_self=False)
+        index = dst.view([-1] + [1] * (edge_attr.dim() - 1)).expand_as(edge_attr)
+        return out.scatter_reduce(0, index, edge_attr, reduce=reduce, include_self=False)[:n]
 
+    @overload
     def forward(
+        self,
+        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor] = None,
+        size: Optional[Tuple[int, int]] = None,
+        return_attention_weights: None = None,
+    ) -> Tensor:
+        pass
+
+    @overload
+    def forward(  # noqa: F811
+        self,
+        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor] = None,
+        size: Optional[Tuple[int, int]] = None,
+        return_attention_weights: bool = False,
+    ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+        pass
+
+    def forward(  # noqa: F811
         self,
         x: Union[Tensor, Tuple[Tensor, Tensor]],
         edge_index: Tensor,
@@ -211,61 +257,88 @@ class GATConv(torch.nn.Module):
         size: Optional[Tuple[int, int]] = None,
         return_attention_weights: Optional[bool] = None,
     ):
+        """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
+        ``return_attention_weights`` is a bool (as PyG; ``edge_index`` with the self-loops)."""
         _check_edge_index("GATConv", edge_index)
         H, C = self.heads, self.out_channels
         if isinstance(x, Tensor):
-            if self.lin is None:
-                raise ValueError("gnnfuse.nn.GATConv: a bipartite layer takes x = (x_src, x_dst)")
             x_dst_in = x
-            x_src = x_dst = self.lin(x).view(-1, H, C)
+            lin = self.lin
+            if lin is None:
+                raise ValueError("gnnfuse.nn.GATConv: a bipartite layer takes x = (x_src, x_dst)")
+            x_src = lin(x).view(-1, H, C)
+            x_dst = x_src
         else:
             x_dst_in = x[1]
-            if self.lin is not None:
-                x_src = self.lin(x[0]).view(-1, H, C)
-                x_dst = self.lin(x[1]).view(-1, H, C)
+            lin = self.lin
+            lin_src = self.lin_src
+            lin_dst = self.lin_dst
+            if lin is not None:
+                x_src = lin(x[0]).view(-1, H, C)
+                x_dst = lin(x[1]).view(-1, H, C)
+            elif lin_src is not None and lin_dst is not None:
+                x_src = lin_src(x[0]).view(-1, H, C)
+                x_dst = lin_dst(x[1]).view(-1, H, C)
             else:
-                x_src = self.lin_src(x[0]).view(-1, H, C)
-                x_dst = self.lin_dst(x[1]).view(-1, H, C)
+                raise ValueError("gnnfuse.nn.GATConv: no input projection")
         num_src = x_src.size(0) if size is None else size[0]
         num_dst = x_dst.size(0) if size is None else size[1]
         _ops.validate_edge_index(edge_index, max(num_src, num_dst))
         a_src = (x_src * self.att_src).sum(-1)  # [N_src, H]
         a_dst = (x_dst * self.att_dst).sum(-1)  # [N_dst, H]
 
+        lin_edge = self.lin_edge
+        if lin_edge is None:
+            edge_attr = None  # as PyG: edge features are ignored without edge_dim
         if self.add_self_loops:
-            keep = edge_index[0] != edge_index[1]
-            if edge_attr is not None:
-                edge_attr = edge_attr[keep]
-            edge_index = edge_index[:, keep]
+            # PyG drops the self-loops and adds one per node < n. Here, with fixed sizes (no
+            # data-dependent shapes under torch.compile): an existing self-loop is redirected to
+            # a padding source num_src whose logit is -inf (weight exactly 0), and the loops
+            # (v, v) are appended.
             n = min(num_src, num_dst)
-            nodes = torch.arange(n, device=edge_index.device)
-            if edge_attr is not None and self.lin_edge is not None:
-                loop_attr = self._self_loop_attr(edge_attr, edge_index[1], n)
-                edge_attr = torch.cat([edge_attr, loop_attr], 0)
-            edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
-
+            loop = edge_index[0] == edge_index[1]
+            nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
+            if edge_attr is not None:
+                edge_attr = torch.cat([edge_attr, self._self_loop_attr(edge_attr, edge_index, n, max(num_src, num_dst))], 0)
+            edge_index = torch.cat(
+                [torch.stack([torch.where(loop, num_src, edge_index[0]), edge_index[1]]), torch.stack([nodes, nodes])], 1
+            )
+            a_src = torch.cat([a_src, a_src.new_full((1, H), float("-inf"))])
+            x_src = torch.cat([x_src, x_src.new_zeros((1, H, C))])
+            num_src = num_src + 1
         # CSR over targets (sources bounded by num_src: the op is given the larger count).
         num = max(num_src, num_dst)
         rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
-        use_edge = self.lin_edge is not None and edge_attr is not None
-        if _use_fused(self.fused, col.numel() * H) and not (
-            use_edge or return_attention_weights or (self.dropout > 0.0 and self.training)
+        if (
+            # sized by the input edges, loops included
+            _use_fused(self.fused, edge_index.size(1) * H)
+            and edge_attr is None
+            and return_attention_weights is None
+            and not (self.dropout > 0.0 and self.training)
         ):
             # The fused op: logits, softmax and weighted sum per destination, no [E, H] tensor.
             out = _ops.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x_src.contiguous(), float(self.negative_slope))
-            return self._finish(out, x_dst_in)
-        score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous())  # [E, H], CSR order
-        if use_edge:
-            e = self.lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
-            score = score + (e * self.att_edge).sum(-1)[perm]
-        score = F.leaky_relu(score, self.negative_slope)
-        alpha = _ops.edge_softmax_heads(rowptr, col, score)  # [E, H], all heads in one walk
-        alpha_used = F.dropout(alpha, p=self.dropout, training=self.training)
-        out = self._finish(_ops.spmm_heads(rowptr, col, alpha_used, x_src), x_dst_in)  # from [N_dst, H, C]
-        if return_attention_weights:
-            # CSR position p holds input edge perm[p]: back to edge_index order
-            return out, (edge_index, torch.empty_like(alpha).index_copy_(0, perm, alpha))
+            alpha: Optional[Tensor] = None
+        else:
+            score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous())  # [E, H], CSR order
+            if lin_edge is not None and edge_attr is not None:
+                e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
+                score = score + (e * self.att_edge).sum(-1)[perm]
+            score = F.leaky_relu(score, self.negative_slope)
+            alpha = _ops.edge_softmax_heads(rowptr, col, score)  # [E, H], all heads in one walk
+            used = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = _ops.spmm_heads(rowptr, col, used, x_src)
+        out = self._finish(out, x_dst_in)  # from [N_dst, H, C]
+        if isinstance(return_attention_weights, bool):
+            assert alpha is not None
+            # Coefficients in edge_index order (with the appended self-loops); the redirected
+            # input self-loops (weight 0) are left out, as in PyG's output.
+            alpha = torch.empty_like(alpha).index_copy_(0, perm, alpha)
+            if self.add_self_loops:
+                kept = edge_index[0] != num_src - 1
+                return out, (edge_index[:, kept], alpha[kept])
+            return out, (edge_index, alpha)
         return out
 
     def _finish(self, out: Tensor, x_dst_in: Tensor) -> Tensor:
@@ -335,16 +408,41 @@ class TransformerConv(torch.nn.Module):
             if lin is not None:
                 lin.reset_parameters()
 
+    @overload
     def forward(
+        self,
+        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor] = None,
+        return_attention_weights: None = None,
+    ) -> Tensor:
+        pass
+
+    @overload
+    def forward(  # noqa: F811
+        self,
+        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor] = None,
+        return_attention_weights: bool = False,
+    ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+        pass
+
+    def forward(  # noqa: F811
         self,
         x: Union[Tensor, Tuple[Tensor, Tensor]],
         edge_index: Tensor,
         edge_attr: Optional[Tensor] = None,
         return_attention_weights: Optional[bool] = None,
     ):
+        """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
+        ``return_attention_weights`` is a bool (as PyG)."""
         _check_edge_index("TransformerConv", edge_index)
         H, C = self.heads, self.out_channels
-        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        if isinstance(x, Tensor):
+            x_src, x_dst = x, x
+        else:
+            x_src, x_dst = x[0], x[1]
         query = self.lin_query(x_dst).view(-1, H, C)
         key = self.lin_key(x_src).view(-1, H, C)
         value = self.lin_value(x_src).view(-1, H, C)
@@ -354,35 +452,30 @@ class TransformerConv(torch.nn.Module):
         rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
         scale = 1.0 / math.sqrt(C)
-        use_edge = self.lin_edge is not None
-        if use_edge and edge_attr is None:
+        lin_edge = self.lin_edge
+        if lin_edge is not None and edge_attr is None:
             raise ValueError("gnnfuse.nn.TransformerConv: a layer with edge_dim needs edge_attr")
         alpha: Optional[Tensor] = None
-        if _use_fused(self.fused, col.numel() * H) and not (
-            use_edge or return_attention_weights is not None or (self.dropout > 0.0 and self.training)
+        if lin_edge is not None and edge_attr is not None:
+            # Per-edge scores (CSR order), as PyG computes them.
+            rows = torch.repeat_interleave(torch.arange(num_dst, device=col.device), rowptr.diff())
+            e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)[perm]
+            key_j = key[col.long()] + e
+            score = (query[rows] * key_j).sum(-1) * scale
+            alpha = _ops.edge_softmax_heads(rowptr, col, score.contiguous())
+            used = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = _ops.spmm_heads(rowptr, col, used, value.contiguous())
+            out = out.index_add(0, rows, used[:, :, None] * e)
+        elif _use_fused(self.fused, col.numel() * H) and return_attention_weights is None and not (
+            self.dropout > 0.0 and self.training
         ):
             out = _ops.graph_attention(rowptr, col, (query * scale).contiguous(), key.contiguous(), value.contiguous())
-        elif not use_edge:
+        else:
             # Scores [E, H] (sddmm_heads), softmax, weighted sum: no [E, H, C] tensor.
             score = _ops.sddmm_heads(rowptr, col, (query * scale).contiguous(), key.contiguous())
             alpha = _ops.edge_softmax_heads(rowptr, col, score)
             used = F.dropout(alpha, p=self.dropout, training=self.training)
             out = _ops.spmm_heads(rowptr, col, used, value.contiguous())
-        else:
-            # Per-edge scores (CSR order), as PyG computes them.
-            rows = torch.repeat_interleave(torch.arange(num_dst, device=col.device), rowptr.diff())
-            colx = col.long()
-            key_j = key[colx]
-            e: Optional[Tensor] = None
-            if use_edge:
-                e = self.lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)[perm]
-                key_j = key_j + e
-            score = (query[rows] * key_j).sum(-1) * scale
-            alpha = _ops.edge_softmax_heads(rowptr, col, score.contiguous())
-            used = F.dropout(alpha, p=self.dropout, training=self.training)
-            out = _ops.spmm_heads(rowptr, col, used, value.contiguous())
-            if e is not None:
-                out = out.index_add(0, rows, used[:, :, None] * e)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if self.root_weight:
             x_r = self.lin_skip(x_dst)
@@ -391,7 +484,8 @@ class TransformerConv(torch.nn.Module):
                 out = b * x_r + (1 - b) * out
             else:
                 out = out + x_r
-        if return_attention_weights is not None and alpha is not None:
+        if isinstance(return_attention_weights, bool):
+            assert alpha is not None
             return out, (edge_index, torch.empty_like(alpha).index_copy_(0, perm, alpha))
         return out
 

@@ -323,15 +323,19 @@ def gcn_norm(
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
     if add_self_loops:
+        # Fixed sizes (no boolean masks, so torch.compile sees no data-dependent shape): existing
+        # self-loops stay with weight 0 and one loop per node is appended, weighing what the
+        # node's existing loop weighed (the last one, as PyG), else `fill`.
         loop = edge_index[0] == edge_index[1]
-        loop_w = torch.full((num_nodes,), fill, dtype=edge_weight.dtype, device=edge_weight.device)
-        loop_w[edge_index[0][loop]] = edge_weight[loop]
-        nodes = torch.arange(num_nodes, device=edge_index.device)
-        edge_index = torch.cat([edge_index[:, ~loop], torch.stack([nodes, nodes])], 1)
-        edge_weight = torch.cat([edge_weight[~loop], loop_w])
+        slot = torch.where(loop, edge_index[0], num_nodes)  # other edges write a spare slot
+        loop_w = torch.full((num_nodes + 1,), fill, dtype=edge_weight.dtype, device=edge_weight.device)
+        loop_w = loop_w.index_put((slot,), edge_weight)
+        nodes = torch.arange(num_nodes, dtype=edge_index.dtype, device=edge_index.device)
+        edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
+        edge_weight = torch.cat([edge_weight.masked_fill(loop, 0.0), loop_w[:num_nodes]])
     if normalize:
         deg = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
-        deg.index_add_(0, edge_index[1], edge_weight)
+        deg = deg.index_add(0, edge_index[1], edge_weight)
         dis = deg.pow(-0.5)
         dis = dis.masked_fill(torch.isinf(dis), 0.0)
         edge_weight = dis[edge_index[0]] * edge_weight * dis[edge_index[1]]
