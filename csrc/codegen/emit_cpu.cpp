@@ -198,25 +198,35 @@ class KernelEmitter {
           line("const index_t* __restrict__ " + t.name + "_col = static_cast<const index_t*>(prm." + t.name + "_col);");
           if (!t.values.empty())
             line("const scalar_t* __restrict__ " + t.name + "_val = static_cast<const scalar_t*>(prm." + t.name + "_val);");
+          if (!t.values.empty()) line("(void)" + t.name + "_val;");
           line("(void)" + t.name + "_rowptr;");
           line("(void)" + t.name + "_col;");
           if (p_.walks_csc(t.name)) {
             line("const index_t* __restrict__ " + t.name + "_colptr = static_cast<const index_t*>(prm." + t.name + "_colptr);");
             line("const index_t* __restrict__ " + t.name + "_row = static_cast<const index_t*>(prm." + t.name + "_row);");
             line("const int64_t* __restrict__ " + t.name + "_perm = static_cast<const int64_t*>(prm." + t.name + "_perm);");
+            line("(void)" + t.name + "_colptr;");
+            line("(void)" + t.name + "_row;");
+            line("(void)" + t.name + "_perm;");
           }
           break;
         case Role::DenseInput:
         case Role::EdgeInput:
           line("const scalar_t* __restrict__ " + t.name + " = static_cast<const scalar_t*>(prm." + t.name + ");");
+          line("(void)" + t.name + ";");
           break;
         case Role::SelectInput:
           line("const int64_t* __restrict__ " + t.name + " = static_cast<const int64_t*>(prm." + t.name + ");");
+          line("(void)" + t.name + ";");
           break;
         case Role::CountInput: break;
         case Role::Output:
           line("scalar_t* __restrict__ " + t.name + " = static_cast<scalar_t*>(prm." + t.name + ");");
-          if (s_.selects()) line("int64_t* __restrict__ " + t.name + "_arg = static_cast<int64_t*>(prm." + t.name + "_arg);");
+          line("(void)" + t.name + ";");
+          if (s_.selects()) {
+            line("int64_t* __restrict__ " + t.name + "_arg = static_cast<int64_t*>(prm." + t.name + "_arg);");
+            line("(void)" + t.name + "_arg;");
+          }
           break;
         case Role::Temp: break;
       }
@@ -590,7 +600,7 @@ class KernelEmitter {
       for (auto& name : p_.temps)
         if (!home_of(p_, *c_.tree, name) &&
             std::find(n.private_sums.begin(), n.private_sums.end(), name) == n.private_sums.end())
-          line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
+          line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
       for (auto& t : n.private_sums) {
         line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(t) + ");");
         line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
