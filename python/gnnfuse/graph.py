@@ -23,7 +23,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "to_graph"]
 
 
 def _infer_num_nodes(index: Tensor) -> int:
@@ -201,6 +201,49 @@ class Graph:
             validate=validate,
         )
 
+    @classmethod
+    def from_scipy(cls, m, *, validate: bool = True) -> "Graph":
+        """Build a graph from a scipy.sparse matrix or array ``A`` (any format; rows = targets,
+        ``A[i, j] != 0`` is an edge ``j -> i``). Converted to CSR with sorted columns and
+        summed duplicates (on a copy); the values become ``g.values``; int32 indices are kept
+        when scipy stored them so."""
+        csr = m.tocsr(copy=True)
+        csr.sum_duplicates()
+        csr.sort_indices()
+        rowptr = torch.from_numpy(csr.indptr.copy())
+        col = torch.from_numpy(csr.indices.copy())
+        if rowptr.dtype != col.dtype:
+            rowptr, col = rowptr.long(), col.long()
+        values = torch.from_numpy(csr.data.copy()) if csr.data.dtype.kind == "f" else None
+        return cls.from_csr(rowptr, col, csr.shape[0], csr.shape[1], values=values, validate=validate)
+
+    @classmethod
+    def from_dgl(cls, g) -> "Graph":
+        """Build a graph from a DGL graph (homogeneous or one relation of a bipartite block):
+        its edges ``(src, dst)`` become an ``edge_index`` (``g.perm`` maps CSR positions back
+        to DGL's edge ids)."""
+        src, dst = g.edges()
+        return cls.from_edge_index(torch.stack([src, dst]), g.num_dst_nodes(), g.num_src_nodes())
+
+    def to_scipy(self):
+        """The CSR as a ``scipy.sparse.csr_matrix`` ``[num_nodes, num_src_nodes]`` (values, or
+        ones for an unweighted graph)."""
+        import numpy as np
+        import scipy.sparse as sp
+
+        data = self.values.detach().cpu().numpy() if self.values is not None else np.ones(self.num_edges, dtype=np.float32)
+        return sp.csr_matrix(
+            (data, self.col.cpu().numpy(), self.rowptr.cpu().numpy()), shape=(self.num_nodes, self.num_src_nodes)
+        )
+
+    def to_edge_index(self) -> Tensor:
+        """``[2, E]`` (sources, targets) in CSR order."""
+        rows = torch.repeat_interleave(
+            torch.arange(self.num_nodes, device=self.col.device, dtype=self.col.dtype),
+            self.rowptr.diff(), output_size=self.col.numel(),
+        )
+        return torch.stack([self.col, rows])
+
     # ---------------------------------------------------------------- properties
     @property
     def num_edges(self) -> int:
@@ -276,6 +319,34 @@ class Graph:
             + (", values" if self.values is not None else "")
             + ")"
         )
+
+
+def to_graph(obj, num_nodes: Optional[int] = None, num_src_nodes: Optional[int] = None) -> Graph:
+    """Any supported graph form as a :class:`Graph`: a ``Graph`` (returned as is), a torch
+    sparse tensor (COO, CSR, CSC, BSR, BSC), a PyG ``edge_index`` or ``EdgeIndex`` (its
+    ``sparse_size`` gives the node counts when known), a scipy.sparse matrix, or a DGL graph."""
+    if isinstance(obj, Graph):
+        return obj
+    if isinstance(obj, torch.Tensor):
+        if obj.layout != torch.strided:
+            return Graph.from_sparse(obj)
+        sparse_size = getattr(obj, "sparse_size", None)  # torch_geometric.EdgeIndex
+        if callable(sparse_size):
+            src_size, dst_size = sparse_size()
+            if num_nodes is None and dst_size is not None:
+                num_nodes = int(dst_size)
+                if num_src_nodes is None and src_size is not None and src_size != dst_size:
+                    num_src_nodes = int(src_size)
+            obj = obj.as_subclass(torch.Tensor)
+        return Graph.from_edge_index(obj, num_nodes, num_src_nodes)
+    if hasattr(obj, "tocsr") and hasattr(obj, "shape"):
+        return Graph.from_scipy(obj)
+    if hasattr(obj, "edges") and hasattr(obj, "num_dst_nodes"):
+        return Graph.from_dgl(obj)
+    raise TypeError(
+        "gnnfuse.to_graph: expected a gnnfuse.Graph, a torch sparse tensor, an edge_index, a "
+        f"scipy.sparse matrix or a DGL graph, got {type(obj).__name__}"
+    )
 
 
 def _validate_csr(rowptr: Tensor, col: Tensor, num_cols: int) -> None:

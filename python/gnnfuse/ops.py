@@ -31,7 +31,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from .graph import Graph
+from .graph import Graph, to_graph
 
 __all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "gcn_norm"]
 
@@ -61,6 +61,8 @@ def _resolve(
     graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str
 ) -> Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
     """-> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None)."""
+    if not isinstance(graph, (Graph, torch.Tensor)):
+        graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph):
         if edge_weight is None:
             edge_weight = graph.values
@@ -345,6 +347,8 @@ def gcn_norm(
 
 def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
     """(edge_index, weights in its order) of any graph form (square graphs)."""
+    if not isinstance(graph, (Graph, torch.Tensor)):
+        graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in _SPARSE_LAYOUTS):
         g = graph if isinstance(graph, Graph) else Graph.from_sparse(graph, validate=False)
         rows = torch.repeat_interleave(torch.arange(g.num_nodes, device=g.col.device), g.rowptr.diff().long())

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import gnnfuse
+import gnnfuse.nn
+
 from gnnfuse import Graph
 from graphs import (
     CASE_NAMES,
@@ -310,3 +313,84 @@ def test_csr_transpose_errors():
     _raises("csr_transpose", "col", torch.ops.gnnfuse.csr_transpose, rowptr, torch.tensor([0, -1, 1]), 2)
     _raises("csr_transpose", "rowptr", torch.ops.gnnfuse.csr_transpose, torch.tensor([0, 2, 1, 3]), col, 3)
     _raises("csr_transpose", "num_cols", torch.ops.gnnfuse.csr_transpose, rowptr, col, -1)
+
+
+# ---------------------------------------------------------------- interoperability
+def _reference_spmm(edge_index, n, x, w=None):
+    w = torch.ones(edge_index.size(1), dtype=x.dtype) if w is None else w
+    return torch.zeros(n, x.size(1), dtype=x.dtype).index_add_(0, edge_index[1], w[:, None] * x[edge_index[0]])
+
+
+def test_scipy_round_trip_and_ops():
+    sp = pytest.importorskip("scipy.sparse")
+    import numpy as np
+
+    gen = np.random.default_rng(0)
+    n = 40
+    rows, cols = gen.integers(0, n, 300), gen.integers(0, n, 300)  # duplicates summed by scipy
+    vals = gen.random(300)
+    for fmt in ("coo", "csr", "csc"):
+        m = sp.coo_matrix((vals, (rows, cols)), shape=(n, n)).asformat(fmt)
+        g = gnnfuse.Graph.from_scipy(m)
+        assert g.num_nodes == n and g.values.dtype == torch.float64
+        assert (g.to_scipy() != m.tocsr()).nnz == 0
+        x = torch.randn(n, 5, dtype=torch.float64)
+        ref = torch.from_numpy(m @ x.numpy())
+        torch.testing.assert_close(gnnfuse.spmm(g, x), ref)
+        torch.testing.assert_close(gnnfuse.spmm(m, x), ref)  # the ops accept scipy directly
+        torch.testing.assert_close(gnnfuse.to_graph(m).rowptr, g.rowptr)
+
+
+def test_scipy_rectangular_int32():
+    sp = pytest.importorskip("scipy.sparse")
+    import numpy as np
+
+    m = sp.csr_matrix((np.ones(3, dtype=np.float32), np.array([0, 4, 2], dtype=np.int32), np.array([0, 2, 2, 3], dtype=np.int32)), shape=(3, 5))
+    g = gnnfuse.Graph.from_scipy(m)
+    assert g.rowptr.dtype == torch.int32 and g.num_src_nodes == 5
+    x = torch.randn(5, 2)
+    torch.testing.assert_close(gnnfuse.spmm(g, x), torch.from_numpy(m @ x.numpy()))
+
+
+def test_pyg_edge_index_is_accepted():
+    pyg = pytest.importorskip("torch_geometric")
+    ei = torch.tensor([[0, 1, 2, 2, 4], [1, 2, 0, 1, 3]])
+    e = pyg.EdgeIndex(ei, sparse_size=(5, 5))
+    g = gnnfuse.to_graph(e)
+    assert g.num_nodes == 5 and type(g.rowptr) is torch.Tensor
+    x = torch.randn(5, 3, dtype=torch.float64)
+    torch.testing.assert_close(gnnfuse.spmm(g, x), _reference_spmm(ei, 5, x))
+    torch.testing.assert_close(gnnfuse.spmm(e, x), _reference_spmm(ei, 5, x))
+    conv = gnnfuse.nn.GCNConv(3, 2).double()
+    torch.testing.assert_close(conv(x, e), conv(x, ei))
+
+
+def test_to_edge_index_and_errors():
+    ei = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])
+    g = gnnfuse.Graph.from_edge_index(ei, num_nodes=3)
+    back = g.to_edge_index()
+    assert sorted(map(tuple, back.t().tolist())) == sorted(map(tuple, ei.t().tolist()))
+    with pytest.raises(TypeError, match="to_graph"):
+        gnnfuse.to_graph([1, 2, 3])
+
+
+def test_dgl_like_graph_is_converted():
+    # dgl does not install here: a stand-in with DGL's graph interface (edges, node counts)
+    class FakeDGLGraph:
+        def __init__(self, src, dst, n_src, n_dst):
+            self.src, self.dst, self.n_src, self.n_dst = src, dst, n_src, n_dst
+
+        def edges(self):
+            return self.src, self.dst
+
+        def num_src_nodes(self):
+            return self.n_src
+
+        def num_dst_nodes(self):
+            return self.n_dst
+
+    src, dst = torch.tensor([0, 3, 4, 1]), torch.tensor([1, 0, 2, 1])
+    g = gnnfuse.to_graph(FakeDGLGraph(src, dst, 5, 3))
+    assert (g.num_nodes, g.num_src_nodes) == (3, 5)
+    x = torch.randn(5, 2, dtype=torch.float64)
+    torch.testing.assert_close(gnnfuse.spmm(g, x), _reference_spmm(torch.stack([src, dst]), 3, x))
