@@ -92,7 +92,16 @@ def implementations(path: Path, data: dict) -> list[str]:
 
 
 def memory(path: Path, data: dict) -> list[str]:
-    out = [f"## {path.stem}", "", f"_{data.get('what', '')}_", "", "```", json.dumps(data.get("graphs"), indent=1)[:4000], "```", ""]
+    out = [f"## {path.stem}", "", f"_{data.get('what', '')}_", "",
+           "| graph | nodes | edges | F | implementation | peak MiB | median ms |", "|---|---:|---:|---:|---|---:|---:|"]
+    for g in data.get("graphs", []):
+        for impl, r in g.get("results", {}).items():
+            if isinstance(r, dict) and "peak_mib" in r:
+                out.append(f"| {g.get('graph')} | {g.get('num_nodes', '')} | {g.get('num_edges', '')} | {g.get('F', '')} | "
+                           f"{impl} | {r['peak_mib']:.1f} | {1e3 * r.get('median_s', float('nan')):.2f} |")
+            elif isinstance(r, dict):
+                out.append(f"| {g.get('graph')} | | | {g.get('F', '')} | {impl} | {r.get('error', 'not run')} | |")
+    out.append("")
     return out
 
 
