@@ -172,7 +172,7 @@ class KernelEmitter {
     for (auto& name : p_.temps)
       if (!home_of(p_, *c_.tree, name)) {
         line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "), " + init(name) + ");");
-        line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
+        line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
       }
     for (auto& k : c_.tree->kids) top(*k);
     return os_.str();
