@@ -5,10 +5,14 @@
 #include <vector>
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <optional>
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <c10/core/UndefinedTensorImpl.h>
 #include <c10/util/Exception.h>
+#include <c10/util/intrusive_ptr.h>
 
 namespace gnnfuse::checks {
 namespace {
@@ -187,6 +191,65 @@ void csc(const char* op, const char* const names[3], const at::Tensor& rowptr, c
   });
 }
 
+namespace {
+
+// CSRs whose values were checked, so that a graph used call after call (every layer, every
+// epoch) is scanned once. An entry holds weak references to the two TensorImpls (their memory
+// cannot be reused for another tensor while it lives), their version counters (an in-place
+// change bumps them), data pointers, sizes and num_cols; any difference is a miss. Tensors
+// without a version counter (inference mode) are always checked.
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+struct CheckedCsr {
+  std::optional<WeakImpl> rowptr, col;
+  int64_t rowptr_version = -1, col_version = -1;
+  const void* rowptr_data = nullptr;
+  const void* col_data = nullptr;
+  int64_t rows = -1, nnz = -1, num_cols = -1;
+};
+
+constexpr size_t kCheckedCsrs = 16;
+std::mutex checked_mutex;
+std::vector<CheckedCsr> checked(kCheckedCsrs);
+size_t checked_next = 0;
+
+bool trackable(const at::Tensor& t) { return !t.is_inference() && t.device().is_cpu(); }
+
+bool same(const CheckedCsr& c, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  return c.rowptr && c.col && !c.rowptr->expired() && !c.col->expired() &&
+         c.rowptr->_unsafe_get_target() == rowptr.unsafeGetTensorImpl() &&
+         c.col->_unsafe_get_target() == col.unsafeGetTensorImpl() && c.rowptr_version == rowptr._version() &&
+         c.col_version == col._version() && c.rowptr_data == rowptr.const_data_ptr() && c.col_data == col.const_data_ptr() &&
+         c.rows == rowptr.numel() && c.nnz == col.numel() && c.num_cols == num_cols;
+}
+
+bool already_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  if (!trackable(rowptr) || !trackable(col)) return false;
+  std::lock_guard<std::mutex> lock(checked_mutex);
+  for (const CheckedCsr& c : checked)
+    if (same(c, rowptr, col, num_cols)) return true;
+  return false;
+}
+
+void remember_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  if (!trackable(rowptr) || !trackable(col)) return;
+  CheckedCsr c;
+  c.rowptr.emplace(rowptr.getIntrusivePtr());
+  c.col.emplace(col.getIntrusivePtr());
+  c.rowptr_version = rowptr._version();
+  c.col_version = col._version();
+  c.rowptr_data = rowptr.const_data_ptr();
+  c.col_data = col.const_data_ptr();
+  c.rows = rowptr.numel();
+  c.nnz = col.numel();
+  c.num_cols = num_cols;
+  std::lock_guard<std::mutex> lock(checked_mutex);
+  checked[checked_next] = std::move(c);
+  checked_next = (checked_next + 1) % kCheckedCsrs;
+}
+
+}  // namespace
+
 void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
   index_tensor(op, "rowptr", rowptr);
   index_tensor(op, "col", col);
@@ -198,12 +261,14 @@ void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_
   // Value checks on other devices would cost a synchronisation and a device kernel.
   if (!rowptr.device().is_cpu()) return;
 
+  if (already_checked(rowptr, col, num_cols)) return;
   const at::Tensor rowptr_c = rowptr.contiguous();
   const at::Tensor col_c = col.contiguous();
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csr", [&] {
     csr_values<index_t>(op, rowptr_c.const_data_ptr<index_t>(), rowptr.numel() - 1,
                         col_c.const_data_ptr<index_t>(), col.numel(), num_cols);
   });
+  remember_checked(rowptr, col, num_cols);
 }
 
 void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes) {

@@ -57,11 +57,18 @@ GraphLike = Union[Graph, Tensor]
 _SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
 
 
+def _convertible(graph) -> bool:
+    """A scipy.sparse matrix or a DGL graph (converted by :func:`gnnfuse.to_graph`)."""
+    return not isinstance(graph, (Graph, torch.Tensor)) and (
+        (hasattr(graph, "tocsr") and hasattr(graph, "shape")) or (hasattr(graph, "edges") and hasattr(graph, "num_dst_nodes"))
+    )
+
+
 def _resolve(
     graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str
 ) -> Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
     """-> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None)."""
-    if not isinstance(graph, (Graph, torch.Tensor)):
+    if _convertible(graph):
         graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph):
         if edge_weight is None:
@@ -347,7 +354,7 @@ def gcn_norm(
 
 def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
     """(edge_index, weights in its order) of any graph form (square graphs)."""
-    if not isinstance(graph, (Graph, torch.Tensor)):
+    if _convertible(graph):
         graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in _SPARSE_LAYOUTS):
         g = graph if isinstance(graph, Graph) else Graph.from_sparse(graph, validate=False)

@@ -215,3 +215,49 @@ def test_mixed_devices(op):
     a = _inputs()
     a["edge_weight"] = a["edge_weight"].to("meta")
     _expect(op, "edge_weight|rowptr|col|x|u|v", a)
+
+
+# ---------------------------------------------------------------- checked once, re-checked on change
+def test_a_checked_csr_is_rechecked_after_an_in_place_change():
+    rowptr = torch.tensor([0, 2, 3, 3])
+    col = torch.tensor([0, 2, 1])
+    x = torch.randn(3, 4)
+    torch.ops.gnnfuse.spmm(rowptr, col, None, x)  # checked and remembered
+    torch.ops.gnnfuse.spmm(rowptr, col, None, x)  # remembered: not scanned again
+    col[1] = 7  # in place: the version counter moves
+    with pytest.raises(RuntimeError, match=r"spmm.*col.*\[0, 3\).*7"):
+        torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+    col[1] = 2
+    torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+    rowptr[2] = 1  # not monotone
+    with pytest.raises(RuntimeError, match="rowptr"):
+        torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+
+
+def test_a_checked_csr_is_rechecked_for_fewer_columns():
+    rowptr, col = torch.tensor([0, 1, 2]), torch.tensor([0, 3])
+    torch.ops.gnnfuse.spmm(rowptr, col, None, torch.randn(4, 2))
+    with pytest.raises(RuntimeError, match=r"col.*\[0, 2\).*3"):
+        torch.ops.gnnfuse.spmm(rowptr, col, None, torch.randn(2, 2))
+
+
+def test_inference_mode_tensors_are_always_checked():
+    with torch.inference_mode():
+        rowptr, col = torch.tensor([0, 1, 2]), torch.tensor([0, 1])
+        x = torch.randn(2, 2)
+        torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+        col2 = torch.tensor([0, 5])
+        with pytest.raises(RuntimeError, match="col"):
+            torch.ops.gnnfuse.spmm(rowptr, col2, None, x)
+
+
+def test_many_graphs_in_turn_are_all_checked():
+    # more graphs than remembered entries, valid and invalid interleaved
+    x = torch.randn(5, 2)
+    for k in range(40):
+        rowptr = torch.tensor([0, 1, 2])
+        col = torch.tensor([k % 5, (k * 3) % 5])
+        torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+        bad = torch.tensor([0, 5 + k])
+        with pytest.raises(RuntimeError, match="col"):
+            torch.ops.gnnfuse.spmm(rowptr, bad, None, x)
