@@ -261,3 +261,10 @@ def test_many_graphs_in_turn_are_all_checked():
         bad = torch.tensor([0, 5 + k])
         with pytest.raises(RuntimeError, match="col"):
             torch.ops.gnnfuse.spmm(rowptr, bad, None, x)
+
+
+def test_int32_edge_index_too_long_for_int32_row_pointers():
+    # a stride-0 view: 2^31 edges without the memory
+    ei = torch.zeros(2, 1, dtype=torch.int32).expand(2, 2**31)
+    with pytest.raises(RuntimeError, match=r"edge_index_to_csr.*at most 2147483647 edges when int32"):
+        torch.ops.gnnfuse.edge_index_to_csr(ei, 4)
