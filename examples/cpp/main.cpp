@@ -1,7 +1,12 @@
 // Runs a TorchScript model that calls gnnfuse ops (the demo's GAT) on a graph read from a file,
 // checks its output against the one Python computed, then calls two ops through the C++ API.
 //
-//   gnnfuse_infer <model.pt> <inputs.pt>
+//   gnnfuse_infer <model.pt> <inputs.pt> [<model.pt2>]
+//
+// With a third argument, the same model compiled ahead of time by AOTInductor (torch.export +
+// torch._inductor.aoti_compile_and_package, which the demo writes) is loaded with
+// torch::inductor::AOTIModelPackageLoader and checked against the same expected output; its
+// gnnfuse ops run through the dispatcher (AOTInductor's proxy executor for custom ops).
 //
 // inputs.pt is a scripted module whose buffers are x [N, F], edge_index [2, E] and expected
 // [N, C] (examples/demo.py writes it). Exit status 0 when everything matches.
@@ -9,6 +14,7 @@
 #include <exception>
 #include <string>
 
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/script.h>
 
 #include <gnnfuse/gnnfuse.h>
@@ -20,8 +26,8 @@ at::Tensor buffer(const torch::jit::Module& m, const std::string& name) { return
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <model.pt> <inputs.pt>\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s <model.pt> <inputs.pt> [<model.pt2>]\n", argv[0]);
     return 2;
   }
   try {
@@ -49,7 +55,15 @@ int main(int argc, char** argv) {
     const double op_err = (sum - ref).abs().max().item<double>();
     std::printf("C++ API: gnnfuse::spmm vs index_add max |diff| = %.2e\n", op_err);
 
-    const bool ok = err <= 1e-4 * scale && op_err <= 1e-4 * std::max(1.0, ref.abs().max().item<double>());
+    bool ok = err <= 1e-4 * scale && op_err <= 1e-4 * std::max(1.0, ref.abs().max().item<double>());
+
+    if (argc == 4) {
+      torch::inductor::AOTIModelPackageLoader loader(argv[3]);
+      const std::vector<at::Tensor> aoti = loader.run({x, edge_index});
+      const double aoti_err = (aoti.at(0) - expected).abs().max().item<double>();
+      std::printf("C++ AOTInductor: compiled GAT package: output max |diff| vs Python = %.2e\n", aoti_err);
+      ok = ok && aoti_err <= 1e-4 * scale;
+    }
     if (!ok) std::fprintf(stderr, "gnnfuse_infer: results differ\n");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

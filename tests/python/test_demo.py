@@ -1,6 +1,7 @@
 """The demo end to end on a small generated graph: both models train, the GAT is scripted, saved
-and reloaded, and the C++ example (examples/cpp, built with find_package(gnnfuse) against
-`cmake --install` of this build) loads it and reproduces the Python output."""
+and reloaded, the GAT is exported and compiled by AOTInductor, and the C++ example (examples/cpp, built with
+find_package(gnnfuse) against `cmake --install` of this build) loads both and reproduces the
+Python output."""
 
 from __future__ import annotations
 
@@ -25,5 +26,7 @@ def test_demo_trains_scripts_and_runs_from_cpp(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "C++ LibTorch: scripted GAT" in run.stdout
+    assert "C++ AOTInductor: compiled GAT package" in run.stdout
+    assert (tmp_path / "gat.pt2").exists()
     assert "gnnfuse::gat" in run.stdout
     assert (tmp_path / "gat_scripted.pt").exists()
