@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from .ops import gcn_norm
+from .ops import _to_input_order, gcn_norm
 
 if typing.TYPE_CHECKING:
     from typing import overload
@@ -58,6 +58,17 @@ def _check_edge_index(layer: str, edge_index: Tensor) -> None:
 # (sddmm, edge_softmax_heads, spmm_heads: [E, H] tensors, fewer passes over the edges; faster on
 # this CPU at the sizes measured in bench/results). `fused=None` takes the fused ops once the
 # [E, H] tensors (several kept for backward) would pass 2^24 elements (64 MiB each in float32).
+def _softmax_aggregate(
+    rowptr: Tensor, col: Tensor, score: Tensor, values: Tensor, dropout: float, training: bool
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """The per-edge attention path: softmax of ``score`` [E, H] over each row (all heads in one
+    walk), dropout on the coefficients, weighted sum of ``values`` [N_src, H, C].
+    Returns (output [N_dst, H, C], coefficients, coefficients after dropout)."""
+    alpha = _ops.edge_softmax_heads(rowptr, col, score.contiguous())
+    used = F.dropout(alpha, p=dropout, training=training)
+    return _ops.spmm_heads(rowptr, col, used, values.contiguous()), alpha, used
+
+
 def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
     if fused is None:
         return edge_heads >= 16777216  # 2^24 (a literal: TorchScript reads no module globals)
@@ -326,15 +337,13 @@ class GATConv(torch.nn.Module):
                 e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
                 score = score + (e * self.att_edge).sum(-1)[perm]
             score = F.leaky_relu(score, self.negative_slope)
-            alpha = _ops.edge_softmax_heads(rowptr, col, score)  # [E, H], all heads in one walk
-            used = F.dropout(alpha, p=self.dropout, training=self.training)
-            out = _ops.spmm_heads(rowptr, col, used, x_src)
+            out, alpha, _ = _softmax_aggregate(rowptr, col, score, x_src, self.dropout, self.training)
         out = self._finish(out, x_dst_in)  # from [N_dst, H, C]
         if isinstance(return_attention_weights, bool):
             assert alpha is not None
             # Coefficients in edge_index order (with the appended self-loops); the redirected
             # input self-loops (weight 0) are left out, as in PyG's output.
-            alpha = torch.empty_like(alpha).index_copy_(0, perm, alpha)
+            alpha = _to_input_order(alpha, perm)
             if self.add_self_loops:
                 kept = edge_index[0] != num_src - 1
                 return out, (edge_index[:, kept], alpha[kept])
@@ -462,9 +471,7 @@ class TransformerConv(torch.nn.Module):
             e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)[perm]
             key_j = key[col.long()] + e
             score = (query[rows] * key_j).sum(-1) * scale
-            alpha = _ops.edge_softmax_heads(rowptr, col, score.contiguous())
-            used = F.dropout(alpha, p=self.dropout, training=self.training)
-            out = _ops.spmm_heads(rowptr, col, used, value.contiguous())
+            out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training)
             out = out.index_add(0, rows, used[:, :, None] * e)
         elif _use_fused(self.fused, col.numel() * H) and return_attention_weights is None and not (
             self.dropout > 0.0 and self.training
@@ -473,9 +480,7 @@ class TransformerConv(torch.nn.Module):
         else:
             # Scores [E, H] (sddmm_heads), softmax, weighted sum: no [E, H, C] tensor.
             score = _ops.sddmm_heads(rowptr, col, (query * scale).contiguous(), key.contiguous())
-            alpha = _ops.edge_softmax_heads(rowptr, col, score)
-            used = F.dropout(alpha, p=self.dropout, training=self.training)
-            out = _ops.spmm_heads(rowptr, col, used, value.contiguous())
+            out, alpha, _ = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if self.root_weight:
             x_r = self.lin_skip(x_dst)
@@ -486,7 +491,7 @@ class TransformerConv(torch.nn.Module):
                 out = out + x_r
         if isinstance(return_attention_weights, bool):
             assert alpha is not None
-            return out, (edge_index, torch.empty_like(alpha).index_copy_(0, perm, alpha))
+            return out, (edge_index, _to_input_order(alpha, perm))
         return out
 
     def __repr__(self) -> str:

@@ -358,8 +358,7 @@ def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor]) -> Tuple[Tensor,
         graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in _SPARSE_LAYOUTS):
         g = graph if isinstance(graph, Graph) else Graph.from_sparse(graph, validate=False)
-        rows = torch.repeat_interleave(torch.arange(g.num_nodes, device=g.col.device), g.rowptr.diff().long())
-        return torch.stack([g.col.long(), rows]), edge_weight if edge_weight is not None else g.values
+        return g.to_edge_index().long(), edge_weight if edge_weight is not None else g.values
     if isinstance(graph, torch.Tensor):
         return graph, edge_weight
     raise TypeError(f"gnnfuse.gcn: expected a gnnfuse.Graph, a torch sparse tensor or an edge_index tensor, got {type(graph).__name__}")

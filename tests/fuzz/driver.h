@@ -2,12 +2,16 @@
 // harnesses are not linked with -fsanitize=fuzzer (no clang on the CI machine): it mutates a
 // seed corpus (byte flips, dictionary tokens, deletions, line splices between seeds) for a
 // bounded time and feeds LLVMFuzzerTestOneInput. A crash, an abort or an unexpected exception
-// escaping the harness is a finding; the input that caused it is written to fuzz-crash-<n>.
+// escaping the harness is a finding; a signal handler writes the input being run to
+// fuzz-crash-input before the process dies.
 //
 //   <harness> <seconds> [seed files...]
 #pragma once
 
 #include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -19,6 +23,22 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace gnnfuse::fuzz {
+
+inline const std::string* current_input = nullptr;
+
+// Async-signal-safe: open/write/close, then the default action of the signal.
+inline void write_crash_input(int sig) {
+  if (current_input != nullptr) {
+    const int fd = ::open("fuzz-crash-input", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ssize_t ignored = ::write(fd, current_input->data(), current_input->size());
+      (void)ignored;
+      ::close(fd);
+    }
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
 
 inline std::string mutate(const std::vector<std::string>& corpus, const std::vector<std::string>& dict, std::mt19937_64& rng) {
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % (n ? n : 1)); };
@@ -71,18 +91,16 @@ inline int run(int argc, char** argv, std::vector<std::string> corpus, const std
   if (corpus.empty()) corpus.push_back("");
   std::mt19937_64 rng(12345);
   const auto start = std::chrono::steady_clock::now();
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, write_crash_input);
   long n = 0;
-  for (const std::string& s : corpus) LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size()), ++n;
-  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
-    const std::string s = mutate(corpus, dict, rng);
-    {
-      std::ofstream last("fuzz-last-input", std::ios::binary);  // kept if the next call crashes
-      last << s;
-    }
+  auto feed = [&](const std::string& s) {
+    current_input = &s;
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+    current_input = nullptr;
     ++n;
-  }
-  std::remove("fuzz-last-input");
+  };
+  for (const std::string& s : corpus) feed(s);
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) feed(mutate(corpus, dict, rng));
   std::printf("%s: %ld inputs in %.0f s, no findings\n", argv[0], n, seconds);
   return 0;
 }
