@@ -134,7 +134,12 @@ class ExprParser {
     }
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
       size_t used = 0;
-      double v = std::stod(s_.substr(pos_), &used);
+      double v = 0;
+      try {  // "." alone, or out of double's range (found by tests/fuzz/fuzz_spec)
+        v = std::stod(s_.substr(pos_), &used);
+      } catch (const std::exception&) {
+        fail(at, "expected a number");
+      }
       pos_ += used;
       Expr e;
       e.kind = Expr::Kind::Const;

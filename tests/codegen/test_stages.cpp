@@ -404,6 +404,10 @@ TEST(Spec, ErrorsCarryTheirLocation) {
   EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f\n").find("expected ')'"), std::string::npos);
   EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f)\nbogus 1\n").find("unknown key 'bogus'"), std::string::npos);
   EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * X(j,f)\norder j i f\n").find("walks it by columns"), std::string::npos);
+  // fuzz_spec findings: a lone '.' and a number out of range were std::invalid_argument /
+  // std::out_of_range escaping the parser
+  EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * . X(j,f)\n").find("t.spec:8:"), std::string::npos);
+  EXPECT_NE(error_of(base + "expr Y(i,f) = A(i,j) * 1e999 * X(j,f)\n").find("expected a number"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- emission
