@@ -126,6 +126,9 @@ def worker(rank: int, args, init_file: str, result_queue) -> None:
             pred = model(x, edge_index).argmax(1)  # full-graph inference
         acc = float((pred[test_mask] == y[test_mask]).float().mean())
         print(f"test accuracy after {args.steps} steps (full-graph inference): {acc:.3f}")
+    # Every rank leaves together: a rank tearing gloo down while another is still busy could
+    # abort in gloo's threads ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 
