@@ -687,6 +687,12 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
         for (auto& a : x->args) float_params(a);
       };
       float_params(e);
+      // Extents given by int arguments travel with the indices that use them.
+      for (auto& [v, a] : s.extents)
+        if (has(all, v)) {
+          args.push_back("int " + a);
+          decls << "extent  " << v << " = " << a << "\n";
+        }
       for (auto& t : s.tensors)
         if (t.role == Role::CountInput && used.count(t.name)) decls << "count   " << t.name << "(" << join(t.vars) << ") of " << t.pattern << "\n";
       if (reads_sel) {

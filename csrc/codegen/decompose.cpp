@@ -246,7 +246,16 @@ class Decomposer {
   // The factors of a product chain. A parenthesized sub-product that sums a variable of its
   // own (one no other factor and no consumer uses) stays one factor, so that it is lowered as a
   // value of its own and shared when it repeats (the row sums of an adjoint's kept copies).
-  static void flatten_product(const ExprP& e, const Vars& outside, std::vector<ExprP>* out) {
+  // A product whose leaves are all sparse, edge or select operands (a chain of walks).
+  bool sparse_product(const ExprP& e) const {
+    if (e->kind == Expr::Kind::Access) {
+      Role r = p_.tensor(e->name).role;
+      return r == Role::SparseInput || r == Role::EdgeInput || r == Role::SelectInput;
+    }
+    return e->kind == Expr::Kind::Binary && e->op == '*' && sparse_product(e->args[0]) && sparse_product(e->args[1]);
+  }
+
+  void flatten_product(const ExprP& e, const Vars& outside, std::vector<ExprP>* out) const {
     if (e->kind != Expr::Kind::Binary || e->op != '*') {
       out->push_back(e);
       return;
@@ -255,7 +264,7 @@ class Decomposer {
       const ExprP& a = e->args[static_cast<size_t>(k)];
       Vars around = unite(outside, vars_of(e->args[static_cast<size_t>(1 - k)]));
       bool own_sum = false;
-      if (a->grouped && a->kind == Expr::Kind::Binary && a->op == '*')
+      if (a->grouped && a->kind == Expr::Kind::Binary && a->op == '*' && !sparse_product(e))
         for (auto& v : vars_of(a))
           if (!has(around, v)) own_sum = true;
       if (own_sum) out->push_back(a);
@@ -350,6 +359,12 @@ class Decomposer {
         if (m != k) others = unite(others, vars_of(fs[m]));
       vals.push_back(value(fs[k], others));
     }
+    // A chain of sparse operands only (P^T A P: walks nested in walks) is multiplied out in the
+    // innermost loop, over every variable of the chain, and reduced once, into the output's
+    // workspace: summing a pair early would need a temporary over a walked coordinate (a dense
+    // row of P^T A, say), which only a sparse workspace could hold, and a pair kept over fewer
+    // variables would be computed in a nest of its own.
+    bool chain = vals.size() > 2 && std::all_of(vals.begin(), vals.end(), [&](const Value& v) { return is_sparse(v); });
     while (vals.size() > 2) {
       size_t best_a = 0, best_b = 1, best_size = SIZE_MAX;
       bool best_sparse = false, best_gather = false;
@@ -379,10 +394,13 @@ class Decomposer {
       Vars others = needed;
       for (size_t m = 0; m < vals.size(); ++m)
         if (m != best_a && m != best_b) others = unite(others, vals[m].vars);
+      if (chain)
+        for (auto& v : vals) others = unite(others, v.vars);  // every variable of the chain
       Pending pair;
       pair.op = Stmt::Op::Mul;
       pair.args = {vals[best_a], vals[best_b]};
       pair.vars = unite(vals[best_a].vars, vals[best_b].vars);
+      if (chain) pair.vars = unite(pair.vars, others);
       vals[best_a] = materialize(pair, others);
       vals.erase(vals.begin() + static_cast<long>(best_b));
     }

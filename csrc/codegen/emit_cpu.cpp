@@ -49,7 +49,7 @@ struct Binding {
   std::string tensor;  // spec tensor
   std::string arg;     // schema argument
   int dim = 0;         // dimension of arg; -1: rows of a csr operand (rowptr.size(0) - 1);
-                       // -2: a csr column nothing binds (extent unknown, -1)
+                       // -2: a csr column nothing binds (extent unknown, -1); -3: an int argument
 };
 
 bool walks_csc(const OpSpec& s, const TensorDecl& t) {
@@ -73,6 +73,7 @@ std::map<std::string, std::vector<Binding>> bindings(const OpSpec& s) {
       if (o.arg == nb.arg && o.dim == nb.dim) return;
     b[v].push_back(nb);
   };
+  for (auto& [v, a] : s.extents) add(v, Binding{"", a, -3});
   for (auto& t : s.tensors) {
     if (t.role == Role::SparseInput) add(t.vars[0], Binding{t.name, t.rowptr, -1});
     if (t.role == Role::SparseInput && t.has_csc() && !t.csc_optional) add(t.vars[1], Binding{t.name, t.colptr, -1});
@@ -112,11 +113,13 @@ std::map<std::string, std::vector<Binding>> bindings(const OpSpec& s) {
 
 std::string extent_expr(const Binding& b) {
   if (b.dim == -2) return "c10::SymInt(-1)";
+  if (b.dim == -3) return "c10::SymInt(" + b.arg + ")";
   if (b.dim < 0) return b.arg + ".sym_size(0) - 1";
   return b.arg + ".sym_size(" + std::to_string(b.dim) + ")";
 }
 
 std::string extent_text(const Binding& b) {
+  if (b.dim == -3) return b.arg;
   if (b.dim < 0) return b.arg + ".size(0) - 1";
   return b.arg + ".size(" + std::to_string(b.dim) + ")";
 }
@@ -161,7 +164,24 @@ std::string arg_names(const Schema& sc) {
 }
 
 // ---------------------------------------------------------------- kernel body
-class KernelEmitter {
+// Indented C++ text, one line at a time.
+class CodeWriter {
+ protected:
+  std::ostringstream os_;
+  int depth_ = 1;
+
+  void line(const std::string& l) { os_ << std::string(static_cast<size_t>(depth_) * 2, ' ') << l << "\n"; }
+  void open(const std::string& l) {
+    line(l);
+    ++depth_;
+  }
+  void close(const std::string& l = "}") {
+    --depth_;
+    line(l);
+  }
+};
+
+class KernelEmitter : public CodeWriter {
  public:
   KernelEmitter(const Compiled& c) : c_(c), p_(c.program), s_(c.spec) {}
 
@@ -235,20 +255,9 @@ class KernelEmitter {
   const Compiled& c_;
   const Program& p_;
   const OpSpec& s_;
-  std::ostringstream os_;
-  int depth_ = 1;
   std::set<std::string> walking_;  // sparse operands walked by the enclosing loops
   std::set<std::string> enclosing_;  // variables of the enclosing loops
 
-  void line(const std::string& l) { os_ << std::string(static_cast<size_t>(depth_) * 2, ' ') << l << "\n"; }
-  void open(const std::string& l) {
-    line(l);
-    ++depth_;
-  }
-  void close(const std::string& l = "}") {
-    --depth_;
-    line(l);
-  }
 
   bool is_outer_var(const std::string& sparse, const std::string& var) const { return p_.outer_var(sparse) == var; }
   // The pointer array that delimits the inner ranges of a sparse operand: rowptr through CSR,
@@ -488,8 +497,14 @@ class KernelEmitter {
       }
       case Node::Kind::Loop: {
         std::string level;
-        if (!n.space.single_level(&level))
-          fail(s_.loc, "loop over '" + n.var + "' iterates " + n.space.str() + ": co-iteration of several sparse operands is not lowered yet");
+        if (!n.walk.empty()) {
+          level = n.walk;
+        } else if (!n.space.single_level(&level)) {
+          fail(s_.loc, "loop over '" + n.var + "' iterates " + n.space.str() + ": a union of sparse levels is not lowered yet");
+        }
+        for (auto& l : n.located)
+          if (!enclosing_.count(p_.outer_var(l)) || walking_.count(l))
+            fail(s_.loc, "the loop over '" + n.var + "' co-iterates " + l + ", whose row '" + p_.outer_var(l) + "' no enclosing loop binds");
         if (level.empty() && n.simd && !n.simd_reduction.empty()) {
           simd_sum(n);
           return;
@@ -508,6 +523,7 @@ class KernelEmitter {
           line("(void)" + n.var + ";");
           line(std::string("const int64_t ") + edge(level) + " = " + (csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
           line("(void)" + edge(level) + ";");
+          locate(n);
         }
         enter(n);
         enclosing_.insert(n.var);
@@ -515,8 +531,57 @@ class KernelEmitter {
         enclosing_.erase(n.var);
         close();
         walking_.erase(level);
+        for (auto& l : n.located) walking_.erase(l);
         return;
       }
+    }
+  }
+
+  // The other levels of a co-iteration at the walked coordinate: their position (p_L, e_L) in
+  // the row the enclosing loops bind, or the next coordinate when one of them lacks it
+  // (a product over A&B exists only where both store an entry).
+  void locate(const Node& n) {
+    for (size_t k = 0; k < n.located.size(); ++k) {
+      const std::string& L = n.located[k];
+      bool csc = p_.walks_csc(L);
+      if (n.located_by_map[k]) {
+        line("const int64_t " + pos(L) + " = static_cast<int64_t>(loc_" + L + "[" + n.var + "]);");
+      } else {
+        line("const int64_t " + pos(L) + " = runtime::find_sorted(" + L + (csc ? "_row" : "_col") + ", static_cast<int64_t>(" + L +
+             "_rb), static_cast<int64_t>(" + L + "_re), " + n.var + ");");
+      }
+      line("if (" + pos(L) + " < 0) continue;");
+      line(std::string("const int64_t ") + edge(L) + " = " + (csc ? L + "_perm[" + pos(L) + "]" : pos(L)) + ";");
+      line("(void)" + edge(L) + ";");
+      walking_.insert(L);
+    }
+  }
+
+  // Levels some loop of a top-level tree locates through a row map (the top loop's row).
+  static void mapped_levels(const Node& n, std::set<std::string>* out) {
+    for (size_t k = 0; k < n.located.size(); ++k)
+      if (n.located_by_map[k]) out->insert(n.located[k]);
+    for (auto& c : n.kids) mapped_levels(*c, out);
+  }
+  // The row map of L: loc_L[column] = CSR position in the current row, -1 elsewhere. Filled when
+  // the top loop enters a row, cleared when it leaves (O(row) each, never O(columns)).
+  void fill_maps(const Node& top, bool fill) {
+    std::set<std::string> maps;
+    mapped_levels(top, &maps);
+    for (auto& L : maps) {
+      bool csc = p_.walks_csc(L);
+      open("for (index_t q_ = " + L + "_rb; q_ < " + L + "_re; ++q_) {");
+      line("loc_" + L + "[" + L + (csc ? "_row" : "_col") + "[q_]] = " + (fill ? "q_" : "index_t(-1)") + ";");
+      close();
+    }
+  }
+  void map_workspaces(const Node& top) {
+    std::set<std::string> maps;
+    mapped_levels(top, &maps);
+    for (auto& L : maps) {
+      // Positions in the index dtype (they fit: the operand's own row pointers hold them).
+      line("std::vector<index_t> locv_" + L + "(static_cast<size_t>(n_" + p_.inner_var(L) + "), index_t(-1));");
+      line("index_t* __restrict__ loc_" + L + " = locv_" + L + ".data();");
     }
   }
 
@@ -606,12 +671,15 @@ class KernelEmitter {
         line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
       }
       workspaces(n);
-      open("for (int64_t c = c_begin; c < c_end; ++c) {");
-      open("for (int64_t " + n.var + " = chunks[c]; " + n.var + " < chunks[c + 1]; ++" + n.var + ") {");
+      map_workspaces(n);
+      open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
+      open("for (int64_t " + n.var + " = chunks[ch_]; " + n.var + " < chunks[ch_ + 1]; ++" + n.var + ") {");
       enter(n);
+      fill_maps(n, true);
       enclosing_.insert(n.var);
       for (auto& k : n.kids) node(*k);
       enclosing_.erase(n.var);
+      fill_maps(n, false);
       close();
       close();
       for (auto& t : n.private_sums) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
@@ -624,16 +692,218 @@ class KernelEmitter {
       }
     } else {
       workspaces(n);
+      map_workspaces(n);
       open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
       enter(n);
+      fill_maps(n, true);
       enclosing_.insert(n.var);
       for (auto& k : n.kids) node(*k);
       enclosing_.erase(n.var);
+      fill_maps(n, false);
       close();
     }
     close();
   }
 };
+
+std::string p_outer(const Compiled& c, const std::string& sparse) { return c.program.outer_var(sparse); }
+
+// ---------------------------------------------------------------- symbolic kernels
+// `symbolic S`: the pattern S of the op's output, computed from the other csr operands by
+// walking the numeric kernel's loop nest without values (seed 002's sparse-workspace template
+// at order 1, one output row at a time): a first walk sums the lengths of the innermost walks
+// (the row's product count, an upper bound of its length) and picks the workspace policy, a
+// second inserts every output coordinate. Pass 1 counts each row's distinct coordinates (the
+// output is then allocated exactly); pass 2 writes them sorted.
+class SymbolicEmitter : public CodeWriter {
+ public:
+  explicit SymbolicEmitter(const Compiled& c) : c_(c), p_(c.program), s_(c.spec), S_(c.spec.symbolic) {}
+
+  std::string name() const { return s_.name + "_symbolic"; }
+  std::vector<const TensorDecl*> inputs() const {
+    std::vector<const TensorDecl*> in;
+    for (auto& t : s_.tensors)
+      if (t.role == Role::SparseInput && t.name != S_) in.push_back(&t);
+    return in;
+  }
+  std::string schema() const {
+    std::string sc = name() + "(";
+    bool first = true;
+    for (auto* t : inputs()) {
+      sc += std::string(first ? "" : ", ") + "Tensor " + t->rowptr + ", Tensor " + t->col;
+      first = false;
+    }
+    for (auto& [v, a] : s_.extents) sc += ", int " + a;
+    return sc + ") -> (Tensor, Tensor)";
+  }
+
+  std::string body() {
+    const Node* top = nullptr;
+    for (auto& k : c_.tree->kids)
+      if (has_insert(*k)) {
+        if (top) fail(s_.loc, "symbolic " + S_ + ": the output's products are computed in two loop nests");
+        top = k.get();
+      }
+    if (!top || top->kind != Node::Kind::Loop || top->var != p_.outer_var(S_) || !top->space.is_dense())
+      fail(s_.loc, "symbolic " + S_ + ": the products must be computed under one dense loop over " + S_ + "'s rows");
+    for (auto* t : inputs())
+      if (p_.walks_csc(t->name)) fail(s_.loc, "symbolic " + S_ + ": " + t->name + " is walked by columns, which the symbolic pass does not lower");
+    for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";  (void)n_" + v + ";");
+    for (auto* t : inputs()) {
+      line("const index_t* __restrict__ " + t->name + "_rowptr = static_cast<const index_t*>(prm." + t->name + "_rowptr);");
+      line("const index_t* __restrict__ " + t->name + "_col = static_cast<const index_t*>(prm." + t->name + "_col);");
+      line("(void)" + t->name + "_rowptr;  (void)" + t->name + "_col;");
+    }
+    std::string balance;
+    for (auto* t : inputs())
+      if (balance.empty() && p_.outer_var(t->name) == top->var && !p_.walks_csc(t->name)) balance = t->name;
+    line(std::string("const std::vector<int64_t> chunks = ") +
+         (balance.empty() ? "runtime::even_chunks(n_" + top->var + ")" : "runtime::balanced_chunks(" + balance + "_rowptr, n_" + top->var + ")") + ";");
+    // One walk: each task writes its rows' sorted columns to a buffer of its own (its rows are
+    // contiguous, so is their output); then row pointers, one exact allocation, one copy per task.
+    line("const int64_t tasks_ = static_cast<int64_t>(chunks.size()) - 1;");
+    line("std::vector<std::vector<index_t>> part_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
+    open("runtime::parallel_for(0, tasks_, 1, [&](int64_t c_begin, int64_t c_end) {");
+    line("runtime::SymbolicWorkspace ws(n_" + p_.inner_var(S_) + ");");
+    line("std::vector<index_t>& out_ = part_[static_cast<size_t>(c_begin)];");
+    if (!balance.empty())  // room for about one output entry per nonzero of the balancing operand
+      line("out_.reserve(static_cast<size_t>(" + balance + "_rowptr[chunks[c_end]] - " + balance + "_rowptr[chunks[c_begin]]));");
+    open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
+    const std::string& i = top->var;
+    open("for (int64_t " + i + " = chunks[ch_]; " + i + " < chunks[ch_ + 1]; ++" + i + ") {");
+    enter(i);
+    line("int64_t ub_ = -1;");
+    open("if (ws.needs_bound()) {");
+    line("ub_ = 0;");
+    ub_ = true;
+    for (auto& k : top->kids) node(*k);
+    close();
+    line("ws.begin(ub_);");
+    ub_ = false;
+    for (auto& k : top->kids) node(*k);
+    line("const int64_t len_ = ws.count();");
+    line("const size_t at_ = out_.size();");
+    line("out_.resize(at_ + static_cast<size_t>(len_));");
+    line("ws.emit_sorted(out_.data() + at_);");
+    line("prm.out_rowptr[" + i + " + 1] = len_;");
+    close();
+    close();
+    close("});");
+    line("prm.out_rowptr[0] = 0;");
+    line("for (int64_t r_ = 0; r_ < n_" + i + "; ++r_) prm.out_rowptr[r_ + 1] += prm.out_rowptr[r_];");
+    line("index_t* col_ = static_cast<index_t*>(prm.alloc_col(prm.alloc_ctx, prm.out_rowptr[n_" + i + "]));");
+    open("runtime::parallel_for(0, tasks_, 1, [&](int64_t c_begin, int64_t c_end) {");
+    open("for (int64_t t_ = c_begin; t_ < c_end; ++t_) {");
+    line("const std::vector<index_t>& src_ = part_[static_cast<size_t>(t_)];");
+    line("if (!src_.empty()) std::copy(src_.begin(), src_.end(), col_ + prm.out_rowptr[chunks[t_]]);");
+    close();
+    close("});");
+    return os_.str();
+  }
+
+ private:
+  const Compiled& c_;
+  const Program& p_;
+  const OpSpec& s_;
+  std::string S_;
+  bool ub_ = false;
+
+  std::string ptr(const std::string& t) const { return t + (p_.walks_csc(t) ? "_colptr" : "_rowptr"); }
+
+  // Whether a statement inserts output coordinates: it writes the output on S, or a temporary
+  // stored by S's positions, in a loop that does not walk S itself (S is what is computed).
+  bool inserts(const Node& n, const std::string& walk) const {
+    if (n.kind != Node::Kind::Compute) return false;
+    const Stmt& st = p_.stmts[static_cast<size_t>(n.stmt)];
+    const TensorInfo& t = p_.tensor(st.lhs.tensor);
+    bool on_s = (t.role == Role::Output && t.pattern == S_) || (t.role == Role::Temp && t.compressed_by == S_);
+    return on_s && walk != S_;
+  }
+  bool has_insert(const Node& n, const std::string& walk = "") const {
+    if (inserts(n, walk)) return true;
+    std::string w = n.kind == Node::Kind::Loop && n.var == p_.inner_var(S_) ? n.walk : walk;
+    for (auto& k : n.kids)
+      if (has_insert(*k, w)) return true;
+    return false;
+  }
+  void enter(const std::string& var) {
+    for (auto* t : inputs())
+      if (p_.outer_var(t->name) == var) {
+        line("const index_t " + t->name + "_rb = " + ptr(t->name) + "[" + var + "];");
+        line("const index_t " + t->name + "_re = " + ptr(t->name) + "[" + var + " + 1];");
+      }
+  }
+  void node(const Node& n, const std::string& walk = "") {
+    if (!has_insert(n, walk)) return;
+    if (n.kind == Node::Kind::Compute) {
+      if (!ub_) line("ws.insert(" + p_.inner_var(S_) + ");");
+      return;
+    }
+    if (n.kind != Node::Kind::Loop) return;
+    std::vector<std::string> levels;
+    if (!n.space.is_dense()) {
+      if (n.space.terms.size() != 1) fail(s_.loc, "symbolic " + S_ + ": the loop over '" + n.var + "' iterates a union of levels");
+      for (auto& l : *n.space.terms.begin())
+        if (l != S_) levels.push_back(l);
+    }
+    std::string w = n.var == p_.inner_var(S_) ? n.walk : walk;
+    if (levels.size() > 1) fail(s_.loc, "symbolic " + S_ + ": the loop over '" + n.var + "' co-iterates several input operands");
+    if (levels.empty()) {
+      // A dense loop: needed only when a walk below starts from its variable.
+      bool needed = false;
+      for (auto* t : inputs()) needed = needed || p_.outer_var(t->name) == n.var;
+      if (needed) {
+        open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
+        enter(n.var);
+      }
+      for (auto& k : n.kids) node(*k, w);
+      if (needed) close();
+      return;
+    }
+    const std::string& L = levels[0];
+    bool innermost = false;
+    for (auto& k : n.kids) innermost = innermost || inserts(*k, w);
+    if (ub_ && innermost) {
+      line("ub_ += static_cast<int64_t>(" + L + "_re - " + L + "_rb);");
+      return;
+    }
+    open("for (index_t p_" + L + " = " + L + "_rb; p_" + L + " < " + L + "_re; ++p_" + L + ") {");
+    line("const int64_t " + n.var + " = static_cast<int64_t>(" + L + (p_.walks_csc(L) ? "_row" : "_col") + "[p_" + L + "]);");
+    enter(n.var);
+    for (auto& k : n.kids) node(*k, w);
+    close();
+  }
+};
+
+void emit_symbolic_params(const Compiled& c, std::ostream& h) {
+  SymbolicEmitter se(c);
+  const OpSpec& s = c.spec;
+  h << "// The pattern " << s.symbolic << " of " << s.name << "'s output, from the patterns of its other csr operands.\n";
+  h << "struct " << se.name() << "_params {\n";
+  for (auto& v : s.order) h << "  int64_t n_" << v << " = 0;  // extent of " << v << "\n";
+  for (auto* t : se.inputs()) {
+    h << "  const void* " << t->name << "_rowptr = nullptr;  // index_t[n_" << t->vars[0] << " + 1]\n";
+    h << "  const void* " << t->name << "_col = nullptr;     // index_t[nnz]\n";
+  }
+  h << "  int64_t* out_rowptr = nullptr;        // [rows + 1]: the output's row pointers (written)\n";
+  h << "  // Allocates the output's columns, index_t[nnz], once nnz is known; the kernel fills them\n";
+  h << "  // sorted within rows.\n";
+  h << "  void* (*alloc_col)(void* ctx, int64_t nnz) = nullptr;\n";
+  h << "  void* alloc_ctx = nullptr;\n";
+  h << "};\n";
+  h << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype);\n\n";
+}
+
+void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
+  SymbolicEmitter se(c);
+  const OpSpec& s = c.spec;
+  k << "// ---------------------------------------------------------------- " << se.name() << "\n";
+  k << "namespace {\n\ntemplate <typename index_t>\nvoid " << se.name() << "_impl(const " << se.name() << "_params& prm) {\n" << se.body()
+    << "}\n\n}  // namespace\n\n";
+  k << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype) {\n";
+  for (auto& i : s.index_dtypes) k << "  if (itype == " << dtype_enum(i) << ") return " << se.name() << "_impl<" << ctype(i) << ">(prm);\n";
+  k << "  runtime::unsupported(\"" << se.name() << "\", runtime::DType::Float32, itype);\n}\n\n";
+}
 
 std::vector<const TensorDecl*> optional_values(const OpSpec& s) {
   std::vector<const TensorDecl*> out;
@@ -756,15 +1026,17 @@ std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
   h << banner(fam) << "// Kernel entry points of " << fam << " and of the ops derived from it (its adjoints).\n";
   h << "#pragma once\n\n#include <cstdint>\n\n#include \"runtime/cpu.h\"\n\nnamespace gnnfuse::generated {\n\n";
   for (auto& c : f.ops) emit_params(*c, h);
+  if (!f.ops[0]->spec.symbolic.empty()) emit_symbolic_params(*f.ops[0], h);
   h << "}  // namespace gnnfuse::generated\n";
 
   std::ostringstream k;
   k << banner(fam);
-  k << "#include <algorithm>\n#include <cmath>\n#include <limits>\n#include <vector>\n\n";
+  k << "#include <algorithm>\n#include <cmath>\n#include <limits>\n#include <vector>\n\n#include \"runtime/workspace.h\"\n";
   k << "#include \"" << fam << "_kernel.h\"\n\n";
   k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n#endif\n\n";
   k << "namespace gnnfuse::generated {\n\n";
   for (auto& c : f.ops) emit_kernel(*c, k);
+  if (!f.ops[0]->spec.symbolic.empty()) emit_symbolic_kernel(*f.ops[0], k);
   k << "}  // namespace gnnfuse::generated\n";
   return {{fam + "_kernel.h", h.str()}, {fam + "_cpu.cpp", k.str()}};
 }
@@ -790,8 +1062,12 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   // Shape and dtype checks shared by the CPU and Meta kernels.
   r << op << "_extents " << op << "_check(" << signature(s.schema, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
-  for (auto& a : s.schema.args)
-    if (a.type != "Tensor") r << "  (void)" << a.name << ";  // a scalar: no shape to check\n";
+  for (auto& a : s.schema.args) {
+    bool extent = false;
+    for (auto& [v, ea] : s.extents) extent = extent || ea == a.name;
+    if (extent) r << "  checks::non_negative(op, \"" << a.name << "\", " << a.name << ");\n";
+    else if (a.type != "Tensor") r << "  (void)" << a.name << ";  // a scalar: no shape to check\n";
+  }
   std::string first_index;
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {
@@ -883,7 +1159,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     if (t.role == Role::SparseInput) {
       bool col_bound = false;
       for (auto& b : bind[t.vars[1]])
-        if (b.dim >= 0 || b.arg == t.colptr) col_bound = true;
+        if (b.dim >= 0 || b.dim == -3 || b.arg == t.colptr) col_bound = true;
       std::string cols = col_bound ? "e.n_" + t.vars[1] + ".expect_int()" : "-1";
       r << "  checks::csr(\"" << op << "\", " << t.rowptr << ", " << t.col << ", " << cols << ");\n";
       if (walks_csc(s, t)) {
@@ -892,6 +1168,18 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
           << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
       }
     }
+  {
+    // Patterns the kernel locates coordinates in must have sorted, distinct columns per row.
+    std::set<std::string> located;
+    std::function<void(const Node&)> rec = [&](const Node& n) {
+      for (auto& l : n.located) located.insert(l);
+      for (auto& k : n.kids) rec(*k);
+    };
+    rec(*c.tree);
+    for (auto& t : s.tensors)
+      if (located.count(t.name))
+        r << "  checks::csr_sorted(\"" << op << "\", \"" << t.rowptr << "\", \"" << t.col << "\", " << t.rowptr << ", " << t.col << ");\n";
+  }
   for (auto& t : s.tensors)
     if (t.role == Role::SelectInput)
       r << "  checks::position_values(\"" << op << "\", \"" << t.arg << "\", " << t.arg << ", " << s.find(t.pattern)->col << ".size(0));\n";
@@ -1112,6 +1400,80 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
 
 }  // namespace
 
+// The ATen adapter of `<op>_symbolic`: checks, the cache of patterns already computed (the
+// same operands every epoch), pass 1 (row lengths), exact allocation, pass 2 (sorted columns).
+void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
+  SymbolicEmitter se(c);
+  const OpSpec& s = c.spec;
+  const std::string op = se.name();
+  auto bind = bindings(s);
+  auto in = se.inputs();
+  std::string sig;
+  for (auto* t : in) sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
+  for (auto& [v, a] : s.extents) sig += ", int64_t " + a;
+  r << "// ---------------------------------------------------------------- " << op << "\n";
+  r << "std::tuple<at::Tensor, at::Tensor> " << op << "_cpu_kernel(" << sig << ") {\n";
+  r << "  constexpr const char* op = \"" << op << "\";\n";
+  const std::string& first = in.at(0)->rowptr;
+  for (auto* t : in) {
+    r << "  checks::index_tensor(op, \"" << t->rowptr << "\", " << t->rowptr << ");\n";
+    r << "  checks::index_tensor(op, \"" << t->col << "\", " << t->col << ");\n";
+    r << "  checks::same_dtype(op, \"" << t->col << "\", " << t->col << ", \"" << t->rowptr << "\", " << t->rowptr << ");\n";
+    if (t->rowptr != first) r << "  checks::same_dtype(op, \"" << t->rowptr << "\", " << t->rowptr << ", \"" << first << "\", " << first << ");\n";
+    r << "  checks::same_device(op, \"" << t->rowptr << "\", " << t->rowptr << ", \"" << first << "\", " << first << ");\n";
+    r << "  checks::same_device(op, \"" << t->col << "\", " << t->col << ", \"" << first << "\", " << first << ");\n";
+    r << "  checks::nonempty(op, \"" << t->rowptr << "\", " << t->rowptr << ");\n";
+  }
+  for (auto& [v, a] : s.extents) r << "  checks::non_negative(op, \"" << a << "\", " << a << ");\n";
+  // Extents from the inputs (S's own bindings left out).
+  std::map<std::string, std::vector<Binding>> own;
+  for (auto& v : s.order)
+    for (auto& b : bind[v])
+      if (b.tensor != s.symbolic && (b.dim == -1 || b.dim == -3)) {
+        bool input = b.dim == -3;
+        for (auto* t : in) input = input || (b.arg == t->rowptr);
+        if (input) own[v].push_back(b);
+      }
+  for (auto& v : s.order) {
+    if (own[v].empty()) {
+      r << "  const int64_t n_" << v << " = -1;  (void)n_" << v << ";\n";
+      continue;
+    }
+    r << "  const int64_t n_" << v << " = " << (own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";\n";
+    for (size_t b = 1; b < own[v].size(); ++b)
+      r << "  checks::size_eq(op, \"" << own[v][b].arg << "\", " << own[v][b].arg << ", 0, n_" << v << " + 1, \""
+        << extent_text(own[v][0]) << " plus one, the extent of index " << v << " plus one\");\n";
+  }
+  for (auto* t : in) r << "  checks::csr(op, " << t->rowptr << ", " << t->col << ", n_" << t->vars[1] << ");\n";
+  std::string keys, ints;
+  for (auto* t : in) keys += std::string(keys.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
+  for (auto& [v, a] : s.extents) ints += std::string(ints.empty() ? "" : ", ") + a;
+  r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0], (*hit)[1]};\n";
+  r << "  " << op << "_params prm;\n";
+  for (auto& v : s.order) r << "  prm.n_" << v << " = n_" << v << ";\n";
+  for (auto* t : in) {
+    r << "  const at::Tensor " << t->rowptr << "_c = " << t->rowptr << ".contiguous();\n";
+    r << "  const at::Tensor " << t->col << "_c = " << t->col << ".contiguous();\n";
+    r << "  prm." << t->name << "_rowptr = " << t->rowptr << "_c.const_data_ptr();\n";
+    r << "  prm." << t->name << "_col = " << t->col << "_c.const_data_ptr();\n";
+  }
+  const std::string rows = "n_" + p_outer(c, s.symbolic);
+  r << "  at::Tensor rowptr64_ = at::empty({" << rows << " + 1}, " << first << ".options().dtype(at::kLong));\n";
+  r << "  prm.out_rowptr = rowptr64_.mutable_data_ptr<int64_t>();\n";
+  r << "  struct Alloc {\n    at::TensorOptions options;\n    const char* op;\n    at::Tensor col;\n  } alloc_{" << first << ".options(), op, at::Tensor()};\n";
+  r << "  prm.alloc_ctx = &alloc_;\n";
+  r << "  prm.alloc_col = [](void* ctx, int64_t nnz) -> void* {\n";
+  r << "    auto* a = static_cast<Alloc*>(ctx);\n";
+  r << "    checks::fits_index(a->op, \"" << in[0]->col << "\", a->options.dtype().toScalarType(), nnz);\n";
+  r << "    a->col = at::empty({nnz}, a->options);\n";
+  r << "    return a->col.mutable_data_ptr();\n  };\n";
+  r << "  " << op << "_cpu(prm, itype_of(" << first << "));\n";
+  r << "  at::Tensor pattern_col_ = alloc_.col;\n";
+  r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
+  r << "  cache::store(op, {" << keys << "}, {" << ints << "}, {pattern_rowptr_, pattern_col_});\n";
+  r << "  return {pattern_rowptr_, pattern_col_};\n}\n\n";
+}
+
 std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   const std::string& fam = f.ops[0]->spec.name;
   std::ostringstream r;
@@ -1122,10 +1484,13 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
   r << "#include <torch/autograd.h>\n#include <torch/library.h>\n\n";
   r << "#include \"gnnfuse/graph.h\"\n#include \"gnnfuse/ops.h\"\n#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n";
+  r << "#include \"torch/pattern_cache.h\"\n";
   r << "#include \"" << fam << "_kernel.h\"\n";
   r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
   r << "using detail::dtype_of;\nusing detail::itype_of;\n\n";
   for (auto& c : f.ops) emit_adapter(*c, r);
+  const bool symbolic = !f.ops[0]->spec.symbolic.empty();
+  if (symbolic) emit_symbolic_adapter(*f.ops[0], r);
   r << "// ---------------------------------------------------------------- autograd\n";
   for (auto& c : f.ops) emit_autograd(f, *c, r);
   for (auto& c : f.ops) {
@@ -1141,10 +1506,15 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
   for (auto& c : f.ops) r << "  m.def(\"" << c->spec.schema.text << "\");\n";
+  if (symbolic) r << "  m.def(\"" << SymbolicEmitter(*f.ops[0]).schema() << "\");\n";
   for (const char* key : {"CPU", "Meta", "Autograd"}) {
     std::string suffix = std::string(key) == "CPU" ? "_cpu_kernel" : std::string(key) == "Meta" ? "_meta" : "_autograd";
     r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
     for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
+    // The symbolic pass has no Meta kernel here: its output size is data-dependent, which the
+    // Python fake (gnnfuse._library) expresses with an unbacked size.
+    if (symbolic && std::string(key) == "CPU")
+      r << "  m.impl(\"" << f.ops[0]->spec.name << "_symbolic\", &gnnfuse::generated::" << f.ops[0]->spec.name << "_symbolic_cpu_kernel);\n";
   }
   r << "}\n";
   return {{fam + "_register.cpp", r.str()}};
@@ -1175,6 +1545,28 @@ std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) 
       api << "      .typed<" << ret_type(s) << "(" << signature(s.schema, false) << ")>();\n";
       api << "  return handle.call(" << arg_names(s.schema) << ");\n}\n\n";
     }
+  for (auto* f : fams) {
+    const OpSpec& s = f->ops[0]->spec;
+    if (s.symbolic.empty()) continue;
+    SymbolicEmitter se(*f->ops[0]);
+    std::string sig, types, names;
+    for (auto* t : se.inputs()) {
+      sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
+      types += std::string(types.empty() ? "" : ", ") + "const at::Tensor&, const at::Tensor&";
+      names += std::string(names.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
+    }
+    for (auto& [v, a] : s.extents) {
+      sig += ", int64_t " + a;
+      types += ", int64_t";
+      names += ", " + a;
+    }
+    api << "// The pattern (rowptr, col; sorted columns) of " << s.name << "'s output, cached per operand pattern.\n";
+    api << "inline std::tuple<at::Tensor, at::Tensor> " << se.name() << "(" << sig << ") {\n";
+    api << "  static const auto handle = c10::Dispatcher::singleton()\n";
+    api << "      .findSchemaOrThrow(\"gnnfuse::" << se.name() << "\", \"\")\n";
+    api << "      .typed<std::tuple<at::Tensor, at::Tensor>(" << types << ")>();\n";
+    api << "  return handle.call(" << names << ");\n}\n\n";
+  }
   api << "}  // namespace gnnfuse\n";
   return {{"registration.cpp", r.str()}, {"include/gnnfuse/ops.h", api.str()}};
 }

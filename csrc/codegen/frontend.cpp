@@ -481,6 +481,11 @@ void check_spec(OpSpec& s) {
     for (auto& a : e->args) param_args(a);
   };
   param_args(s.expr.rhs);
+  for (auto& [v, a] : s.extents) {
+    const SchemaArg* sa = s.schema.arg(a);
+    if (!sa || sa->type != "int" || sa->optional) fail(s.loc, "the extent of '" + v + "' must be a (non-optional) int argument of the schema, not '" + a + "'");
+    if (!used_args.insert(a).second) fail(s.loc, "argument '" + a + "' bound twice");
+  }
   for (auto& a : s.schema.args)
     if (!used_args.count(a.name)) fail(s.loc, "schema argument '" + a.name + "' is not bound to a tensor of the spec");
 
@@ -544,6 +549,22 @@ void check_spec(OpSpec& s) {
                         "), which needs its csc(colptr, row, perm) view as required arguments");
     }
   if (s.grad_order < 0 || s.grad_order > 2) fail(s.loc, "grad_order is 0, 1 or 2");
+  for (auto& [v, a] : s.extents)
+    if (std::find(s.order.begin(), s.order.end(), v) == s.order.end()) fail(s.loc, "'extent' names '" + v + "', which the expression does not use");
+  if (!s.symbolic.empty()) {
+    const TensorDecl* S = s.find(s.symbolic);
+    if (!S || S->role != Role::SparseInput || !S->values.empty())
+      fail(s.loc, "symbolic " + s.symbolic + ": not a csr operand without values (the pattern the op computes)");
+    if (out.pattern != s.symbolic) fail(s.loc, "symbolic " + s.symbolic + ": the output must live on it (output " + out.name + "(...) on " + s.symbolic + ")");
+    for (auto& v : S->vars) {
+      bool given = false;
+      for (auto& t : s.tensors)
+        if (t.role == Role::SparseInput && t.name != S->name && t.vars[0] == v) given = true;
+      for (auto& [ev, a] : s.extents) given = given || ev == v;
+      if (!given) fail(s.loc, "symbolic " + s.symbolic + ": the extent of '" + v + "' needs a csr operand's rows or an 'extent' line");
+    }
+    if (s.selects()) fail(s.loc, "symbolic " + s.symbolic + ": reduce " + s.reduce + " is not lowered for a computed pattern");
+  }
   if (s.selects()) {
     size_t reduced = 0;
     for (auto& v : vars_of(s.expr.rhs)) reduced += !std::count(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end(), v);
@@ -670,6 +691,18 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       d.role = Role::Output;
       d.pattern = pattern;
       outputs.push_back(d);
+    } else if (key == "extent") {
+      // j = n_cols
+      size_t eq = value.find('=');
+      if (eq == std::string::npos) fail(loc, "expected 'extent j = int_argument'");
+      std::string var = trim(value.substr(0, eq)), arg = trim(value.substr(eq + 1));
+      if (var.empty() || arg.empty()) fail(loc, "expected 'extent j = int_argument'");
+      for (auto& [v, a] : s.extents)
+        if (v == var) fail(loc, "the extent of '" + var + "' is given twice");
+      s.extents.push_back({var, arg});
+    } else if (key == "symbolic") {
+      once(!s.symbolic.empty());
+      s.symbolic = value;
     } else if (key == "expr") {
       once(s.expr.rhs != nullptr);
       s.expr = parse_assignment(value, loc);
@@ -685,7 +718,7 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       once(!s.index_dtypes.empty());
       s.index_dtypes = split_ws(value);
     } else {
-      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, expr, reduce, order, dtypes, index, grad_order)");
+      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, extent, symbolic, expr, reduce, order, dtypes, index, grad_order)");
     }
   }
   for (auto& o : outputs) s.tensors.push_back(o);
@@ -729,6 +762,8 @@ std::string print_spec(const OpSpec& s) {
   os << "dtypes  " << join(s.dtypes, " ") << "\n";
   os << "index   " << join(s.index_dtypes, " ") << "\n";
   if (s.grad_order != 2) os << "grad_order " << s.grad_order << "\n";
+  for (auto& [v, a] : s.extents) os << "extent  " << v << " = " << a << "\n";
+  if (!s.symbolic.empty()) os << "symbolic " << s.symbolic << "\n";
   return os.str();
 }
 

@@ -131,6 +131,13 @@ struct OpSpec {
   // backward). A derived op has its parent's order minus one.
   int grad_order = 2;
   std::string family;  // the user op a derived op comes from (its own name for user ops)
+  // `extent j = n_cols`: index variables whose extent is a schema `int` argument (a csr
+  // operand's column count that no dense operand gives), in declaration order.
+  std::vector<std::pair<std::string, std::string>> extents;
+  // `symbolic S`: the output lives on S, a pattern-only csr operand that is the op's result
+  // pattern; the generator also emits `<op>_symbolic`, which computes S from the patterns of
+  // the other csr operands (the sparse-workspace template: insert, sort, compress).
+  std::string symbolic;
   Loc loc;
 
   const TensorDecl* find(const std::string& name) const;
@@ -272,6 +279,13 @@ struct Node {
   std::string balance_by;       // sparse operand whose nonzeros balance the parallel chunks
   bool simd = false;            // innermost contiguous loop
   std::string simd_reduction;   // scalar temporary reduced in a simd loop
+  // Co-iteration of several sparse levels (a loop over A&B): the level walked, and the others,
+  // located at each walked coordinate: through a dense position map of the row (filled once
+  // per iteration of the top loop, whose variable is the located operand's row) or by binary
+  // search in the row (sorted columns).
+  std::string walk;
+  std::vector<std::string> located;
+  std::vector<bool> located_by_map;
 
   static std::unique_ptr<Node> root();
   static std::unique_ptr<Node> loop(const std::string& var, const Space& space);

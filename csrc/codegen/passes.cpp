@@ -320,6 +320,9 @@ std::unique_ptr<Node> Node::clone() const {
   n->simd = simd;
   n->simd_reduction = simd_reduction;
   n->private_sums = private_sums;
+  n->walk = walk;
+  n->located = located;
+  n->located_by_map = located_by_map;
   for (auto& k : kids) n->kids.push_back(k->clone());
   return n;
 }
@@ -542,19 +545,36 @@ void shrink_temporaries(Program& p, Node& root) {
     // absolute position when the row is the other kept dimension.
     t.compressed_global = false;
     if (!kept.empty()) {
-      std::string level;
-      bool ok = true;
+      // The levels every definition and use iterates along the last kept dimension (one level,
+      // or a co-iteration A&B of several: then the one whose row the common loops bind, which
+      // the co-iteration locates at each walked coordinate).
+      std::set<std::string> levels;
+      bool ok = true, first = true;
       for (auto& pth : paths) {
         const Node* loop = nullptr;
         for (size_t d = prefix.size(); d < pth.size(); ++d)
           if (pth[d]->var == kept.back()) loop = pth[d];
-        std::string l;
-        if (!loop || !loop->space.single_level(&l) || l.empty() || (!level.empty() && l != level)) {
+        if (!loop || loop->space.terms.size() != 1 || loop->space.is_dense()) {
           ok = false;
           break;
         }
-        level = l;
+        const std::set<std::string>& term = *loop->space.terms.begin();
+        if (first) levels = term;
+        else {
+          std::set<std::string> both;
+          for (auto& l : term)
+            if (levels.count(l)) both.insert(l);
+          levels = both;
+        }
+        first = false;
       }
+      std::string level;
+      if (ok && levels.size() == 1) level = *levels.begin();
+      if (ok && levels.size() > 1)
+        for (auto& l : levels) {
+          const std::string row = p.outer_var(l);
+          if (level.empty() && std::any_of(prefix.begin(), prefix.end(), [&](const Node* n) { return n->var == row; })) level = l;
+        }
       if (ok && !level.empty()) {
         std::string row = p.outer_var(level);
         bool row_bound = std::any_of(prefix.begin(), prefix.end(), [&](const Node* n) { return n->var == row; });
@@ -607,6 +627,40 @@ void schedule_cpu(const Program& p, Node& root) {
     };
     find_level(*top);
   }
+  // Co-iteration: a loop over A&B walks the operand declared first and locates the others at
+  // each walked coordinate, by a dense position map of the row when the row is the top loop's
+  // variable (filled once per row), else by binary search in the row.
+  auto declared_at = [&](const std::string& t) {
+    for (size_t k = 0; k < p.spec->tensors.size(); ++k)
+      if (p.spec->tensors[k].name == t) return k;
+    return p.spec->tensors.size();
+  };
+  for (auto& top : root.kids) {
+    if (top->kind != Node::Kind::Loop) continue;
+    std::function<void(Node&, std::vector<std::string>&)> rec = [&](Node& n, std::vector<std::string>& enclosing) {
+      if (n.kind == Node::Kind::Loop && n.space.terms.size() == 1 && !n.space.is_dense()) {
+        // A level whose row no enclosing loop binds constrains nothing here (the values read
+        // were restricted to it where they were produced): the loop iterates the others.
+        std::vector<std::string> levels;
+        for (auto& l : *n.space.terms.begin())
+          if (std::count(enclosing.begin(), enclosing.end(), p.outer_var(l))) levels.push_back(l);
+        if (levels.empty()) levels.assign(n.space.terms.begin()->begin(), n.space.terms.begin()->end());
+        std::sort(levels.begin(), levels.end(), [&](const std::string& a, const std::string& b) { return declared_at(a) < declared_at(b); });
+        n.walk = levels[0];
+        n.located.clear();
+        n.located_by_map.clear();
+        for (size_t k = 1; k < levels.size(); ++k) {
+          n.located.push_back(levels[k]);
+          n.located_by_map.push_back(p.outer_var(levels[k]) == top->var);
+        }
+      }
+      if (n.kind == Node::Kind::Loop) enclosing.push_back(n.var);
+      for (auto& k : n.kids) rec(*k, enclosing);
+      if (n.kind == Node::Kind::Loop) enclosing.pop_back();
+    };
+    std::vector<std::string> enclosing;
+    rec(*top, enclosing);
+  }
   std::function<void(Node&)> mark_simd = [&](Node& n) {
     for (auto& k : n.kids) mark_simd(*k);
     if (n.kind != Node::Kind::Loop || !n.space.is_dense() || n.parallel) return;
@@ -653,6 +707,12 @@ std::string print_tree(const Program& p, const Node& root) {
           os << "]";
         }
         if (n.simd) os << "  [simd" << (n.simd_reduction.empty() ? "" : " reduction(+:" + n.simd_reduction + ")") << "]";
+        if (!n.located.empty() || (n.space.terms.size() == 1 && n.space.terms.begin()->size() > 1)) {
+          os << "  [walk " << n.walk;
+          for (size_t k = 0; k < n.located.size(); ++k)
+            os << ", locate " << n.located[k] << (n.located_by_map[k] ? " by row map" : " by search");
+          os << "]";
+        }
         os << "\n";
         break;
       case Node::Kind::Compute: {

@@ -271,6 +271,45 @@ void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_
   remember_checked(rowptr, col, num_cols);
 }
 
+void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz) {
+  if (s == at::kInt && nnz > std::numeric_limits<int32_t>::max()) {
+    fail(op, arg, "would hold ", nnz, " entries, more than int32 indices address (at most ",
+         std::numeric_limits<int32_t>::max(), "); use int64 indices");
+  }
+}
+
+namespace {
+// num_cols value under which csr_sorted() remembers a pattern in the csr() cache.
+constexpr int64_t kSortedMark = std::numeric_limits<int64_t>::min();
+
+template <typename index_t>
+void sorted_values(const char* op, const char* rowptr_arg, const char* col_arg, const index_t* rowptr, int64_t rows, const index_t* col) {
+  const int64_t bad = first_violation(rows, [rowptr, col](int64_t i) {
+    bool b = false;
+    for (index_t p = rowptr[i] + 1; p < rowptr[i + 1]; ++p) b |= col[p] <= col[p - 1];
+    return b;
+  });
+  if (bad < rows) {
+    for (index_t p = rowptr[bad] + 1; p < rowptr[bad + 1]; ++p)
+      if (col[p] <= col[p - 1]) {
+        fail(op, col_arg, "must hold strictly increasing columns within each row (sorted, no duplicates; rows delimited by '", rowptr_arg,
+             "'), got ", col_arg, "[", p - 1, "] = ", col[p - 1], " then ", col_arg, "[", p, "] = ", col[p], " in row ", bad);
+      }
+  }
+}
+}  // namespace
+
+void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col) {
+  if (!rowptr.device().is_cpu()) return;
+  if (already_checked(rowptr, col, kSortedMark)) return;
+  const at::Tensor rowptr_c = rowptr.contiguous();
+  const at::Tensor col_c = col.contiguous();
+  AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csr_sorted", [&] {
+    sorted_values<index_t>(op, rowptr_arg, col_arg, rowptr_c.const_data_ptr<index_t>(), rowptr.numel() - 1, col_c.const_data_ptr<index_t>());
+  });
+  remember_checked(rowptr, col, kSortedMark);
+}
+
 void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes) {
   defined(op, "edge_index", edge_index);
   const at::ScalarType s = edge_index.scalar_type();

@@ -76,6 +76,14 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes)
 // A scalar argument that counts something: value >= 0.
 void non_negative(const char* op, const char* arg, int64_t value);
 
+// `nnz` entries are addressable with index dtype `s` (int32: at most 2^31 - 1).
+void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz);
+
+// Each row's columns strictly increase (sorted, no duplicates): a pattern whose coordinates a
+// kernel locates (by a row map or binary search). Call after csr(); the scan is cached like
+// csr()'s.
+void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col);
+
 // rowptr.numel() >= 1 (a CSR over n rows has n + 1 row pointers). Shape only: Meta-safe.
 void nonempty(const char* op, const char* arg, const at::Tensor& rowptr);
 

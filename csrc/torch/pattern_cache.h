@@ -1,0 +1,25 @@
+// A small cache of results computed from integer tensors (sparsity patterns), keyed by the
+// tensors' identity and contents version: a graph reused call after call (every layer, every
+// epoch) hits it. An entry holds weak references to the key tensors' TensorImpls (their memory
+// cannot be reused for another tensor while the entry lives), their version counters (an
+// in-place change bumps them), data pointers and sizes, plus integer arguments; any difference
+// is a miss. Tensors without a version counter (inference mode) and non-CPU tensors are never
+// cached. Used by the symbolic passes of generated ops with a computed output pattern.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace gnnfuse::cache {
+
+// The cached result for (op, keys, ints), if any.
+std::optional<std::vector<at::Tensor>> lookup(const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints);
+// Stores a result (a few most recent entries are kept).
+void store(const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints, const std::vector<at::Tensor>& value);
+// Drops every entry (tests; memory).
+void clear();
+
+}  // namespace gnnfuse::cache
