@@ -9,6 +9,8 @@
 // num_nodes / num_cols, so torch.compile(fullgraph=True) and torch.export trace these ops.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <memory>
 #include <tuple>
 #include <utility>
@@ -214,6 +216,80 @@ Triple csr_transpose_cpu(const at::Tensor& rowptr, const at::Tensor& col, int64_
   return {colptr, row, perm};
 }
 
+// Graclus-style greedy matching: nodes visited in `order`; an unmatched node u is paired with
+// the unmatched neighbour v (v != u) of largest normalized weight w(u,v) * (1/d(u) + 1/d(v))
+// (d: weighted degree over the row), ties to the first in the row; a node without one stays
+// alone. Cluster ids are consecutive in visiting order. Neighbours are the row's columns: pass
+// a symmetric graph for an undirected matching.
+template <typename index_t, typename scalar_t>
+int64_t heavy_edge_matching_kernel(const index_t* rowptr, const index_t* col, const scalar_t* w, int64_t n, const int64_t* order,
+                                   int64_t* cluster) {
+  std::vector<double> degree(static_cast<size_t>(n), 0.0);
+  for (int64_t u = 0; u < n; ++u)
+    for (index_t p = rowptr[u]; p < rowptr[u + 1]; ++p) degree[static_cast<size_t>(u)] += w ? static_cast<double>(w[p]) : 1.0;
+  std::fill_n(cluster, n, int64_t{-1});
+  int64_t next = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t u = order[k];
+    if (cluster[u] >= 0) continue;
+    int64_t best = -1;
+    double best_score = -std::numeric_limits<double>::infinity();
+    const double du = degree[static_cast<size_t>(u)];
+    for (index_t p = rowptr[u]; p < rowptr[u + 1]; ++p) {
+      const int64_t v = col[p];
+      if (v == u || cluster[v] >= 0) continue;
+      const double dv = degree[static_cast<size_t>(v)];
+      const double wv = w ? static_cast<double>(w[p]) : 1.0;
+      const double score = wv * ((du != 0 ? 1.0 / du : 0.0) + (dv != 0 ? 1.0 / dv : 0.0));
+      if (score > best_score) {
+        best_score = score;
+        best = v;
+      }
+    }
+    cluster[u] = next;
+    if (best >= 0) cluster[best] = next;
+    ++next;
+  }
+  return next;
+}
+
+std::tuple<at::Tensor, int64_t> heavy_edge_matching_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                                                        const std::optional<at::Tensor>& edge_weight, const at::Tensor& order) {
+  constexpr const char* op = "heavy_edge_matching";
+  checks::csr(op, rowptr, col, rowptr.numel() - 1);
+  const int64_t n = rowptr.numel() - 1;
+  checks::positions(op, "order", order, 1);
+  checks::size_eq(op, "order", order, 0, n, "the number of nodes");
+  const at::Tensor order_c = order.contiguous();
+  {
+    std::vector<uint8_t> seen(static_cast<size_t>(n), 0);
+    const int64_t* o = order_c.const_data_ptr<int64_t>();
+    for (int64_t k = 0; k < n; ++k) {
+      if (o[k] < 0 || o[k] >= n || seen[static_cast<size_t>(o[k])]++)
+        TORCH_CHECK(false, "gnnfuse::", op, ": argument 'order' must be a permutation of [0, ", n, ") (got order[", k, "] = ", o[k], ")");
+    }
+  }
+  if (edge_weight) {
+    checks::floating(op, "edge_weight", *edge_weight, 1);
+    checks::size_eq(op, "edge_weight", *edge_weight, 0, col.numel(), "col.size(0), the number of edges");
+  }
+  const at::Tensor rowptr_c = rowptr.contiguous(), col_c = col.contiguous();
+  const at::Tensor w = edge_weight ? edge_weight->contiguous() : at::Tensor();
+  at::Tensor cluster = at::empty({n}, rowptr.options().dtype(at::kLong));
+  int64_t count = 0;
+  AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::heavy_edge_matching", [&] {
+    if (w.defined() && w.scalar_type() == at::kDouble)
+      count = heavy_edge_matching_kernel<index_t, double>(rowptr_c.const_data_ptr<index_t>(), col_c.const_data_ptr<index_t>(),
+                                                          w.const_data_ptr<double>(), n, order_c.const_data_ptr<int64_t>(),
+                                                          cluster.mutable_data_ptr<int64_t>());
+    else
+      count = heavy_edge_matching_kernel<index_t, float>(rowptr_c.const_data_ptr<index_t>(), col_c.const_data_ptr<index_t>(),
+                                                         w.defined() ? w.const_data_ptr<float>() : nullptr, n,
+                                                         order_c.const_data_ptr<int64_t>(), cluster.mutable_data_ptr<int64_t>());
+  });
+  return {cluster, count};
+}
+
 // Meta kernels: the checks of the CPU kernels minus the values (which are not there). Sizes
 // stay symbolic, so dynamic-shape tracing does not specialise on the edge count or on
 // num_nodes / num_cols; their sign is checked once they are concrete.
@@ -253,12 +329,14 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("edge_index_to_csr(Tensor edge_index, SymInt num_nodes) -> (Tensor rowptr, Tensor col, Tensor perm)");
   m.def("csr_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)");
   m.def("validate_edge_index(Tensor edge_index, SymInt num_nodes) -> ()");
+  m.def("heavy_edge_matching(Tensor rowptr, Tensor col, Tensor? edge_weight, Tensor order) -> (Tensor cluster, int num_clusters)");
 }
 
 TORCH_LIBRARY_IMPL(gnnfuse, CPU, m) {
   m.impl("edge_index_to_csr", &edge_index_to_csr_cpu);
   m.impl("csr_transpose", &csr_transpose_cpu);
   m.impl("validate_edge_index", &validate_edge_index_cpu);
+  m.impl("heavy_edge_matching", &heavy_edge_matching_cpu);
 }
 
 TORCH_LIBRARY_IMPL(gnnfuse, Meta, m) {

@@ -87,8 +87,31 @@ def load_library() -> str:
         raise ImportError(
             f"gnnfuse: loaded {path}, but it registered no torch.ops.gnnfuse.spmm"
         )
+    _register_fakes()
     _LOADED_PATH = path
     return path
+
+
+def _register_fakes() -> None:
+    """Fake (Meta) kernels that need an unbacked size: the symbolic passes of the ops with a
+    computed output pattern return as many columns as the product has entries, known only
+    once the kernel has run. Every other op has its Meta kernel in C++."""
+
+    def symbolic_fake(*args):
+        rowptr = args[0]
+        rows = rowptr.size(0) - 1
+        nnz = torch.library.get_ctx().new_dynamic_size()
+        return rowptr.new_empty(rows + 1), rowptr.new_empty(nnz)
+
+    torch.library.register_fake("gnnfuse::spgemm_symbolic")(
+        lambda arowptr, acol, browptr, bcol, n_cols: symbolic_fake(arowptr)
+    )
+    torch.library.register_fake("gnnfuse::coarsen_symbolic")(
+        lambda mrowptr, mcol, rowptr, col, prowptr, pcol, num_clusters: (
+            mrowptr.new_empty(mrowptr.size(0)),
+            mrowptr.new_empty(torch.library.get_ctx().new_dynamic_size()),
+        )
+    )
 
 
 def library_path() -> Optional[str]:

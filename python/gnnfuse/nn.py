@@ -29,7 +29,7 @@ else:
     # a (Tensor, (edge_index, weights)) pair when a bool is passed, as PyG's layers.
     from torch.jit import _overload_method as overload
 
-__all__ = ["GCNConv", "GATConv", "TransformerConv"]
+__all__ = ["GCNConv", "GATConv", "TransformerConv", "CoarsenPool"]
 
 _ops = torch.ops.gnnfuse
 
@@ -496,3 +496,44 @@ class TransformerConv(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+class CoarsenPool(torch.nn.Module):
+    """Graph pooling by a hard clustering: pools node features per cluster and coarsens the
+    graph (``Pᵀ·A·P``, :func:`gnnfuse.coarsen`).
+
+    Args:
+        reduce: how member features combine: ``"sum"``, ``"mean"`` or ``"max"``.
+        remove_self_loops: drop the coarse graph's self-loops (edges inside a cluster).
+
+    ``forward(x, graph, cluster=None, num_clusters=None, edge_weight=None)`` returns
+    ``(x_pooled [num_clusters, F], coarse_graph, coarse_edge_weight)``. Without ``cluster``,
+    a heavy-edge matching (:func:`gnnfuse.cluster.heavy_edge_matching`) of the graph is used,
+    which halves it roughly. Differentiable with respect to ``x`` and ``edge_weight``.
+    """
+
+    def __init__(self, reduce: str = "mean", remove_self_loops: bool = False) -> None:
+        super().__init__()
+        if reduce not in ("sum", "mean", "max"):
+            raise ValueError(f"CoarsenPool: reduce must be 'sum', 'mean' or 'max' (got {reduce!r})")
+        self.reduce = reduce
+        self.remove_self_loops = remove_self_loops
+
+    def forward(self, x: Tensor, graph, cluster: Optional[Tensor] = None, num_clusters: Optional[int] = None,
+                edge_weight: Optional[Tensor] = None):
+        from .cluster import heavy_edge_matching
+        from .graph import Graph
+        from .ops import spmm
+        from .sparse import assignment_csr, coarsen
+
+        if cluster is None:
+            cluster, num_clusters = heavy_edge_matching(graph, edge_weight, num_nodes=x.size(0))
+        elif num_clusters is None:
+            num_clusters = int(cluster.max()) + 1 if cluster.numel() else 0
+        coarse, coarse_w = coarsen(graph, cluster, num_clusters, edge_weight, remove_self_loops=self.remove_self_loops)
+        _, _, mrowptr, mcol = assignment_csr(cluster, num_clusters, coarse.rowptr.dtype)
+        members = Graph(mrowptr, mcol, num_clusters, cluster.numel())
+        return spmm(members, x, reduce=self.reduce), coarse, coarse_w
+
+    def extra_repr(self) -> str:
+        return f"reduce={self.reduce!r}, remove_self_loops={self.remove_self_loops}"

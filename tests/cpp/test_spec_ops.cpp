@@ -154,6 +154,39 @@ TEST_P(SpecOps, SddmmSpmmMatchesDense) {
   }
 }
 
+// SpGEMM through the C++ API: the symbolic pass gives the pattern of the dense product's
+// nonzeros (sorted columns), the numeric pass its values; gradients through autograd.
+TEST_P(SpecOps, SpgemmMatchesDense) {
+  uint64_t seed = 300;
+  for (const auto& [rows, inner, cols, nnz_a, nnz_b] :
+       std::initializer_list<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{{0, 4, 3, 0, 5}, {1, 1, 1, 1, 1}, {20, 15, 25, 60, 80}, {200, 150, 120, 1500, 900}}) {
+    SCOPED_TRACE("rows=" + std::to_string(rows) + " inner=" + std::to_string(inner) + " cols=" + std::to_string(cols));
+    const Csr a = random_csr(rows, inner, nnz_a, itype(), seed++);
+    const Csr b = random_csr(inner, cols, nnz_b, itype(), seed++);
+    const at::Tensor av = randn({a.col.numel()}, seed++).abs() + 0.1;
+    const at::Tensor bv = randn({b.col.numel()}, seed++).abs() + 0.1;
+    const auto [crowptr, ccol] = gnnfuse::spgemm_symbolic(a.rowptr, a.col, b.rowptr, b.col, cols);
+    ASSERT_EQ(crowptr.scalar_type(), itype());
+    const at::Tensor want = at::mm(dense(a, av), dense(b, bv));
+    const Csr c{crowptr, ccol, rows, cols};
+    // The pattern is exactly the nonzeros of the product (positive values: no cancellation).
+    EXPECT_EQ(ccol.numel(), (want != 0).sum().item<int64_t>());
+    const at::Tensor cv = gnnfuse::spgemm(a.rowptr, a.col, av, b.rowptr, b.col, bv, crowptr, ccol, cols);
+    expect_close(dense(c, cv), want, dtype());
+    // Gradients: d/dA = G Bᵀ sampled on A.
+    const at::Tensor avg = av.clone().set_requires_grad(true);
+    const at::Tensor g = randn({ccol.numel()}, seed++);
+    at::Tensor out = gnnfuse::spgemm(a.rowptr, a.col, avg, b.rowptr, b.col, bv, crowptr, ccol, cols);
+    out.backward(g);
+    const at::Tensor gab = at::mm(dense(c, g), dense(b, bv).t());
+    expect_close(avg.grad(), gab.index({coo_rows(a), a.col.to(at::kLong)}), dtype());
+  }
+  const Csr a = random_csr(6, 5, 12, itype(), 9);
+  const Csr narrow = random_csr(2, 4, 3, itype(), 10);
+  expect_error([&] { gnnfuse::spgemm_symbolic(a.rowptr, a.col, narrow.rowptr, narrow.col, 4); },
+               {"gnnfuse::spgemm_symbolic", "argument 'col'"});
+}
+
 TEST_P(SpecOps, RejectBadInput) {
   const Csr a = random_csr(6, 6, 20, itype(), 7);
   const at::Tensor x = randn({6, 4}, 1);

@@ -1,0 +1,420 @@
+"""SpGEMM and graph coarsening (ops/spgemm.spec, ops/coarsen.spec): float64 references from
+scipy / dense products, every workspace policy, masked products, gradients (first and
+second order), opcheck, TorchScript, torch.compile, the pattern cache, clustering and
+pooling, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+import gnnfuse
+from gnnfuse.cluster import coarsen_levels, heavy_edge_matching
+from gnnfuse.sparse import assignment_csr
+
+from graphs import CASES
+
+INDEX_DTYPES = [torch.int32, torch.int64]
+IDS = {torch.int32: "int32", torch.int64: "int64", torch.float32: "f32", torch.float64: "f64"}
+OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def random_matrix(rows, cols, nnz, seed, empty_rows=True, duplicates=True, full_row=False):
+    """A scipy CSR (float64) with unsorted duplicate entries summed, plus the raw COO for
+    duplicates in the CSR given to the op (sorted within rows, duplicates kept)."""
+    rng = np.random.default_rng(seed)
+    used = max(1, rows * 3 // 4) if empty_rows else rows
+    r = rng.integers(0, used, nnz) if rows else np.zeros(0, np.int64)
+    c = rng.integers(0, cols, nnz) if cols else np.zeros(0, np.int64)
+    if duplicates and nnz > 4:
+        r[:2], c[:2] = r[2:4], c[2:4]
+    if full_row and rows and cols:
+        r = np.concatenate([r, np.zeros(cols, np.int64)])
+        c = np.concatenate([c, np.arange(cols)])
+    v = rng.random(r.size) + 0.1
+    order = np.lexsort((c, r))
+    r, c, v = r[order], c[order], v[order]
+    rowptr = np.zeros(rows + 1, np.int64)
+    np.add.at(rowptr, r + 1, 1)
+    rowptr = np.cumsum(rowptr)
+    ref = sp.csr_matrix((v, (r, c)), shape=(rows, cols))
+    return rowptr, c, v, ref
+
+
+def as_torch(rowptr, col, val, itype, dtype):
+    return torch.tensor(rowptr, dtype=itype), torch.tensor(col, dtype=itype), torch.tensor(val, dtype=dtype)
+
+
+def check_product(a, b, itype, dtype, tol):
+    ar, ac, av, A = a
+    br, bc, bv, B = b
+    ar, ac, av = as_torch(ar, ac, av, itype, dtype)
+    br, bc, bv = as_torch(br, bc, bv, itype, dtype)
+    n_cols = B.shape[1]
+    cr, cc = torch.ops.gnnfuse.spgemm_symbolic(ar, ac, br, bc, n_cols)
+    ref = (A @ B).tocsr()
+    ref.sum_duplicates()
+    ref.sort_indices()
+    assert cr.dtype == itype and cc.dtype == itype
+    assert torch.equal(cr.long(), torch.from_numpy(ref.indptr.astype(np.int64)))
+    assert torch.equal(cc.long(), torch.from_numpy(ref.indices.astype(np.int64)))
+    cv = torch.ops.gnnfuse.spgemm(ar, ac, av, br, bc, bv, cr, cc, n_cols)
+    assert cv.dtype == dtype
+    torch.testing.assert_close(cv.double(), torch.from_numpy(ref.data), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=IDS.get)
+@pytest.mark.parametrize("itype", INDEX_DTYPES, ids=IDS.get)
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 1, 1, 1, 1), (30, 20, 25, 60, 80), (64, 64, 64, 600, 600), (50, 7, 300, 40, 900), (0, 5, 4, 0, 10), (6, 0, 5, 0, 0), (5, 5, 5, 0, 0)],
+    ids=lambda s: "x".join(map(str, s)),
+)
+def test_spgemm_matches_scipy(shape, itype, dtype):
+    n, k, m, nnz_a, nnz_b = shape
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    a = random_matrix(n, k, nnz_a, seed=1)
+    b = random_matrix(k, m, nnz_b, seed=2, full_row=True)
+    check_product(a, b, itype, dtype, tol)
+
+
+@pytest.mark.parametrize("itype", INDEX_DTYPES, ids=IDS.get)
+def test_spgemm_workspace_policies(itype):
+    """Rows of every policy in one product: few products (sorted list), wide rows over few
+    columns (dense flags, scanned back when dense enough) and wide rows over very many columns
+    (hash); the policy is per row, so they mix."""
+    n, k = 40, 300
+    m = 600_000  # past the dense limit: rows of 33..(m/16) products hash
+    rng = np.random.default_rng(5)
+    rows, cols = [], []
+    for i in range(n):
+        deg = [1, 3, 40, 200][i % 4]
+        rows += [i] * deg
+        cols += list(rng.integers(0, k, deg))
+    A = sp.csr_matrix((rng.random(len(rows)) + 0.5, (rows, cols)), shape=(n, k))
+    A.sort_indices()
+    brow = np.repeat(np.arange(k), 5)
+    bcol = rng.integers(0, m, brow.size)
+    bcol[: 5 * 20] = rng.integers(0, 64, 100)  # collisions: duplicate output coordinates
+    B = sp.csr_matrix((rng.random(brow.size) + 0.5, (brow, bcol)), shape=(k, m))
+    B.sort_indices()
+    a = (A.indptr, A.indices, A.data, A)
+    b = (B.indptr, B.indices, B.data, B)
+    check_product(a, b, itype, torch.float64, 1e-12)
+    # A dense product (columns few: the dense policy, read back by scanning its flags).
+    B2 = sp.random(k, 50, density=0.5, format="csr", random_state=3)
+    B2.sort_indices()
+    check_product(a, (B2.indptr, B2.indices, B2.data, B2), itype, torch.float64, 1e-12)
+
+
+def test_spgemm_masked():
+    """Values on a given pattern: products outside it are dropped (masked SpGEMM); entries of
+    the pattern no product reaches are 0."""
+    ar, ac, av, A = random_matrix(20, 15, 80, seed=7)
+    br, bc, bv, B = random_matrix(15, 25, 90, seed=8)
+    mask = sp.random(20, 25, density=0.3, format="csr", random_state=4)
+    mask.sort_indices()
+    full = (A @ B).toarray()
+    ref = full[mask.nonzero()]  # row-major order = CSR order of the sorted mask
+    a = as_torch(ar, ac, av, torch.int64, torch.float64)
+    b = as_torch(br, bc, bv, torch.int64, torch.float64)
+    cv = torch.ops.gnnfuse.spgemm(*a, *b, torch.from_numpy(mask.indptr).long(), torch.from_numpy(mask.indices).long(), 25)
+    torch.testing.assert_close(cv, torch.from_numpy(ref))
+
+
+def _graph_operands(itype, dtype, seed=0):
+    ar, ac, av, _ = random_matrix(12, 9, 40, seed=seed)
+    br, bc, bv, _ = random_matrix(9, 11, 35, seed=seed + 1, full_row=True)
+    a = as_torch(ar, ac, av, itype, dtype)
+    b = as_torch(br, bc, bv, itype, dtype)
+    cr, cc = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    return a, b, cr, cc
+
+
+@pytest.mark.parametrize("itype", INDEX_DTYPES, ids=IDS.get)
+def test_spgemm_gradients(itype):
+    a, b, cr, cc = _graph_operands(itype, torch.float64)
+    av = a[2].clone().requires_grad_()
+    bv = b[2].clone().requires_grad_()
+
+    def f(x, y):
+        return torch.ops.gnnfuse.spgemm(a[0], a[1], x, b[0], b[1], y, cr, cc, 11)
+
+    assert torch.autograd.gradcheck(f, (av, bv))
+    assert torch.autograd.gradgradcheck(f, (av, bv))
+
+
+def test_spgemm_gradient_matches_dense():
+    a, b, cr, cc = _graph_operands(torch.int64, torch.float64, seed=3)
+    av = a[2].clone().requires_grad_()
+    bv = b[2].clone().requires_grad_()
+    out = torch.ops.gnnfuse.spgemm(a[0], a[1], av, b[0], b[1], bv, cr, cc, 11)
+    g = torch.randn_like(out)
+    out.backward(g)
+    # Dense reference: C = A @ B restricted to the pattern, gradients by torch on dense tensors.
+    Ad = torch.sparse_csr_tensor(a[0], a[1], av.detach(), (12, 9)).to_dense().requires_grad_()
+    Bd = torch.sparse_csr_tensor(b[0], b[1], bv.detach(), (9, 11)).to_dense().requires_grad_()
+    G = torch.sparse_csr_tensor(cr, cc, g, (12, 11)).to_dense()
+    (Ad @ Bd * G).sum().backward()
+    rows_a = torch.repeat_interleave(torch.arange(12), a[0][1:] - a[0][:-1])
+    rows_b = torch.repeat_interleave(torch.arange(9), b[0][1:] - b[0][:-1])
+    torch.testing.assert_close(av.grad, Ad.grad[rows_a, a[1]])
+    torch.testing.assert_close(bv.grad, Bd.grad[rows_b, b[1]])
+
+
+@pytest.mark.parametrize("itype", INDEX_DTYPES, ids=IDS.get)
+def test_spgemm_opcheck(itype):
+    dtype = torch.float64 if itype == torch.int64 else torch.float32
+    a, b, cr, cc = _graph_operands(itype, dtype)
+    args = (a[0], a[1], a[2].clone().requires_grad_(), b[0], b[1], b[2].clone().requires_grad_(), cr, cc, 11)
+    torch.library.opcheck(torch.ops.gnnfuse.spgemm.default, args, test_utils=OPCHECK_UTILS)
+    torch.library.opcheck(
+        torch.ops.gnnfuse.spgemm_symbolic.default, (a[0], a[1], b[0], b[1], 11), test_utils=("test_schema", "test_faketensor")
+    )
+
+
+def test_spgemm_torchscript():
+    @torch.jit.script
+    def product(ar: torch.Tensor, ac: torch.Tensor, av: torch.Tensor, br: torch.Tensor, bc: torch.Tensor, bv: torch.Tensor, n: int):
+        cr, cc = torch.ops.gnnfuse.spgemm_symbolic(ar, ac, br, bc, n)
+        return cr, cc, torch.ops.gnnfuse.spgemm(ar, ac, av, br, bc, bv, cr, cc, n)
+
+    a, b, cr, cc = _graph_operands(torch.int64, torch.float64)
+    r, c, v = product(*a, *b, 11)
+    assert torch.equal(r, cr) and torch.equal(c, cc)
+    torch.testing.assert_close(v, torch.ops.gnnfuse.spgemm(*a, *b, cr, cc, 11))
+
+
+def test_spgemm_compile_fullgraph():
+    """The numeric op on a cached pattern (the training-loop case) and the symbolic pass with
+    its data-dependent size, both under torch.compile(fullgraph=True)."""
+    a, b, cr, cc = _graph_operands(torch.int64, torch.float64)
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def values(av, bv):
+        return torch.ops.gnnfuse.spgemm(a[0], a[1], av, b[0], b[1], bv, cr, cc, 11).sum()
+
+    av = a[2].clone().requires_grad_()
+    bv = b[2].clone().requires_grad_()
+    values(av, bv).backward()
+    av2 = a[2].clone().requires_grad_()
+    bv2 = b[2].clone().requires_grad_()
+    torch.ops.gnnfuse.spgemm(a[0], a[1], av2, b[0], b[1], bv2, cr, cc, 11).sum().backward()
+    torch.testing.assert_close(av.grad, av2.grad)
+    torch.testing.assert_close(bv.grad, bv2.grad)
+
+    import torch._dynamo as dynamo
+
+    with dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+
+        @torch.compile(fullgraph=True, backend="aot_eager")
+        def full(ar, ac, av, br, bc, bv):
+            r, c = torch.ops.gnnfuse.spgemm_symbolic(ar, ac, br, bc, 11)
+            return r, c, torch.ops.gnnfuse.spgemm(ar, ac, av, br, bc, bv, r, c, 11)
+
+        r, c, v = full(*a, *b)
+    assert torch.equal(r, cr) and torch.equal(c, cc)
+    torch.testing.assert_close(v, torch.ops.gnnfuse.spgemm(*a, *b, cr, cc, 11))
+
+
+def test_symbolic_cache():
+    a, b, cr, cc = _graph_operands(torch.int64, torch.float64)
+    r1, c1 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    r2, c2 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    assert r1.data_ptr() == r2.data_ptr() and c1.data_ptr() == c2.data_ptr()  # a hit
+    # An operand changed in place is a miss (its version counter moved).
+    bc = b[1].clone()
+    r3, c3 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], bc, 11)
+    bc.zero_()
+    r4, c4 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], bc, 11)
+    assert c4.data_ptr() != c3.data_ptr()
+    assert int(c4.max()) == 0 if c4.numel() else True
+    # A result changed in place by its user is a miss as well.
+    expected = c1.clone()
+    c1.fill_(0)
+    r5, c5 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    assert torch.equal(c5, expected)
+
+
+def test_spgemm_python_api():
+    A = sp.random(30, 20, density=0.2, format="csr", random_state=1)
+    B = sp.random(20, 40, density=0.1, format="csr", random_state=2)
+    g, v = gnnfuse.spgemm(A, B)
+    ref = (A @ B).tocsr()
+    ref.sort_indices()
+    assert (g.num_nodes, g.num_src_nodes) == (30, 40)
+    torch.testing.assert_close(torch.sparse_csr_tensor(g.rowptr, g.col, v, (30, 40)).to_dense(), torch.from_numpy(ref.toarray()))
+    # torch sparse tensors, values differentiable
+    At = torch.from_numpy(A.toarray()).to_sparse_csr()
+    Bt = torch.from_numpy(B.toarray()).to_sparse()
+    av = At.values().clone().requires_grad_()
+    g2, v2 = gnnfuse.spgemm(At, Bt, a_values=av)
+    v2.sum().backward()
+    assert av.grad is not None and av.grad.shape == av.shape
+    with pytest.raises(RuntimeError, match="must have 20 rows"):
+        gnnfuse.spgemm(A, A)
+
+
+# ---------------------------------------------------------------------------- errors
+def test_spgemm_bad_input():
+    a, b, cr, cc = _graph_operands(torch.int64, torch.float64)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'n_cols' must be non-negative"):
+        torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], -1)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'col'.*\[0, 9\)"):
+        torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1] + 9, b[0], b[1], 11)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'col'.*\[0, 5\)"):
+        torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 5)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'bcol' must have the dtype of 'browptr'"):
+        torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1].int(), 11)
+    # The pattern must be sorted without duplicates.
+    bad = cc.clone()
+    r0 = int((cr[1:] - cr[:-1] >= 2).nonzero()[0])
+    p = int(cr[r0])
+    bad[p], bad[p + 1] = cc[p + 1], cc[p]
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm: argument 'ccol' must hold strictly increasing columns"):
+        torch.ops.gnnfuse.spgemm(*a, *b, cr, bad, 11)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm: argument 'avals'"):
+        torch.ops.gnnfuse.spgemm(a[0], a[1], a[2][:-1], *b, cr, cc, 11)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm: argument 'bvals' must have the dtype"):
+        torch.ops.gnnfuse.spgemm(*a, b[0], b[1], b[2].float(), cr, cc, 11)
+
+
+# ---------------------------------------------------------------------------- coarsening
+def coarsen_reference(case, cluster, m, w):
+    n = case.num_nodes
+    A = sp.coo_matrix((w.numpy(), (case.dst.numpy(), case.src.numpy())), shape=(n, n)).tocsr()
+    P = sp.csr_matrix((np.ones(n), (np.arange(n), cluster.numpy())), shape=(n, m))
+    R = (P.T @ A @ P).tocsr()
+    R.sum_duplicates()
+    R.sort_indices()
+    return R
+
+
+SQUARE = ["empty_rows_isolated", "self_loops_duplicates", "power_law", "uniform", "no_edges"]
+
+
+@pytest.mark.parametrize("itype", INDEX_DTYPES, ids=IDS.get)
+@pytest.mark.parametrize("name", SQUARE)
+def test_coarsen_matches_scipy(name, itype):
+    case = CASES[name]
+    n = case.num_nodes
+    gen = torch.Generator().manual_seed(0)
+    m = max(1, n // 3)
+    cluster = torch.randint(0, m, (n,), generator=gen)
+    w = torch.rand(case.num_edges, dtype=torch.float64, generator=gen) + 0.1
+    g, cw = gnnfuse.coarsen(case.edge_index_as(itype), cluster, m, w)
+    R = coarsen_reference(case, cluster, m, w)
+    assert g.rowptr.dtype == itype
+    assert torch.equal(g.rowptr.long(), torch.from_numpy(R.indptr.astype(np.int64)))
+    assert torch.equal(g.col.long(), torch.from_numpy(R.indices.astype(np.int64)))
+    torch.testing.assert_close(cw, torch.from_numpy(R.data))
+    # Unweighted: merged edges count.
+    g1, c1 = gnnfuse.coarsen(case.edge_index_as(itype), cluster, m)
+    R1 = coarsen_reference(case, cluster, m, torch.ones(case.num_edges, dtype=torch.float64))
+    torch.testing.assert_close(c1.double(), torch.from_numpy(R1.data))
+    # Without self-loops.
+    g2, c2 = gnnfuse.coarsen(case.edge_index_as(itype), cluster, m, w, remove_self_loops=True)
+    R2 = R.tolil()
+    R2.setdiag(0)
+    R2 = R2.tocsr()
+    R2.eliminate_zeros()
+    R2.sort_indices()
+    dense2 = torch.sparse_csr_tensor(g2.rowptr.long(), g2.col.long(), c2, (m, m)).to_dense()
+    torch.testing.assert_close(dense2, torch.from_numpy(R2.toarray()))
+    assert not bool((g2.col.long() == torch.repeat_interleave(torch.arange(m), g2.rowptr.long().diff())).any())
+
+
+def test_coarsen_gradients():
+    case = CASES["self_loops_duplicates"]
+    n = case.num_nodes
+    cluster = torch.arange(n) % 5
+    w = (torch.rand(case.num_edges, dtype=torch.float64) + 0.1).requires_grad_()
+    f = lambda w: gnnfuse.coarsen(case.edge_index, cluster, 5, w)[1]  # noqa: E731
+    assert torch.autograd.gradcheck(f, (w,))
+    assert torch.autograd.gradgradcheck(f, (w,))
+    # dA_ij = dC[cluster(i), cluster(j)]
+    g, cw = gnnfuse.coarsen(case.edge_index, cluster, 5, w)
+    upstream = torch.randn_like(cw)
+    (grad,) = torch.autograd.grad(cw, w, upstream)
+    G = torch.sparse_csr_tensor(g.rowptr, g.col, upstream, (5, 5)).to_dense()
+    torch.testing.assert_close(grad, G[cluster[case.dst], cluster[case.src]])
+
+
+def test_coarsen_opcheck():
+    case = CASES["power_law"]
+    rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index, case.num_nodes)
+    cluster = torch.arange(case.num_nodes) % 17
+    prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, 17, torch.int64)
+    cr, cc = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, 17)
+    w = torch.rand(col.numel(), dtype=torch.float64, requires_grad=True)
+    torch.library.opcheck(
+        torch.ops.gnnfuse.coarsen.default, (mrowptr, mcol, rowptr, col, w, prowptr, pcol, cr, cc, 17), test_utils=OPCHECK_UTILS
+    )
+
+
+def test_coarsen_bad_input():
+    case = CASES["uniform"]
+    with pytest.raises(RuntimeError, match=r"gnnfuse.coarsen: argument 'cluster' must hold values in \[0, 4\)"):
+        gnnfuse.coarsen(case.edge_index, torch.arange(case.num_nodes), 4)
+    with pytest.raises(RuntimeError, match="one entry per node"):
+        gnnfuse.coarsen(gnnfuse.Graph.from_edge_index(case.edge_index, num_nodes=case.num_nodes), torch.zeros(3, dtype=torch.long), 1)
+    with pytest.raises(RuntimeError, match="1-D int32 or int64"):
+        gnnfuse.coarsen(case.edge_index, torch.zeros(case.num_nodes), 1)
+    # The generated op itself checks the assignment CSR against num_clusters (C++, every frontend).
+    rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index, case.num_nodes)
+    cluster = torch.arange(case.num_nodes) % 4
+    prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, 4, torch.int64)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_symbolic: argument 'col' must hold column indices in \[0, 3\)"):
+        torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, 3)
+
+
+# ---------------------------------------------------------------------------- clustering, pooling
+def test_heavy_edge_matching_properties():
+    case = CASES["power_law"]
+    ei = torch.cat([case.edge_index, case.edge_index.flip(0)], 1)  # symmetric
+    n = case.num_nodes
+    cluster, m = heavy_edge_matching(ei, num_nodes=n, generator=torch.Generator().manual_seed(1))
+    assert cluster.shape == (n,) and int(cluster.min()) == 0 and int(cluster.max()) == m - 1
+    sizes = torch.bincount(cluster, minlength=m)
+    assert int(sizes.min()) >= 1 and int(sizes.max()) <= 2
+    adj = set(map(tuple, ei.t().tolist()))
+    for c in (sizes == 2).nonzero().flatten().tolist():
+        u, v = (cluster == c).nonzero().flatten().tolist()
+        assert (u, v) in adj and u != v
+    assert m < n  # a power-law graph with edges matches something
+    # The heaviest edge of a node wins: a star whose centre is heavy to one leaf.
+    ei2 = torch.tensor([[0, 0, 0, 1, 2, 3], [1, 2, 3, 0, 0, 0]])
+    w2 = torch.tensor([1.0, 5.0, 1.0, 1.0, 5.0, 1.0])
+    cl2, m2 = heavy_edge_matching(ei2, w2, num_nodes=4, order=torch.tensor([0, 1, 2, 3]))
+    assert cl2[0] == cl2[2] and m2 == 3
+    with pytest.raises(RuntimeError, match="must be a permutation"):
+        heavy_edge_matching(ei2, w2, num_nodes=4, order=torch.tensor([0, 0, 2, 3]))
+
+
+def test_coarsen_levels_shrink():
+    case = CASES["power_law"]
+    ei = torch.cat([case.edge_index, case.edge_index.flip(0)], 1)
+    levels = coarsen_levels(gnnfuse.Graph.from_edge_index(ei, num_nodes=case.num_nodes), 3, generator=torch.Generator().manual_seed(0))
+    sizes = [case.num_nodes] + [g.num_nodes for g, _, _ in levels]
+    assert all(b < a for a, b in zip(sizes, sizes[1:]))
+    # Total edge weight is preserved by coarsening (self-loops kept).
+    total = [float(w.sum()) for _, w, _ in levels]
+    assert all(abs(t - ei.size(1)) < 1e-3 for t in total)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+def test_coarsen_pool(reduce):
+    case = CASES["uniform"]
+    n = case.num_nodes
+    cluster = torch.arange(n) % 9
+    x = torch.randn(n, 7, dtype=torch.float64, requires_grad=True)
+    pool = gnnfuse.nn.CoarsenPool(reduce)
+    xp, g, w = pool(x, case.edge_index, cluster, 9)
+    ref = torch.stack([getattr(x[cluster == c], {"sum": "sum", "mean": "mean", "max": "amax"}[reduce])(0) for c in range(9)])
+    torch.testing.assert_close(xp, ref)
+    assert g.num_nodes == 9 and w.shape == g.col.shape
+    assert torch.autograd.gradcheck(lambda x: pool(x, case.edge_index, cluster, 9)[0], (x,))
+    xp2, g2, _ = gnnfuse.nn.CoarsenPool(reduce)(x, case.edge_index)  # matching when no clusters given
+    assert xp2.size(0) == g2.num_nodes < n
