@@ -135,18 +135,23 @@ def memory_child(args) -> None:
     print(json.dumps({"peak_mb": peak_extra_mb(step)}))
 
 
-def measure_memory(args, name: str, layer: str, impl: str) -> float:
+def child_peak_mb(cmd, root=None) -> float:
+    """Runs a benchmark's --memory-child command in a fresh process; its peak_mb."""
     import subprocess
 
-    cmd = [sys.executable, __file__, "--memory-child", "--graph-name", name, "--layer-name", layer, "--impl", impl,
-           "--threads", str(args.threads), "--f-in", str(args.f_in), "--f-out", str(args.f_out), "--heads", str(args.heads)]
-    if args.root:
-        cmd += ["--root", args.root]
+    if root:
+        cmd = cmd + ["--root", root]
     # A fixed mmap threshold: blocks over 64 KiB are mapped and unmapped on free, so memory freed
     # by the warm-up step leaves the resident set and the measured step's peak is its own.
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_mb"]
+
+
+def measure_memory(args, name: str, layer: str, impl: str) -> float:
+    cmd = [sys.executable, __file__, "--memory-child", "--graph-name", name, "--layer-name", layer, "--impl", impl,
+           "--threads", str(args.threads), "--f-in", str(args.f_in), "--f-out", str(args.f_out), "--heads", str(args.heads)]
+    return child_peak_mb(cmd, args.root)
 
 
 def bench(args):

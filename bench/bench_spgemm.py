@@ -1,0 +1,275 @@
+"""Graph coarsening Pᵀ·A·P and SpGEMM, side by side with torch.sparse, scipy and (if it
+installs) MKL through sparse_dot_mkl, in one run.
+
+For each graph: a heavy-edge matching of the symmetrized graph gives the assignment P (about
+n/2 clusters, the pooling step of a graph U-Net or Graclus pooling). Timed, medians of
+repeated runs after a warm-up, every result checked against scipy in float64 first:
+
+    gnnfuse cold   gnnfuse.coarsen with its symbolic pass (pattern not cached)
+    gnnfuse warm   the numeric pass on a cached pattern (every epoch after the first)
+    torch.sparse   Pᵀ @ A @ P with CSR tensors (two sparse@sparse products)
+    scipy          (P.T @ A) @ P, csr_matrix (single thread, its SMMP)
+    mkl            sparse_dot_mkl.dot_product_mkl twice, when importable
+
+and spgemm A @ P for gnnfuse vs torch.sparse and scipy. Peak extra memory of one call is
+measured per method in a fresh process (--memory). Float32 values. Reports GB/s over the
+bytes that must move at least once (read A, P; write the coarse CSR).
+
+    python bench/bench_spgemm.py                        # datasets + R-MAT, 1 and 2 threads
+    python bench/bench_spgemm.py --graphs cora rmat-16-16 --threads 2 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ops import cpu_model, git_commit, import_gnnfuse, machine_tag  # noqa: E402
+from datasets import load  # noqa: E402
+
+# sparse_dot_mkl finds MKL through $MKL_RT; pip's `mkl` package puts libmkl_rt in <venv>/lib.
+for _rt in sorted(Path(sys.prefix, "lib").glob("libmkl_rt.so*")):
+    os.environ.setdefault("MKL_RT", str(_rt))
+
+DEFAULT_GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16", "rmat-20-16", "rmat-21-14"]
+METHODS = ["gnnfuse_cold", "gnnfuse_warm", "torch_sparse", "scipy", "mkl"]
+
+
+def median_ms(fn, repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def prepare(name: str, root):
+    """-> dict with the graph CSR (int64, float32 weights 1), the assignment and scipy forms."""
+    import scipy.sparse as sp
+
+    gnnfuse, _ = import_gnnfuse()
+    edge_index, n = load(name, root)
+    g = gnnfuse.Graph.from_edge_index(edge_index, num_nodes=n)
+    sym = gnnfuse.Graph.from_edge_index(torch.cat([edge_index, edge_index.flip(0)], 1), num_nodes=n)
+    cluster, m = gnnfuse.cluster.heavy_edge_matching(sym, generator=torch.Generator().manual_seed(0))
+    w = torch.ones(g.col.numel(), dtype=torch.float32)
+    A = sp.csr_matrix((w.numpy(), g.col.numpy(), g.rowptr.numpy()), shape=(n, n))
+    P = sp.csr_matrix((np.ones(n, np.float32), (np.arange(n), cluster.numpy())), shape=(n, m))
+    return dict(gnnfuse=gnnfuse, g=g, w=w, cluster=cluster, m=m, n=n, A=A, P=P, PT=P.T.tocsr())
+
+
+def runners(d):
+    """name -> zero-argument callable computing Pᵀ·A·P, plus the A @ P product runners."""
+    gnnfuse = d["gnnfuse"]
+    from gnnfuse.sparse import assignment_csr
+
+    g, w, cluster, m, n = d["g"], d["w"], d["cluster"], d["m"], d["n"]
+    prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, m, g.rowptr.dtype)
+    crowptr, ccol = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, g.rowptr, g.col, prowptr, pcol, m)
+
+    def cold():
+        # A fresh copy of the column indices misses the pattern cache: symbolic + numeric.
+        col = g.col.clone()
+        r, c = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, g.rowptr, col, prowptr, pcol, m)
+        return r, c, torch.ops.gnnfuse.coarsen(mrowptr, mcol, g.rowptr, col, w, prowptr, pcol, r, c, m)
+
+    def warm():
+        return crowptr, ccol, torch.ops.gnnfuse.coarsen(mrowptr, mcol, g.rowptr, g.col, w, prowptr, pcol, crowptr, ccol, m)
+
+    At = torch.sparse_csr_tensor(g.rowptr, g.col, w, (n, n))
+    Pt = torch.sparse_csr_tensor(prowptr.long(), pcol.long(), torch.ones(n), (n, m))
+    PTt = torch.sparse_csr_tensor(mrowptr.long(), mcol.long(), torch.ones(n), (m, n))
+
+    def torch_sparse():
+        return torch.sparse.mm(torch.sparse.mm(PTt, At), Pt)
+
+    A, P, PT = d["A"], d["P"], d["PT"]
+
+    def scipy_():
+        return (PT @ A) @ P
+
+    out = {"gnnfuse_cold": cold, "gnnfuse_warm": warm, "torch_sparse": torch_sparse, "scipy": scipy_}
+    try:
+        import sparse_dot_mkl
+
+        sparse_dot_mkl.mkl_set_num_threads(torch.get_num_threads())
+        out["mkl"] = lambda: sparse_dot_mkl.dot_product_mkl(sparse_dot_mkl.dot_product_mkl(PT, A), P)
+    except Exception:  # noqa: BLE001 - not installed (pip install sparse_dot_mkl mkl): reported as absent
+        pass
+    # spgemm A @ P (the first half of a general coarsening)
+    spg = {
+        "gnnfuse_spgemm": lambda: gnnfuse.spgemm(gnnfuse.Graph(g.rowptr, g.col.clone(), n, n), gnnfuse.Graph(prowptr, pcol, n, m), w, torch.ones(n)),
+        "torch_sparse_spgemm": lambda: torch.sparse.mm(At, Pt),
+        "scipy_spgemm": lambda: A @ P,
+    }
+    return out, spg
+
+
+def as_scipy(res, m):
+    import scipy.sparse as sp
+
+    if isinstance(res, tuple) and len(res) == 3:
+        r, c, v = res
+        return sp.csr_matrix((v.double().numpy(), c.numpy(), r.numpy()), shape=(m, m))
+    if isinstance(res, tuple) and len(res) == 2:  # (Graph, values)
+        gr, v = res
+        return sp.csr_matrix((v.double().numpy(), gr.col.numpy(), gr.rowptr.numpy()), shape=(gr.num_nodes, gr.num_src_nodes))
+    if isinstance(res, torch.Tensor):
+        res = res.to_sparse_csr()
+        return sp.csr_matrix((res.values().double().numpy(), res.col_indices().numpy(), res.crow_indices().numpy()), shape=tuple(res.shape))
+    return sp.csr_matrix(res, dtype=np.float64)
+
+
+def check(res, ref, m) -> float:
+    got = as_scipy(res, m)
+    diff = abs(got - ref)
+    return float(diff.max()) / max(1.0, float(abs(ref).max())) if diff.nnz else 0.0
+
+
+def memory_child(args):
+    torch.set_num_threads(args.threads)
+    d = prepare(args.graph_name, args.root)
+    coarse, spg = runners(d)
+    fn = {**coarse, **spg}[args.method]
+    from bench_layers import peak_extra_mb
+
+    # Peak resident memory one call adds (its result included), the high-water mark reset
+    # after a warm-up call.
+    print(json.dumps({"peak_mb": peak_extra_mb(fn)}))
+
+
+def measure_memory(args, name, method, threads) -> float:
+    from bench_layers import child_peak_mb
+
+    cmd = [sys.executable, __file__, "--memory-child", "--graph-name", name, "--method", method, "--threads", str(threads)]
+    return child_peak_mb(cmd, args.root)
+
+
+def bench(args):
+    gnnfuse, err = import_gnnfuse()
+    if gnnfuse is None:
+        raise SystemExit(f"cannot import gnnfuse: {err}")
+    rows = []
+    print(f"# {cpu_model()}, torch {torch.__version__}, float32")
+    head = f"{'graph':<18}{'thr':>4}{'method':>22}{'ms':>10}{'vs torch':>10}{'vs scipy':>10}{'GB/s':>8}{'rel err':>10}"
+    print(head + (f"{'MiB':>9}" if args.memory else ""))
+    for name in args.graphs:
+        d = prepare(name, args.root)
+        ref = (d["PT"].astype(np.float64) @ d["A"].astype(np.float64) @ d["P"].astype(np.float64)).tocsr()
+        ref_ap = (d["A"].astype(np.float64) @ d["P"].astype(np.float64)).tocsr()
+        nnz_c = ref.nnz
+        idx_bytes = 8
+        floor_bytes = (d["g"].rowptr.numel() + d["g"].col.numel()) * idx_bytes + d["w"].numel() * 4 + 2 * d["n"] * idx_bytes \
+            + (d["m"] + 1 + nnz_c) * idx_bytes + nnz_c * 4
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            coarse, spg = runners(d)
+            times = {}
+            for meth, fn in {**coarse, **spg}.items():
+                if meth in ("scipy", "scipy_spgemm") and threads != args.threads[0]:
+                    continue  # single-threaded: timed once
+                err = check(fn(), ref_ap if meth.endswith("spgemm") else ref, d["m"])
+                if err > 1e-5:
+                    raise SystemExit(f"{name} {meth}: result differs from scipy float64 (rel err {err:.2e})")
+                ms = median_ms(fn, args.repeats)
+                times[meth] = ms
+                # Peak memory does not depend on the thread count much: measured at the last one.
+                mem = measure_memory(args, name, meth, threads) if args.memory and threads == args.threads[-1] else None
+                row = dict(graph=name, nodes=d["n"], edges=int(d["g"].col.numel()), clusters=d["m"], coarse_edges=nnz_c,
+                           threads=threads, method=meth, ms=ms, rel_err=err, peak_mb=mem,
+                           gbps=floor_bytes / (ms * 1e-3) / 1e9 if not meth.endswith("spgemm") else None)
+                rows.append(row)
+            for r in rows:
+                if r["graph"] != name or r["threads"] != threads:
+                    continue
+                base_t = times.get("torch_sparse_spgemm" if r["method"].endswith("spgemm") else "torch_sparse")
+                base_s = times.get("scipy_spgemm" if r["method"].endswith("spgemm") else "scipy")
+                if base_s is None:
+                    base_s = next((x["ms"] for x in rows if x["graph"] == name and x["method"] == ("scipy_spgemm" if r["method"].endswith("spgemm") else "scipy")), None)
+                r["speedup_vs_torch"] = base_t / r["ms"] if base_t else None
+                r["speedup_vs_scipy"] = base_s / r["ms"] if base_s else None
+                gb = f"{r['gbps']:8.2f}" if r["gbps"] else f"{'':>8}"
+                vt = f"{r['speedup_vs_torch']:10.2f}" if r["speedup_vs_torch"] else f"{'':>10}"
+                vs = f"{r['speedup_vs_scipy']:10.2f}" if r["speedup_vs_scipy"] else f"{'':>10}"
+                print(f"{name:<18}{threads:>4}{r['method']:>22}{r['ms']:>10.2f}{vt}{vs}{gb}{r['rel_err']:>10.1e}"
+                      + (f"{r['peak_mb']:>9.1f}" if r.get("peak_mb") is not None else ""), flush=True)
+    result = dict(machine=cpu_model(), torch=torch.__version__, commit=git_commit(), dtype="float32", repeats=args.repeats,
+                  floor_note="GB/s over the bytes read or written at least once: A (rowptr, col, w), P and Pᵀ, the coarse CSR",
+                  mkl_available=any(r["method"] == "mkl" for r in rows), rows=rows)
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / f"cpu_spgemm_{machine_tag()}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"# wrote {out}")
+    return out
+
+
+def plot(path: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = json.loads(path.read_text())
+    rows = data["rows"]
+    threads = sorted({r["threads"] for r in rows})
+    graphs = list(dict.fromkeys(r["graph"] for r in rows))
+    fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4), squeeze=False)
+    for ax, t in zip(axes[0], threads):
+        meths = ["gnnfuse_cold", "gnnfuse_warm", "torch_sparse", "scipy"] + (["mkl"] if data["mkl_available"] else [])
+        width = 0.8 / len(meths)
+        for k, meth in enumerate(meths):
+            ys = []
+            for gname in graphs:
+                r = next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] in (t, threads[0])), None)
+                base = next((x for x in rows if x["graph"] == gname and x["method"] == "scipy"), None)
+                ys.append(base["ms"] / r["ms"] if r and base else 0)
+            ax.bar([i + k * width for i in range(len(graphs))], ys, width, label=meth)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(graphs))])
+        ax.set_xticklabels(graphs, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("speedup over scipy (1 thread)")
+        ax.set_yscale("log")
+        ax.set_title(f"Pᵀ·A·P, {t} thread(s), {data['machine'][:40]}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    png = path.with_suffix(".png")
+    fig.savefig(png, dpi=110)
+    print(f"# wrote {png}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--graphs", nargs="+", default=DEFAULT_GRAPHS)
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--root", default=None)
+    p.add_argument("--memory", action="store_true", help="peak extra memory per method in a fresh process")
+    p.add_argument("--out", default=None)
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--graph-name", help=argparse.SUPPRESS)
+    p.add_argument("--method", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.memory_child:
+        args.threads = args.threads[0]
+        return memory_child(args)
+    out = bench(args)
+    if not args.no_plot:
+        try:
+            plot(out)
+        except ImportError:
+            print("# matplotlib not installed: no plot")
+
+
+if __name__ == "__main__":
+    main()
