@@ -219,10 +219,10 @@ Triple csr_transpose_cpu(const at::Tensor& rowptr, const at::Tensor& col, int64_
 // Graclus-style greedy matching: nodes visited in `order`; an unmatched node u is paired with
 // the unmatched neighbour v (v != u) of largest normalized weight w(u,v) * (1/d(u) + 1/d(v))
 // (d: weighted degree over the row), ties to the first in the row; a node without one stays
-// alone. Cluster ids are consecutive in visiting order. Neighbours are the row's columns: pass
+// alone. Cluster ids are consecutive in visiting order (their count is max + 1). Neighbours are the row's columns: pass
 // a symmetric graph for an undirected matching.
 template <typename index_t, typename scalar_t>
-int64_t heavy_edge_matching_kernel(const index_t* rowptr, const index_t* col, const scalar_t* w, int64_t n, const int64_t* order,
+void heavy_edge_matching_kernel(const index_t* rowptr, const index_t* col, const scalar_t* w, int64_t n, const int64_t* order,
                                    int64_t* cluster) {
   std::vector<double> degree(static_cast<size_t>(n), 0.0);
   for (int64_t u = 0; u < n; ++u)
@@ -250,11 +250,10 @@ int64_t heavy_edge_matching_kernel(const index_t* rowptr, const index_t* col, co
     if (best >= 0) cluster[best] = next;
     ++next;
   }
-  return next;
 }
 
-std::tuple<at::Tensor, int64_t> heavy_edge_matching_cpu(const at::Tensor& rowptr, const at::Tensor& col,
-                                                        const std::optional<at::Tensor>& edge_weight, const at::Tensor& order) {
+at::Tensor heavy_edge_matching_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                                   const std::optional<at::Tensor>& edge_weight, const at::Tensor& order) {
   constexpr const char* op = "heavy_edge_matching";
   checks::csr(op, rowptr, col, rowptr.numel() - 1);
   const int64_t n = rowptr.numel() - 1;
@@ -276,18 +275,17 @@ std::tuple<at::Tensor, int64_t> heavy_edge_matching_cpu(const at::Tensor& rowptr
   const at::Tensor rowptr_c = rowptr.contiguous(), col_c = col.contiguous();
   const at::Tensor w = edge_weight ? edge_weight->contiguous() : at::Tensor();
   at::Tensor cluster = at::empty({n}, rowptr.options().dtype(at::kLong));
-  int64_t count = 0;
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::heavy_edge_matching", [&] {
     if (w.defined() && w.scalar_type() == at::kDouble)
-      count = heavy_edge_matching_kernel<index_t, double>(rowptr_c.const_data_ptr<index_t>(), col_c.const_data_ptr<index_t>(),
+      heavy_edge_matching_kernel<index_t, double>(rowptr_c.const_data_ptr<index_t>(), col_c.const_data_ptr<index_t>(),
                                                           w.const_data_ptr<double>(), n, order_c.const_data_ptr<int64_t>(),
                                                           cluster.mutable_data_ptr<int64_t>());
     else
-      count = heavy_edge_matching_kernel<index_t, float>(rowptr_c.const_data_ptr<index_t>(), col_c.const_data_ptr<index_t>(),
+      heavy_edge_matching_kernel<index_t, float>(rowptr_c.const_data_ptr<index_t>(), col_c.const_data_ptr<index_t>(),
                                                          w.defined() ? w.const_data_ptr<float>() : nullptr, n,
                                                          order_c.const_data_ptr<int64_t>(), cluster.mutable_data_ptr<int64_t>());
   });
-  return {cluster, count};
+  return cluster;
 }
 
 // Meta kernels: the checks of the CPU kernels minus the values (which are not there). Sizes
@@ -329,7 +327,7 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("edge_index_to_csr(Tensor edge_index, SymInt num_nodes) -> (Tensor rowptr, Tensor col, Tensor perm)");
   m.def("csr_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)");
   m.def("validate_edge_index(Tensor edge_index, SymInt num_nodes) -> ()");
-  m.def("heavy_edge_matching(Tensor rowptr, Tensor col, Tensor? edge_weight, Tensor order) -> (Tensor cluster, int num_clusters)");
+  m.def("heavy_edge_matching(Tensor rowptr, Tensor col, Tensor? edge_weight, Tensor order) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(gnnfuse, CPU, m) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <tuple>
 
 #include <ATen/core/Tensor.h>
@@ -37,6 +38,20 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> csr_transpose(const at::Te
           .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                 c10::SymInt)>();
   return op.call(rowptr, col, num_cols);
+}
+
+// Graclus-style heavy-edge matching of a CSR graph, nodes visited in `order` (a permutation
+// of [0, num_nodes), int64): each unmatched node joins its unmatched neighbour (row entry) of
+// largest normalized weight w / d(u) + w / d(v), or stays alone. -> cluster int64 [num_nodes],
+// ids consecutive in visiting order (their number is max + 1).
+inline at::Tensor heavy_edge_matching(const at::Tensor& rowptr, const at::Tensor& col,
+                                                           const std::optional<at::Tensor>& edge_weight,
+                                                           const at::Tensor& order) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("gnnfuse::heavy_edge_matching", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&)>();
+  return op.call(rowptr, col, edge_weight, order);
 }
 
 }  // namespace gnnfuse

@@ -93,25 +93,20 @@ def load_library() -> str:
 
 
 def _register_fakes() -> None:
-    """Fake (Meta) kernels that need an unbacked size: the symbolic passes of the ops with a
-    computed output pattern return as many columns as the product has entries, known only
-    once the kernel has run. Every other op has its Meta kernel in C++."""
+    """Fake (Meta) kernels: the symbolic passes of the ops with a computed output pattern return
+    as many columns as the product has entries, known only once the kernel has run (an unbacked
+    size); the clustering op one id per node. Every other op has its Meta kernel in C++."""
 
-    def symbolic_fake(*args):
-        rowptr = args[0]
-        rows = rowptr.size(0) - 1
-        nnz = torch.library.get_ctx().new_dynamic_size()
-        return rowptr.new_empty(rows + 1), rowptr.new_empty(nnz)
+    def symbolic_fake(rowptr, *rest):
+        # (row pointers over the first operand's rows, columns of unknown count)
+        return rowptr.new_empty(rowptr.size(0)), rowptr.new_empty(torch.library.get_ctx().new_dynamic_size())
 
-    torch.library.register_fake("gnnfuse::spgemm_symbolic")(
-        lambda arowptr, acol, browptr, bcol, n_cols: symbolic_fake(arowptr)
-    )
-    torch.library.register_fake("gnnfuse::coarsen_symbolic")(
-        lambda mrowptr, mcol, rowptr, col, prowptr, pcol, num_clusters: (
-            mrowptr.new_empty(mrowptr.size(0)),
-            mrowptr.new_empty(torch.library.get_ctx().new_dynamic_size()),
-        )
-    )
+    for op in ("spgemm_symbolic", "coarsen_symbolic"):
+        torch.library.register_fake(f"gnnfuse::{op}")(symbolic_fake)
+
+    @torch.library.register_fake("gnnfuse::heavy_edge_matching")
+    def _(rowptr, col, edge_weight, order):
+        return rowptr.new_empty(rowptr.size(0) - 1, dtype=torch.long)
 
 
 def library_path() -> Optional[str]:

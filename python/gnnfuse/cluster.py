@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .graph import Graph
+from .graph import Graph, _infer_num_nodes
 
 __all__ = ["heavy_edge_matching", "coarsen_levels"]
 
@@ -36,15 +36,15 @@ def heavy_edge_matching(
     elif num_nodes is not None:
         n = num_nodes
     elif isinstance(graph, Tensor) and graph.layout == torch.strided:
-        n = int(graph.max()) + 1 if graph.numel() else 0
+        n = _infer_num_nodes(graph)
     else:
         n = graph.shape[0]
     rowptr, col, w, _ = _resolve(graph, edge_weight, n, "heavy_edge_matching")
     n = rowptr.numel() - 1
     if order is None:
         order = torch.randperm(n, generator=generator, device=rowptr.device)
-    cluster, count = torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, w, order)
-    return cluster, int(count)
+    cluster = torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, w, order)
+    return cluster, _infer_num_nodes(cluster)  # ids are consecutive
 
 
 def coarsen_levels(

@@ -187,6 +187,42 @@ TEST_P(SpecOps, SpgemmMatchesDense) {
                {"gnnfuse::spgemm_symbolic", "argument 'col'"});
 }
 
+// Coarsening P^T A P through the C++ API against the dense product, its edge-weight gradient
+// (dA_ij = dC[cluster(i), cluster(j)]), the matching that produces clusters, and bad input.
+TEST_P(SpecOps, CoarsenMatchesDense) {
+  const int64_t n = 40, m = 7;
+  const Csr a = random_csr(n, n, 300, itype(), 400);
+  const at::Tensor w = randn({a.col.numel()}, 401).abs() + 0.1;
+  const at::Tensor cluster = at::arange(n, at::kLong).remainder(m);
+  // P: one entry per node; M = P^T: the members of each cluster, increasing.
+  const at::Tensor prowptr = at::arange(n + 1, at::kLong).to(itype());
+  const at::Tensor pcol = cluster.to(itype());
+  const at::Tensor mcol = std::get<1>(at::sort(cluster, /*stable=*/true, 0, false)).to(itype());
+  const at::Tensor mrowptr = at::cat({at::zeros({1}, at::kLong), at::bincount(cluster, {}, m).cumsum(0)}).to(itype());
+  const auto [crowptr, ccol] = gnnfuse::coarsen_symbolic(mrowptr, mcol, a.rowptr, a.col, prowptr, pcol, m);
+  const Csr c{crowptr, ccol, m, m};
+  const at::Tensor p = at::one_hot(cluster, m).to(dtype());
+  const at::Tensor want = at::mm(at::mm(p.t(), dense(a, w)), p);
+  EXPECT_EQ(ccol.numel(), (want != 0).sum().item<int64_t>());
+  const at::Tensor wg = w.clone().set_requires_grad(true);
+  at::Tensor cv = gnnfuse::coarsen(mrowptr, mcol, a.rowptr, a.col, wg, prowptr, pcol, crowptr, ccol, m);
+  expect_close(dense(c, cv), want, dtype());
+  const at::Tensor g = randn({ccol.numel()}, 402);
+  cv.backward(g);
+  const at::Tensor gd = dense(c, g);
+  expect_close(wg.grad(), gd.index({cluster.index_select(0, coo_rows(a)), cluster.index_select(0, a.col.to(at::kLong))}), dtype());
+  expect_error([&] { gnnfuse::coarsen_symbolic(mrowptr, mcol, a.rowptr, a.col, prowptr, pcol, m - 1); },
+               {"gnnfuse::coarsen_symbolic", "argument 'col'"});
+
+  // Matching: clusters of one or two nodes joined by an edge; a bad order is rejected.
+  const at::Tensor matched = gnnfuse::heavy_edge_matching(a.rowptr, a.col, w, at::arange(n, at::kLong));
+  ASSERT_EQ(matched.numel(), n);
+  EXPECT_EQ(std::get<0>(at::_unique(matched)).numel(), matched.max().item<int64_t>() + 1);  // ids are consecutive
+  EXPECT_LE(at::bincount(matched).max().item<int64_t>(), 2);
+  expect_error([&] { gnnfuse::heavy_edge_matching(a.rowptr, a.col, w, at::zeros({n}, at::kLong)); },
+               {"gnnfuse::heavy_edge_matching", "argument 'order'", "permutation"});
+}
+
 TEST_P(SpecOps, RejectBadInput) {
   const Csr a = random_csr(6, 6, 20, itype(), 7);
   const at::Tensor x = randn({6, 4}, 1);

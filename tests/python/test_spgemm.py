@@ -418,3 +418,122 @@ def test_coarsen_pool(reduce):
     assert torch.autograd.gradcheck(lambda x: pool(x, case.edge_index, cluster, 9)[0], (x,))
     xp2, g2, _ = gnnfuse.nn.CoarsenPool(reduce)(x, case.edge_index)  # matching when no clusters given
     assert xp2.size(0) == g2.num_nodes < n
+
+
+def _coarsen_args(itype=torch.int64, dtype=torch.float64):
+    case = CASES["power_law"]
+    rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index.to(itype), case.num_nodes)
+    cluster = torch.arange(case.num_nodes) % 17
+    prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, 17, itype)
+    cr, cc = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, 17)
+    w = torch.rand(col.numel(), dtype=dtype, generator=torch.Generator().manual_seed(3))
+    return (mrowptr, mcol, rowptr, col, prowptr, pcol), w, cr, cc
+
+
+def test_coarsen_symbolic_opcheck():
+    pat, _, _, _ = _coarsen_args()
+    torch.library.opcheck(torch.ops.gnnfuse.coarsen_symbolic.default, (*pat, 17), test_utils=("test_schema", "test_faketensor"))
+
+
+def test_coarsen_torchscript():
+    @torch.jit.script
+    def coarse(mr: torch.Tensor, mc: torch.Tensor, r: torch.Tensor, c: torch.Tensor, w: torch.Tensor, pr: torch.Tensor, pc: torch.Tensor, k: int):
+        cr, cc = torch.ops.gnnfuse.coarsen_symbolic(mr, mc, r, c, pr, pc, k)
+        return cr, cc, torch.ops.gnnfuse.coarsen(mr, mc, r, c, w, pr, pc, cr, cc, k)
+
+    pat, w, cr, cc = _coarsen_args()
+    mr, mc, r, c, pr, pc = pat
+    r2, c2, v2 = coarse(mr, mc, r, c, w, pr, pc, 17)
+    assert torch.equal(r2, cr) and torch.equal(c2, cc)
+    torch.testing.assert_close(v2, torch.ops.gnnfuse.coarsen(mr, mc, r, c, w, pr, pc, cr, cc, 17))
+
+
+def test_coarsen_compile_fullgraph():
+    import torch._dynamo as dynamo
+
+    pat, w, cr, cc = _coarsen_args()
+    mr, mc, r, c, pr, pc = pat
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def weights(w):
+        return torch.ops.gnnfuse.coarsen(mr, mc, r, c, w, pr, pc, cr, cc, 17).pow(2).sum()
+
+    w1 = w.clone().requires_grad_()
+    weights(w1).backward()
+    w2 = w.clone().requires_grad_()
+    torch.ops.gnnfuse.coarsen(mr, mc, r, c, w2, pr, pc, cr, cc, 17).pow(2).sum().backward()
+    torch.testing.assert_close(w1.grad, w2.grad)
+
+    with dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+
+        @torch.compile(fullgraph=True, backend="aot_eager")
+        def full(w):
+            r_, c_ = torch.ops.gnnfuse.coarsen_symbolic(mr, mc, r, c, pr, pc, 17)
+            return r_, c_, torch.ops.gnnfuse.coarsen(mr, mc, r, c, w, pr, pc, r_, c_, 17)
+
+        r3, c3, v3 = full(w)
+    assert torch.equal(r3, cr) and torch.equal(c3, cc)
+    torch.testing.assert_close(v3, torch.ops.gnnfuse.coarsen(mr, mc, r, c, w, pr, pc, cr, cc, 17))
+
+
+def reference_matching(rowptr, col, w, order):
+    """Greedy heavy-edge matching written from its definition (float64, plain Python)."""
+    n = len(rowptr) - 1
+    deg = [sum(w[rowptr[u]:rowptr[u + 1]]) for u in range(n)]
+    cluster = [-1] * n
+    nxt = 0
+    for u in order:
+        if cluster[u] >= 0:
+            continue
+        best, best_score = -1, -float("inf")
+        for p in range(rowptr[u], rowptr[u + 1]):
+            v = col[p]
+            if v == u or cluster[v] >= 0:
+                continue
+            score = w[p] * ((1 / deg[u] if deg[u] else 0) + (1 / deg[v] if deg[v] else 0))
+            if score > best_score:
+                best, best_score = v, score
+        cluster[u] = nxt
+        if best >= 0:
+            cluster[best] = nxt
+        nxt += 1
+    return cluster, nxt
+
+
+@pytest.mark.parametrize("itype", INDEX_DTYPES, ids=IDS.get)
+@pytest.mark.parametrize("name", ["power_law", "self_loops_duplicates", "empty_rows_isolated", "no_edges"])
+def test_heavy_edge_matching_matches_reference(name, itype):
+    case = CASES[name]
+    rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index.to(itype), case.num_nodes)
+    gen = torch.Generator().manual_seed(4)
+    w = torch.rand(col.numel(), dtype=torch.float64, generator=gen) + 0.01
+    order = torch.randperm(case.num_nodes, generator=gen)
+    cluster = torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, w, order)
+    ref, ref_m = reference_matching(rowptr.tolist(), col.tolist(), w.tolist(), order.tolist())
+    assert cluster.tolist() == ref and (int(cluster.max()) + 1 if ref_m else 0) == ref_m
+    cluster1 = torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, None, order)
+    ref1, _ = reference_matching(rowptr.tolist(), col.tolist(), [1.0] * col.numel(), order.tolist())
+    assert cluster1.tolist() == ref1
+
+
+def test_heavy_edge_matching_deploy():
+    """opcheck, TorchScript and torch.compile(fullgraph=True)."""
+    case = CASES["power_law"]
+    rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index, case.num_nodes)
+    order = torch.randperm(case.num_nodes, generator=torch.Generator().manual_seed(0))
+    want = torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, None, order)
+    torch.library.opcheck(torch.ops.gnnfuse.heavy_edge_matching.default, (rowptr, col, None, order), test_utils=("test_schema", "test_faketensor"))
+
+    @torch.jit.script
+    def scripted(rowptr: torch.Tensor, col: torch.Tensor, order: torch.Tensor):
+        return torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, None, order)
+
+    assert torch.equal(scripted(rowptr, col, order), want)
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def compiled(rowptr, col, order):
+        return torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, None, order) * 2
+
+    assert torch.equal(compiled(rowptr, col, order), want * 2)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::heavy_edge_matching: argument 'edge_weight'"):
+        torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, torch.ones(3), order)
