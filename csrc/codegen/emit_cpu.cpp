@@ -1048,6 +1048,16 @@ std::string csc_names(const TensorDecl& t) {
   return "{\"" + t.colptr + "\", \"" + t.row + "\", \"" + t.perm + "\"}";
 }
 
+// Argument checks of a csr operand (`op` in scope): index dtypes, one index dtype for the op
+// (that of `first`, the first csr operand's rowptr), at least one row pointer.
+void emit_csr_arg_checks(std::ostream& r, const TensorDecl& t, const std::string& first) {
+  r << "  checks::index_tensor(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+  r << "  checks::index_tensor(op, \"" << t.col << "\", " << t.col << ");\n";
+  r << "  checks::same_dtype(op, \"" << t.col << "\", " << t.col << ", \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+  if (t.rowptr != first) r << "  checks::same_dtype(op, \"" << t.rowptr << "\", " << t.rowptr << ", \"" << first << "\", " << first << ");\n";
+  r << "  checks::nonempty(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+}
+
 void emit_adapter(const Compiled& c, std::ostream& r) {
   const OpSpec& s = c.spec;
   const std::string& op = s.name;
@@ -1071,12 +1081,8 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   std::string first_index;
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {
-      r << "  checks::index_tensor(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
-      r << "  checks::index_tensor(op, \"" << t.col << "\", " << t.col << ");\n";
-      r << "  checks::same_dtype(op, \"" << t.col << "\", " << t.col << ", \"" << t.rowptr << "\", " << t.rowptr << ");\n";
       if (first_index.empty()) first_index = t.rowptr;
-      else r << "  checks::same_dtype(op, \"" << t.rowptr << "\", " << t.rowptr << ", \"" << first_index << "\", " << first_index << ");\n";
-      r << "  checks::nonempty(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+      emit_csr_arg_checks(r, t, first_index);
       if (t.has_csc() && !t.csc_optional) r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
     }
   for (auto& t : s.tensors)
@@ -1416,13 +1422,9 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   r << "  constexpr const char* op = \"" << op << "\";\n";
   const std::string& first = in.at(0)->rowptr;
   for (auto* t : in) {
-    r << "  checks::index_tensor(op, \"" << t->rowptr << "\", " << t->rowptr << ");\n";
-    r << "  checks::index_tensor(op, \"" << t->col << "\", " << t->col << ");\n";
-    r << "  checks::same_dtype(op, \"" << t->col << "\", " << t->col << ", \"" << t->rowptr << "\", " << t->rowptr << ");\n";
-    if (t->rowptr != first) r << "  checks::same_dtype(op, \"" << t->rowptr << "\", " << t->rowptr << ", \"" << first << "\", " << first << ");\n";
+    emit_csr_arg_checks(r, *t, first);
     r << "  checks::same_device(op, \"" << t->rowptr << "\", " << t->rowptr << ", \"" << first << "\", " << first << ");\n";
     r << "  checks::same_device(op, \"" << t->col << "\", " << t->col << ", \"" << first << "\", " << first << ");\n";
-    r << "  checks::nonempty(op, \"" << t->rowptr << "\", " << t->rowptr << ");\n";
   }
   for (auto& [v, a] : s.extents) r << "  checks::non_negative(op, \"" << a << "\", " << a << ");\n";
   // Extents from the inputs (S's own bindings left out).

@@ -70,7 +70,6 @@ class SymbolicWorkspace {
     policy_ = policy;
     list_.clear();
     unique_ = false;
-    inserts_ = 0;
     switch (policy_) {
       case WorkspacePolicy::Sorted: list_.reserve(static_cast<size_t>(std::max<int64_t>(products, 0))); break;
       case WorkspacePolicy::Dense:
@@ -93,7 +92,6 @@ class SymbolicWorkspace {
 
  public:
   void insert(int64_t c) {
-    ++inserts_;
     switch (policy_) {
       case WorkspacePolicy::Sorted: list_.push_back(c); return;
       case WorkspacePolicy::Dense:
@@ -118,9 +116,6 @@ class SymbolicWorkspace {
     }
   }
 
-  // Inserts since the row began (its number of products).
-  int64_t products() const { return inserts_; }
-
   int64_t count() {
     if (policy_ == WorkspacePolicy::Sorted) sort_unique();
     return static_cast<int64_t>(list_.size());
@@ -142,8 +137,6 @@ class SymbolicWorkspace {
     for (int64_t k = 0; k < n; ++k) out[k] = static_cast<index_t>(list_[static_cast<size_t>(k)]);
   }
 
-  WorkspacePolicy policy() const { return policy_; }
-
  private:
   void sort_unique() {
     if (unique_) return;
@@ -153,7 +146,6 @@ class SymbolicWorkspace {
   }
 
   int64_t cols_;
-  int64_t inserts_ = 0;
   WorkspacePolicy policy_ = WorkspacePolicy::Sorted;
   std::vector<int64_t> list_;
   std::vector<uint32_t> stamp_;

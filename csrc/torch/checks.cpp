@@ -1,18 +1,16 @@
 #include "torch/checks.h"
 
+#include "torch/pattern_cache.h"
+
 #include <algorithm>
 #include <atomic>
 #include <vector>
 #include <cstdint>
 #include <limits>
-#include <mutex>
-#include <optional>
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <c10/core/UndefinedTensorImpl.h>
 #include <c10/util/Exception.h>
-#include <c10/util/intrusive_ptr.h>
 
 namespace gnnfuse::checks {
 namespace {
@@ -194,58 +192,15 @@ void csc(const char* op, const char* const names[3], const at::Tensor& rowptr, c
 namespace {
 
 // CSRs whose values were checked, so that a graph used call after call (every layer, every
-// epoch) is scanned once. An entry holds weak references to the two TensorImpls (their memory
-// cannot be reused for another tensor while it lives), their version counters (an in-place
-// change bumps them), data pointers, sizes and num_cols; any difference is a miss. Tensors
+// epoch) is scanned once: an entry of the pattern cache (torch/pattern_cache.h: tensor
+// identity, version counters, data pointers and sizes, plus num_cols) with no value. Tensors
 // without a version counter (inference mode) are always checked.
-using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-
-struct CheckedCsr {
-  std::optional<WeakImpl> rowptr, col;
-  int64_t rowptr_version = -1, col_version = -1;
-  const void* rowptr_data = nullptr;
-  const void* col_data = nullptr;
-  int64_t rows = -1, nnz = -1, num_cols = -1;
-};
-
-constexpr size_t kCheckedCsrs = 16;
-std::mutex checked_mutex;
-std::vector<CheckedCsr> checked(kCheckedCsrs);
-size_t checked_next = 0;
-
-bool trackable(const at::Tensor& t) { return !t.is_inference() && t.device().is_cpu(); }
-
-bool same(const CheckedCsr& c, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  return c.rowptr && c.col && !c.rowptr->expired() && !c.col->expired() &&
-         c.rowptr->_unsafe_get_target() == rowptr.unsafeGetTensorImpl() &&
-         c.col->_unsafe_get_target() == col.unsafeGetTensorImpl() && c.rowptr_version == rowptr._version() &&
-         c.col_version == col._version() && c.rowptr_data == rowptr.const_data_ptr() && c.col_data == col.const_data_ptr() &&
-         c.rows == rowptr.numel() && c.nnz == col.numel() && c.num_cols == num_cols;
-}
-
 bool already_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  if (!trackable(rowptr) || !trackable(col)) return false;
-  std::lock_guard<std::mutex> lock(checked_mutex);
-  for (const CheckedCsr& c : checked)
-    if (same(c, rowptr, col, num_cols)) return true;
-  return false;
+  return cache::lookup("checks::csr", {rowptr, col}, {num_cols}).has_value();
 }
 
 void remember_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  if (!trackable(rowptr) || !trackable(col)) return;
-  CheckedCsr c;
-  c.rowptr.emplace(rowptr.getIntrusivePtr());
-  c.col.emplace(col.getIntrusivePtr());
-  c.rowptr_version = rowptr._version();
-  c.col_version = col._version();
-  c.rowptr_data = rowptr.const_data_ptr();
-  c.col_data = col.const_data_ptr();
-  c.rows = rowptr.numel();
-  c.nnz = col.numel();
-  c.num_cols = num_cols;
-  std::lock_guard<std::mutex> lock(checked_mutex);
-  checked[checked_next] = std::move(c);
-  checked_next = (checked_next + 1) % kCheckedCsrs;
+  cache::store("checks::csr", {rowptr, col}, {num_cols}, {});
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ struct Entry {
   std::vector<int64_t> value_versions;  // a result changed in place by its user is a miss
 };
 
-constexpr size_t kEntries = 8;
+// Shared by the CSR checks and the symbolic passes: room for a few graphs of each.
+constexpr size_t kEntries = 32;
 std::mutex mutex;
 std::vector<Entry> entries;
 size_t next = 0;

@@ -522,16 +522,18 @@ class CoarsenPool(torch.nn.Module):
     def forward(self, x: Tensor, graph, cluster: Optional[Tensor] = None, num_clusters: Optional[int] = None,
                 edge_weight: Optional[Tensor] = None):
         from .cluster import heavy_edge_matching
-        from .graph import Graph
+        from .graph import Graph, _infer_num_nodes
         from .ops import spmm
-        from .sparse import assignment_csr, coarsen
+        from .sparse import _coarsen_csr, _coarsen_inputs, assignment_csr
 
         if cluster is None:
             cluster, num_clusters = heavy_edge_matching(graph, edge_weight, num_nodes=x.size(0))
         elif num_clusters is None:
-            num_clusters = int(cluster.max()) + 1 if cluster.numel() else 0
-        coarse, coarse_w = coarsen(graph, cluster, num_clusters, edge_weight, remove_self_loops=self.remove_self_loops)
-        _, _, mrowptr, mcol = assignment_csr(cluster, num_clusters, coarse.rowptr.dtype)
+            num_clusters = _infer_num_nodes(cluster)
+        rowptr, col, w = _coarsen_inputs(graph, cluster, edge_weight)
+        assignment = assignment_csr(cluster, num_clusters, rowptr.dtype)
+        coarse, coarse_w = _coarsen_csr(rowptr, col, w, assignment, num_clusters, self.remove_self_loops)
+        _, _, mrowptr, mcol = assignment
         members = Graph(mrowptr, mcol, num_clusters, cluster.numel())
         return spmm(members, x, reduce=self.reduce), coarse, coarse_w
 

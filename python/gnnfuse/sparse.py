@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .graph import Graph, to_graph
+from .graph import Graph, _infer_num_nodes, to_graph
 
 __all__ = ["spgemm", "coarsen", "assignment_csr"]
 
@@ -101,10 +101,17 @@ def coarsen(
     Returns ``(coarse_graph, coarse_edge_weight)``, the weights in the coarse graph's CSR order.
     A soft or general ``P`` goes through :func:`spgemm` twice (``spgemm(spgemm(Pᵀ, A), P)``).
     """
+    if num_clusters is None:
+        num_clusters = _infer_num_nodes(cluster)
+    rowptr, col, w = _coarsen_inputs(graph, cluster, edge_weight)
+    return _coarsen_csr(rowptr, col, w, assignment_csr(cluster, num_clusters, rowptr.dtype), num_clusters, remove_self_loops)
+
+
+def _coarsen_inputs(graph, cluster: Tensor, edge_weight: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    """The graph's CSR and its weights in CSR order (ones when missing), checked against
+    ``cluster``."""
     from .ops import _resolve
 
-    if num_clusters is None:
-        num_clusters = int(cluster.max()) + 1 if cluster.numel() else 0
     n = cluster.numel()
     if isinstance(graph, Graph) and graph.num_src_nodes != graph.num_nodes:
         raise RuntimeError(f"gnnfuse.coarsen: argument 'graph' must be square (got {graph.num_nodes} x {graph.num_src_nodes})")
@@ -115,7 +122,14 @@ def coarsen(
         )
     if w is None:
         w = torch.ones(col.numel(), dtype=torch.get_default_dtype(), device=col.device)
-    prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, num_clusters, rowptr.dtype)
+    return rowptr, col, w
+
+
+def _coarsen_csr(
+    rowptr: Tensor, col: Tensor, w: Tensor, assignment: Tuple[Tensor, Tensor, Tensor, Tensor], num_clusters: int, remove_self_loops: bool
+) -> Tuple[Graph, Tensor]:
+    """Pᵀ·A·P of a CSR (weights in CSR order) and an :func:`assignment_csr`."""
+    prowptr, pcol, mrowptr, mcol = assignment
     crowptr, ccol = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, num_clusters)
     values = torch.ops.gnnfuse.coarsen(mrowptr, mcol, rowptr, col, w, prowptr, pcol, crowptr, ccol, num_clusters)
     if remove_self_loops:
