@@ -10,12 +10,18 @@ and provenance in that folder's README.md).
 
 Graphs
 ------
-* ``cora``, ``pubmed``      planetoid/converted/<name>.adj.mtx (Matrix Market pattern,
-                            both directions listed): 2708 / 10556 and 19717 / 88648.
+* ``cora``, ``citeseer``, ``pubmed``
+                            planetoid/converted/<name>.adj.mtx (Matrix Market pattern,
+                            both directions listed): 2708 / 10556, 3327 / 9104, 19717 / 88648.
 * ``ca-HepPh``              snap/ca-HepPh.noheader.txt.gz, undirected collaboration graph:
                             symmetrised and de-duplicated (self-loops kept): 12008 / 237010.
 * ``soc-Slashdot0902``      snap/soc-Slashdot0902.txt.gz, directed, kept as given
                             (self-loops kept): 82168 / 948464.
+* ``copter2``               metis-debian/copter2.graph.gz, METIS adjacency lists (3-D mesh,
+                            both directions listed): 55476 / 704476.
+* ``luxembourg_osm``        suitesparse/luxembourg_osm.noheader.txt.gz, Matrix Market body
+                            without header (lower triangle of a symmetric road network, N fixed
+                            at 114599): symmetrised, 114599 / 239332.
 * ``rmat-<scale>-<ef>``     synthetic R-MAT graph (``rmat``), e.g. ``rmat-20-16``.
 
 Text is parsed with numpy's C text scanner (``np.fromstring(..., sep=' ')``) after
@@ -38,9 +44,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: real graphs known to ``load``: name -> (relative path, format, undirected?)
 REAL_GRAPHS = {
     "cora": ("planetoid/converted/cora.adj.mtx", "mtx", True),
+    "citeseer": ("planetoid/converted/citeseer.adj.mtx", "mtx", True),
     "pubmed": ("planetoid/converted/pubmed.adj.mtx", "mtx", True),
     "ca-HepPh": ("snap/ca-HepPh.noheader.txt.gz", "edgelist", True),
     "soc-Slashdot0902": ("snap/soc-Slashdot0902.txt.gz", "edgelist", False),
+    "copter2": ("metis-debian/copter2.graph.gz", "metis", True),
+    "luxembourg_osm": ("suitesparse/luxembourg_osm.noheader.txt.gz", "mtx-body:114599", True),
 }
 
 #: the graphs the benchmark runs by default, in order
@@ -153,6 +162,24 @@ def read_edgelist(path: Path):
     return pairs[:, 0].copy(), pairs[:, 1].copy()
 
 
+def read_metis(path: Path):
+    """METIS graph file: ``n m [fmt]`` then line i lists the 1-based neighbours of node i
+    (unweighted graphs only). Returns (src, dst, num_nodes): neighbour -> node."""
+    lines = [ln for ln in _read_bytes(path).decode("ascii").splitlines() if not ln.startswith("%")]
+    head = lines[0].split()
+    n = int(head[0])
+    if len(head) > 2 and int(head[2]) != 0:
+        raise ValueError(f"{path}: weighted METIS graphs (fmt {head[2]}) are not read")
+    if len(lines) - 1 < n:
+        raise ValueError(f"{path}: {n} nodes announced, {len(lines) - 1} adjacency lines")
+    src, dst = [], []
+    for i, ln in enumerate(lines[1:n + 1]):
+        nb = np.array(ln.split(), dtype=np.int64)
+        src.append(nb - 1)
+        dst.append(np.full(nb.size, i, np.int64))
+    return np.concatenate(src), np.concatenate(dst), n
+
+
 # ----------------------------------------------------------------------------
 # public loaders
 
@@ -167,6 +194,14 @@ def load_real(name: str, root: str | os.PathLike | None = None):
         raise FileNotFoundError(f"{name}: {path} not found (dataset root: pass --root or set GNNFUSE_DATASETS)")
     if fmt == "mtx":
         src, dst, n = read_mtx(path)
+    elif fmt == "metis":
+        src, dst, n = read_metis(path)
+    elif fmt.startswith("mtx-body:"):  # 1-based pairs, size from the dataset README
+        n = int(fmt.split(":")[1])
+        src, dst = read_edgelist(path)
+        src, dst = src - 1, dst - 1
+        if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
+            raise ValueError(f"{path}: node ids outside 1..{n}")
     else:
         src, dst = read_edgelist(path)
         src, dst, n = _relabel(src, dst)

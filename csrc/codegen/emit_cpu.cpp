@@ -257,6 +257,9 @@ class KernelEmitter : public CodeWriter {
   const OpSpec& s_;
   std::set<std::string> walking_;  // sparse operands walked by the enclosing loops
   std::set<std::string> enclosing_;  // variables of the enclosing loops
+  std::string tile_var_;    // the feature variable of the tiled walk being emitted
+  std::string tile_begin_;  // its plain loop's first column (the columns the tiles left)
+  bool vector_reads_ = false;  // dense reads over tile_var_ are vector loads
 
 
   bool is_outer_var(const std::string& sparse, const std::string& var) const { return p_.outer_var(sparse) == var; }
@@ -310,7 +313,10 @@ class KernelEmitter : public CodeWriter {
         if (d->values_optional)
           return "(kHas" + a.tensor + " ? static_cast<acc_t>(" + a.tensor + "_val[" + edge(a.tensor) + "]) : acc_t(1))";
         return "static_cast<acc_t>(" + a.tensor + "_val[" + edge(a.tensor) + "])";
-      case Role::DenseInput: return "static_cast<acc_t>(" + a.tensor + "[" + offset(a.idx, a.idx) + "])";
+      case Role::DenseInput:
+        if (vector_reads_ && std::count(a.idx.begin(), a.idx.end(), tile_var_))
+          return "runtime::vload<acc_t>(&" + a.tensor + "[" + offset(a.idx, a.idx) + "])";
+        return "static_cast<acc_t>(" + a.tensor + "[" + offset(a.idx, a.idx) + "])";
       case Role::EdgeInput: return "static_cast<acc_t>(" + a.tensor + "[" + on_edge(t.pattern, a.idx, d->vars) + "])";
       case Role::CountInput: {
         const std::string& A = d->pattern;
@@ -509,32 +515,229 @@ class KernelEmitter : public CodeWriter {
           simd_sum(n);
           return;
         }
-        if (n.simd) line("#pragma omp simd");
-        if (level.empty()) {
-          open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
-        } else {
+        if (!level.empty()) {
           if (walking_.count(level))
             fail(s_.loc, "the loop over '" + n.var + "' walks " + level + " inside another walk over " + level +
                              ": nested walks over one sparse operand are not lowered (write the inner sum so that it is hoisted)");
-          walking_.insert(level);
-          open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
-          bool csc = p_.walks_csc(level);
-          line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + (csc ? "_row[" : "_col[") + pos(level) + "]);");
-          line("(void)" + n.var + ";");
-          line(std::string("const int64_t ") + edge(level) + " = " + (csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
-          line("(void)" + edge(level) + ";");
-          locate(n);
+          if (const Node* fl = tile_loop(n)) {
+            tiled_walk(n, level, *fl);
+          } else {
+            walk(n, level, WalkMode{});
+          }
+          return;
         }
+        if (n.simd) line("#pragma omp simd");
+        const bool from = n.var == tile_var_ && !tile_begin_.empty();
+        open("for (int64_t " + n.var + " = " + (from ? tile_begin_ : "0") + "; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
         enter(n);
         enclosing_.insert(n.var);
         for (auto& k : n.kids) node(*k);
         enclosing_.erase(n.var);
         close();
-        walking_.erase(level);
-        for (auto& l : n.located) walking_.erase(l);
         return;
       }
     }
+  }
+
+  // How a walk is emitted: plainly (lanes 0), or as one register-tile pass of `lanes` vectors
+  // over the feature loop `f` starting at column f0_ (see tiled_walk).
+  struct WalkMode {
+    const Node* f_loop = nullptr;
+    int lanes = 0;
+  };
+
+  // One loop over the stored entries of the current row (column) of `level`.
+  void walk(const Node& n, const std::string& level, const WalkMode& mode) {
+    walking_.insert(level);
+    const std::vector<Access> gathered = gathered_rows(n);
+    const bool prefetch_scope = prefetch_setup(level, gathered, mode);
+    open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
+    bool csc = p_.walks_csc(level);
+    line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + (csc ? "_row[" : "_col[") + pos(level) + "]);");
+    line("(void)" + n.var + ";");
+    line(std::string("const int64_t ") + edge(level) + " = " + (csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
+    line("(void)" + edge(level) + ";");
+    prefetch(level, gathered, mode);
+    locate(n);
+    enter(n);
+    enclosing_.insert(n.var);
+    for (auto& k : n.kids) {
+      if (k.get() == mode.f_loop && mode.lanes > 0) {
+        tile_body(*k, mode);
+      } else {
+        node(*k);
+      }
+    }
+    enclosing_.erase(n.var);
+    close();
+    if (prefetch_scope) close();
+    walking_.erase(level);
+    for (auto& l : n.located) walking_.erase(l);
+  }
+
+  // ---- register tiles (runtime::Vec) ----
+  // A walk whose body is scalar statements on per-entry values (temporaries homed in the walk)
+  // and one dense simd loop over f that sums into row accumulators (temporaries kept over f
+  // alone, homed outside the walk) with + - * of scalars and dense rows contiguous in f.
+  // Returns that loop, or nullptr when the walk has another form.
+  const Node* tile_loop(const Node& n) const {
+    if (tile_var_.size()) return nullptr;  // already inside a tiled walk
+    std::function<bool(const Node&, const Node&)> inside = [&](const Node& root, const Node& x) {
+      if (&root == &x) return true;
+      for (auto& k : root.kids)
+        if (inside(*k, x)) return true;
+      return false;
+    };
+    auto homed_in_walk = [&](const std::string& temp) {
+      const Node* h = home_of(p_, *c_.tree, temp);
+      return h && inside(n, *h);
+    };
+    const Node* fl = nullptr;
+    for (auto& k : n.kids) {
+      switch (k->kind) {
+        case Node::Kind::Loop:
+          if (fl || !k->walk.empty() || !k->space.is_dense() || !k->simd || !k->simd_reduction.empty() || !k->located.empty())
+            return nullptr;
+          fl = k.get();
+          break;
+        case Node::Kind::Reset:
+          if (!homed_in_walk(k->tensor)) return nullptr;
+          break;
+        case Node::Kind::Compute: {
+          const Stmt& st = p_.stmts[k->stmt];
+          if (p_.tensor(st.lhs.tensor).role != Role::Temp || !homed_in_walk(st.lhs.tensor)) return nullptr;
+          break;
+        }
+        case Node::Kind::Root: return nullptr;
+      }
+    }
+    if (!fl) return nullptr;
+    const std::string& f = fl->var;
+    std::set<std::string> tiles;
+    for (auto& k : fl->kids) {
+      if (k->kind != Node::Kind::Compute) return nullptr;
+      const Stmt& st = p_.stmts[k->stmt];
+      const TensorInfo& t = p_.tensor(st.lhs.tensor);
+      if (t.role != Role::Temp || !st.accumulate || st.reduce != "sum" || t.kept_dims != std::vector<std::string>{f} ||
+          !t.compressed_by.empty() || homed_in_walk(st.lhs.tensor) || !tiles.insert(st.lhs.tensor).second)
+        return nullptr;
+      if (st.op != Stmt::Op::Copy && st.op != Stmt::Op::Mul && st.op != Stmt::Op::Add && st.op != Stmt::Op::Sub && st.op != Stmt::Op::Neg)
+        return nullptr;
+      for (auto& o : st.rhs) {
+        if (o.is_const) continue;
+        const auto& idx = o.access.idx;
+        const auto uses = std::count(idx.begin(), idx.end(), f);
+        if (uses == 0) continue;  // a scalar in the feature loop: broadcast
+        // A dense operand's row, contiguous in f: one vector load per tile vector.
+        if (p_.tensor(o.access.tensor).role != Role::DenseInput || uses != 1 || idx.back() != f) return nullptr;
+      }
+    }
+    return fl;
+  }
+
+  // The walk in passes over tiles of the feature loop: tiles of 4, 2 and 1 vectors while they
+  // fit, each pass holding its accumulator tile in registers over the whole walk, then the
+  // plain walk over the remaining columns (all of them for F below one vector).
+  void tiled_walk(const Node& n, const std::string& level, const Node& fl) {
+    std::set<std::string> tiles;
+    for (auto& k : fl.kids) tiles.insert(p_.stmts[k->stmt].lhs.tensor);
+    const std::string L = "runtime::Vec<acc_t>::kLanes";
+    const std::string& f = fl.var;
+    open("{");
+    line("int64_t f0_ = 0;");
+    line("#if defined(GNNFUSE_VECTOR_TILES)");
+    for (int lanes : {4, 2, 1}) {
+      const std::string width = std::to_string(lanes) + " * " + L;
+      open(std::string(lanes == 4 ? "for (; " : "if (") + "f0_ + " + width + " <= n_" + f + (lanes == 4 ? "; f0_ += " + width + ") {" : ") {"));
+      for (auto& T : tiles) {
+        line("runtime::vec_t<acc_t> " + T + "_t_[" + std::to_string(lanes) + "];");
+        line("for (int64_t v_ = 0; v_ < " + std::to_string(lanes) + "; ++v_) " + T + "_t_[v_] = runtime::vload<acc_t>(" + T + " + f0_ + v_ * " + L + ");");
+      }
+      tile_var_ = f;
+      walk(n, level, WalkMode{&fl, lanes});
+      tile_var_.clear();
+      for (auto& T : tiles)
+        line("for (int64_t v_ = 0; v_ < " + std::to_string(lanes) + "; ++v_) runtime::vstore<acc_t>(" + T + " + f0_ + v_ * " + L + ", " + T + "_t_[v_]);");
+      if (lanes != 4) line("f0_ += " + width + ";");
+      close();
+    }
+    line("#endif");
+    open("if (f0_ < n_" + f + ") {");
+    tile_var_ = f;
+    tile_begin_ = "f0_";
+    walk(n, level, WalkMode{});
+    tile_var_.clear();
+    tile_begin_.clear();
+    close();
+    close();
+  }
+
+  // The feature loop of a tile pass: each statement once per vector of the tile, f the vector's
+  // first column, dense rows read as vectors, scalars broadcast.
+  void tile_body(const Node& fl, const WalkMode& mode) {
+    open("for (int64_t v_ = 0; v_ < " + std::to_string(mode.lanes) + "; ++v_) {");
+    line("const int64_t " + fl.var + " = f0_ + v_ * runtime::Vec<acc_t>::kLanes;");
+    vector_reads_ = true;
+    for (auto& k : fl.kids) {
+      const Stmt& st = p_.stmts[k->stmt];
+      line(st.lhs.tensor + "_t_[v_] += " + rhs(st) + ";");
+    }
+    vector_reads_ = false;
+    close();
+  }
+
+  // Dense input rows a walk gathers: accesses in its body whose first index is the walked
+  // coordinate (X(j,f) under a walk binding j), one per tensor.
+  std::vector<Access> gathered_rows(const Node& n) const {
+    std::vector<Access> out;
+    std::function<void(const Node&)> rec = [&](const Node& m) {
+      if (m.kind == Node::Kind::Compute)
+        for (auto& o : p_.stmts[m.stmt].rhs) {
+          if (o.is_const || o.access.idx.empty() || o.access.idx[0] != n.var) continue;
+          if (p_.tensor(o.access.tensor).role != Role::DenseInput) continue;
+          bool seen = false;
+          for (auto& a : out) seen = seen || a.tensor == o.access.tensor;
+          if (!seen) out.push_back(o.access);
+        }
+      for (auto& k : m.kids) rec(*k);
+    };
+    rec(n);
+    return out;
+  }
+  static std::string row_elems(const Access& a) {
+    std::string e = "int64_t(1)";
+    for (size_t d = 1; d < a.idx.size(); ++d) e += " * n_" + a.idx[d];
+    return e;
+  }
+  // The part of a gathered row a walk reads: all of it, or in a tiled walk the columns of the
+  // pass (from f0_: the tile's vectors, or the rest) when the row's last index is the feature.
+  std::pair<std::string, std::string> row_part(const Access& a, const WalkMode& mode) const {
+    if (tile_var_.empty() || a.idx.back() != tile_var_) return {"0", row_elems(a)};
+    std::string len = mode.lanes > 0 ? std::to_string(mode.lanes) + " * runtime::Vec<acc_t>::kLanes" : "(n_" + tile_var_ + " - f0_)";
+    if (a.idx.size() > 2) return {"0", row_elems(a)};
+    return {"f0_", len};
+  }
+  // Software prefetch of the gathered rows (runtime::prefetch_row): the rows of the entry a
+  // fixed number of positions ahead, across row ends (any position below the operand's nnz).
+  // Opens a scope (closed after the walk) when it declares anything.
+  bool prefetch_setup(const std::string& level, const std::vector<Access>& gathered, const WalkMode& mode) {
+    if (gathered.empty()) return false;
+    open("{");  // sibling walks over one operand each get their own distance
+    std::string bytes = "int64_t(0)";
+    for (auto& a : gathered) bytes += " + " + row_part(a, mode).second + " * static_cast<int64_t>(sizeof(scalar_t))";
+    line("const int64_t pfd_" + level + " = runtime::prefetch_distance(" + bytes + ");");
+    line("const int64_t pfe_" + level + " = static_cast<int64_t>(" + ptr(level) + "[n_" + p_.outer_var(level) + "]);");
+    return true;
+  }
+  void prefetch(const std::string& level, const std::vector<Access>& gathered, const WalkMode& mode) {
+    if (gathered.empty()) return;
+    open("if (" + pos(level) + " + pfd_" + level + " < pfe_" + level + ") {");
+    line("const int64_t pfj_ = static_cast<int64_t>(" + level + (p_.walks_csc(level) ? "_row[" : "_col[") + pos(level) + " + pfd_" + level + "]);");
+    for (auto& a : gathered) {
+      auto part = row_part(a, mode);
+      line("runtime::prefetch_row(" + a.tensor + " + pfj_ * " + row_elems(a) + " + " + part.first + ", " + part.second + ");");
+    }
+    close();
   }
 
   // The other levels of a co-iteration at the walked coordinate: their position (p_L, e_L) in
@@ -1033,7 +1236,10 @@ std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
   k << banner(fam);
   k << "#include <algorithm>\n#include <cmath>\n#include <limits>\n#include <vector>\n\n#include \"runtime/workspace.h\"\n";
   k << "#include \"" << fam << "_kernel.h\"\n\n";
-  k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n#endif\n\n";
+  k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n#endif\n";
+  // Register tiles (runtime::vload) return 32-byte vectors from always-inlined helpers: no call
+  // exists whose vector ABI -Wpsabi could warn about (on the base path it would, per instance).
+  k << "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC diagnostic ignored \"-Wpsabi\"\n#endif\n\n";
   k << "namespace gnnfuse::generated {\n\n";
   for (auto& c : f.ops) emit_kernel(*c, k);
   if (!f.ops[0]->spec.symbolic.empty()) emit_symbolic_kernel(*f.ops[0], k);
@@ -1224,7 +1430,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       default: break;
     }
   }
-  r << "  at::Tensor out = at::empty_symint({" << shape << "}, " << ref << ".options());\n";
+  r << "  at::Tensor out = empty_output({" << shape << "}, " << ref << ".options());\n";
   r << "  prm." << out.name << " = out.mutable_data_ptr();\n";
   if (s.selects()) {
     r << "  at::Tensor out_arg = at::empty_symint({" << shape << "}, " << ref << ".options().dtype(at::kLong));\n";
@@ -1489,7 +1695,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "#include \"torch/pattern_cache.h\"\n";
   r << "#include \"" << fam << "_kernel.h\"\n";
   r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
-  r << "using detail::dtype_of;\nusing detail::itype_of;\n\n";
+  r << "using detail::dtype_of;\nusing detail::itype_of;\nusing detail::empty_output;\n\n";
   for (auto& c : f.ops) emit_adapter(*c, r);
   const bool symbolic = !f.ops[0]->spec.symbolic.empty();
   if (symbolic) emit_symbolic_adapter(*f.ops[0], r);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/parallel.h"
@@ -66,6 +67,61 @@ inline bool cpu_has_avx2_fma() {
   return false;
 #endif
 }
+
+// Software prefetch of gathered rows. A walk over a sparse row reads one dense row per stored
+// entry (X[j,:] for column j) at an address no hardware prefetcher predicts; each entry's row
+// is requested `prefetch_distance` entries ahead (about 2 KiB of rows in flight, 4 to 16
+// entries), its first kPrefetchLines cache lines (a longer row is sequential from there on).
+constexpr int64_t kCacheLine = 64;
+constexpr int64_t kPrefetchLines = 16;
+inline int64_t prefetch_distance(int64_t row_bytes) {
+  return std::clamp<int64_t>(2048 / std::max<int64_t>(row_bytes, 1), 4, 16);
+}
+template <typename T>
+inline void prefetch_row(const T* row, int64_t elems) {
+#if defined(__GNUC__)
+  const char* p = reinterpret_cast<const char*>(row);
+  const int64_t bytes = std::min<int64_t>(elems * static_cast<int64_t>(sizeof(T)), kPrefetchLines * kCacheLine);
+  for (int64_t o = 0; o < bytes; o += kCacheLine) __builtin_prefetch(p + o, 0, 3);
+#else
+  (void)row;
+  (void)elems;
+#endif
+}
+
+// Register tiles of feature loops (GCC/Clang vector extensions). A walk that sums gathered rows
+// into a row accumulator (Y[i,:] += w * X[j,:]) keeps a tile of the accumulator in registers
+// for the whole walk, one pass per tile: the accumulator's load-add-store round trip per entry
+// (a store-to-load forwarding chain through memory) would otherwise bound the walk. 32-byte
+// vectors: one AVX register, or two SSE registers on the base path.
+#if defined(__GNUC__)
+#define GNNFUSE_VECTOR_TILES 1
+template <typename T>
+struct Vec {
+  typedef T type __attribute__((vector_size(32)));
+  static constexpr int64_t kLanes = 32 / static_cast<int64_t>(sizeof(T));
+};
+template <typename T>
+using vec_t = typename Vec<T>::type;
+// Always inlined, so the vector ABI of the call (-Wpsabi's concern) never exists.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <typename A, typename S>
+[[gnu::always_inline]] inline vec_t<A> vload(const S* p) {
+  vec_t<A> v;
+  if constexpr (sizeof(S) == sizeof(A) && std::is_same_v<S, A>) {
+    std::memcpy(&v, p, sizeof(v));
+  } else {
+    for (int64_t k = 0; k < Vec<A>::kLanes; ++k) v[k] = static_cast<A>(p[k]);
+  }
+  return v;
+}
+template <typename A>
+[[gnu::always_inline]] inline void vstore(A* p, const vec_t<A>& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+#pragma GCC diagnostic pop
+#endif
 
 // Chunks per thread: enough to even out rows of unequal cost, few enough to keep scheduling cheap.
 constexpr int64_t kChunksPerThread = 8;
