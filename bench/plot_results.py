@@ -3,6 +3,7 @@ speedup over the peer per graph (forward and forward+backward), and the peak mem
 training step where it was measured. Needs matplotlib (``pip install matplotlib``).
 
     python bench/plot_results.py                       # every cpu_layers_* / cpu_reductions_* file
+    python bench/plot_results.py bench/results/cpu_ops_amd-epyc-2c.json   # op files: speedup per peer
     python bench/plot_results.py bench/results/cpu_layers_amd-epyc-2c.json
 """
 
@@ -71,10 +72,46 @@ def plot(path: Path) -> Path:
     return out
 
 
+def plot_implementations(path: Path) -> Path:
+    """cpu_ops_*.json / gpu_*.json: per op, gnnfuse's speedup over each peer per (graph, F)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = json.loads(path.read_text())
+    rows = [r for r in data["results"] if r.get("gnnfuse_speedup") is not None and r["impl"] != "gnnfuse"]
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    fig, axes = plt.subplots(1, len(ops), figsize=(5.5 * len(ops), 4.8), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        sub = [r for r in rows if r["op"] == op]
+        points = list(dict.fromkeys(f"{r['graph']} F={r['F']}" for r in sub))
+        peers = list(dict.fromkeys(r["impl"] for r in sub))
+        width = 0.8 / max(1, len(peers))
+        for n, peer in enumerate(peers):
+            got = {f"{r['graph']} F={r['F']}": r["gnnfuse_speedup"] for r in sub if r["impl"] == peer}
+            ax.bar([x + n * width for x in range(len(points))], [got.get(p, 0.0) for p in points], width, label=peer)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(points))], points, rotation=70, fontsize=7)
+        ax.set_ylabel("gnnfuse speedup over peer (x, log)")
+        ax.set_title(op)
+        ax.legend(fontsize=7)
+    meta = data.get("meta", {})
+    fig.suptitle(f"{path.stem}: {meta.get('cpu_model', '')}, {meta.get('threads', '')} threads, torch {meta.get('torch', '')}")
+    fig.tight_layout()
+    out = path.with_suffix(".png")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def main() -> None:
     paths = [Path(p) for p in sys.argv[1:]] or sorted(RESULTS.glob("cpu_layers_*.json")) + sorted(RESULTS.glob("cpu_reductions_*.json"))
     for p in paths:
-        print(f"wrote {plot(p)}")
+        data = json.loads(p.read_text())
+        rows = data.get("results") or [{}]
+        print(f"wrote {plot_implementations(p) if 'impl' in rows[0] else plot(p)}")
 
 
 if __name__ == "__main__":

@@ -139,6 +139,7 @@ def main() -> int:
     if not gpu:
         lines += ["No GPU results yet (no GPU was available to the sessions so far).", ""]
     plotted = []
+    plotted_ops = []
     for f in files:
         data = json.loads(f.read_text())
         rows = data.get("results")
@@ -147,6 +148,7 @@ def main() -> int:
             plotted.append(f)
         elif rows and "impl" in rows[0]:
             lines += implementations(f, data)
+            plotted_ops.append(f)
         elif "graphs" in data:
             lines += memory(f, data)
         elif f.name.startswith("cpu_spgemm"):
@@ -165,6 +167,8 @@ def main() -> int:
         return 0
     for f in plotted:
         print(f"wrote {plot_results.plot(f)}")
+    for f in plotted_ops:
+        print(f"wrote {plot_results.plot_implementations(f)}")
     return 0
 
 
