@@ -24,6 +24,18 @@ def _series(rows, key):
     return out
 
 
+def _save(fig, path: Path, what: str) -> Path:
+    """Title, layout and <path>.png next to the JSON file."""
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(f"{path.stem}: {what}")
+    fig.tight_layout()
+    out = path.with_suffix(".png")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def plot(path: Path) -> Path:
     import matplotlib
 
@@ -64,12 +76,7 @@ def plot(path: Path) -> Path:
         ax.set_ylabel("peak extra MiB, one training step")
         ax.set_title("memory")
         ax.legend(fontsize=7)
-    fig.suptitle(f"{path.stem}: {data.get('cpu', '')}, {data.get('threads', '')} threads, torch {data.get('torch', '')}")
-    fig.tight_layout()
-    out = path.with_suffix(".png")
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save(fig, path, f"{data.get('cpu', '')}, {data.get('threads', '')} threads, torch {data.get('torch', '')}")
 
 
 def plot_implementations(path: Path) -> Path:
@@ -98,12 +105,7 @@ def plot_implementations(path: Path) -> Path:
         ax.set_title(op)
         ax.legend(fontsize=7)
     meta = data.get("meta", {})
-    fig.suptitle(f"{path.stem}: {meta.get('cpu_model', '')}, {meta.get('threads', '')} threads, torch {meta.get('torch', '')}")
-    fig.tight_layout()
-    out = path.with_suffix(".png")
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save(fig, path, f"{meta.get('cpu_model', '')}, {meta.get('threads', '')} threads, torch {meta.get('torch', '')}")
 
 
 def main() -> None:
