@@ -581,7 +581,7 @@ class KernelEmitter : public CodeWriter {
   // alone, homed outside the walk) with + - * of scalars and dense rows contiguous in f.
   // Returns that loop, or nullptr when the walk has another form.
   const Node* tile_loop(const Node& n) const {
-    if (tile_var_.size()) return nullptr;  // already inside a tiled walk
+    if (!tile_var_.empty()) return nullptr;  // already inside a tiled walk
     std::function<bool(const Node&, const Node&)> inside = [&](const Node& root, const Node& x) {
       if (&root == &x) return true;
       for (auto& k : root.kids)
@@ -712,10 +712,8 @@ class KernelEmitter : public CodeWriter {
   // The part of a gathered row a walk reads: all of it, or in a tiled walk the columns of the
   // pass (from f0_: the tile's vectors, or the rest) when the row's last index is the feature.
   std::pair<std::string, std::string> row_part(const Access& a, const WalkMode& mode) const {
-    if (tile_var_.empty() || a.idx.back() != tile_var_) return {"0", row_elems(a)};
-    std::string len = mode.lanes > 0 ? std::to_string(mode.lanes) + " * runtime::Vec<acc_t>::kLanes" : "(n_" + tile_var_ + " - f0_)";
-    if (a.idx.size() > 2) return {"0", row_elems(a)};
-    return {"f0_", len};
+    if (tile_var_.empty() || a.idx.size() != 2 || a.idx.back() != tile_var_) return {"0", row_elems(a)};
+    return {"f0_", mode.lanes > 0 ? std::to_string(mode.lanes) + " * runtime::Vec<acc_t>::kLanes" : "(n_" + tile_var_ + " - f0_)"};
   }
   // Software prefetch of the gathered rows (runtime::prefetch_row): the rows of the entry a
   // fixed number of positions ahead, across row ends (any position below the operand's nnz).

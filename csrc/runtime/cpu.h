@@ -109,7 +109,7 @@ using vec_t = typename Vec<T>::type;
 template <typename A, typename S>
 [[gnu::always_inline]] inline vec_t<A> vload(const S* p) {
   vec_t<A> v;
-  if constexpr (sizeof(S) == sizeof(A) && std::is_same_v<S, A>) {
+  if constexpr (std::is_same_v<S, A>) {
     std::memcpy(&v, p, sizeof(v));
   } else {
     for (int64_t k = 0; k < Vec<A>::kLanes; ++k) v[k] = static_cast<A>(p[k]);
