@@ -104,12 +104,15 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, SpecOps,
 // (rows, cols, nnz): empty graph, single node, a rectangle, and a larger sparse one.
 const std::tuple<int64_t, int64_t, int64_t> kShapes[] = {{0, 0, 0}, {1, 1, 1}, {5, 9, 30}, {300, 200, 3000}};
 const int64_t kFeatures[] = {1, 3, 32, 129};
+// spmm's walks run in register tiles of 4, 2 and 1 vectors (8 floats / 4 doubles) and a plain
+// loop over the rest: widths that take each pass, alone and combined.
+const int64_t kTileFeatures[] = {1, 3, 24, 32, 56, 129};
 
 TEST_P(SpecOps, SpmmMatchesDense) {
   uint64_t seed = 1;
   for (const auto& [rows, cols, nnz] : kShapes) {
     const Csr a = random_csr(rows, cols, nnz, itype(), seed++);
-    for (int64_t f : kFeatures) {
+    for (int64_t f : kTileFeatures) {
       SCOPED_TRACE("rows=" + std::to_string(rows) + " nnz=" + std::to_string(nnz) + " F=" + std::to_string(f));
       const at::Tensor x = randn({cols, f}, seed++);
       const at::Tensor w = randn({a.col.numel()}, seed++);
