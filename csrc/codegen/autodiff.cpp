@@ -578,7 +578,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     // `order` empty: the adjoint's rule (below); else used as given.
     auto write = [&](const std::string& name, const std::string& doc, const std::string& out_name, const Vars& out_vars,
                      const std::string& out_pat, const ExprP& e, Vars order, int grad_order,
-                     const std::vector<std::pair<std::string, std::string>>& extra) {
+                     const std::vector<std::pair<std::string, std::string>>& extra, bool acc_out) {
       std::set<std::string> used;
       collect_accesses(e, &used);
       // The sparse operands it needs: read, carrying a read edge operand's or the incoming
@@ -708,7 +708,8 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
         if (Y.pattern.empty()) decls << "dense   " << gy << "(" << join(Y.vars) << ") = " << adj.grad_arg << "\n";
         else decls << "edge    " << gy << "(" << join(Y.vars) << ") on " << Y.pattern << " = " << adj.grad_arg << "\n";
       }
-      decls << "output  " << out_name << "(" << join(out_vars) << ")" << (out_pat.empty() ? "" : " on " + out_pat) << "\n";
+      decls << "output  " << out_name << "(" << join(out_vars) << ")" << (out_pat.empty() ? "" : " on " + out_pat) << (acc_out ? " acc" : "")
+            << "\n";
       args.insert(args.end(), tail.begin(), tail.end());
 
       std::ostringstream sp;
@@ -762,7 +763,9 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
           Vars order = {free[0]};
           for (auto& t : targets) order.push_back(t);
           for (auto& v : s.order) order.push_back(v);
-          std::string text = write(op_name, "a row statistic of " + s.name + " read by its adjoints", "R", free, "", body, order, 0, {});
+          // Held in the accumulation precision: the adjoints combine statistics (a row max and
+          // the sum of exponentials taken relative to it) that must agree to the last bit.
+          std::string text = write(op_name, "a row statistic of " + s.name + " read by its adjoints", "R", free, "", body, order, 0, {}, true);
           stat_ops[key] = {op_name, text};
         } else {
           op_name = hit->second.first;
@@ -780,7 +783,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
           st.spec = parse_spec(st.text, "<" + op_name + ", derived from " + s.name + ">");
           st.spec.family = s.family;
           adj.stats.push_back(std::move(st));
-          extra.push_back({"dense   " + rname + "(" + join(free) + ") = " + arg, arg});
+          extra.push_back({"dense   " + rname + "(" + join(free) + ") = " + arg + " acc", arg});
         } else {
           for (auto& [decl, a] : extra)
             if (a == arg) rname = decl.substr(8, decl.find('(') - 8);
@@ -791,7 +794,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
 
     std::string name = s.name + "_grad_" + arg.name;
     adj.text = write(name, "gradient of " + s.name + " with respect to " + arg.name, dt, tv, out_pattern, parsed, {},
-                     adj.stats.empty() ? s.grad_order - 1 : 0, extra);
+                     adj.stats.empty() ? s.grad_order - 1 : 0, extra, false);
     adj.spec = parse_spec(adj.text, "<" + name + ", derived from " + s.name + ">");
     adj.spec.family = s.family;
     out.push_back(std::move(adj));

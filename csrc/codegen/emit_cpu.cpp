@@ -22,6 +22,8 @@ std::string banner(const std::string& op) {
 std::string ctype(const std::string& dtype) {
   if (dtype == "float32") return "float";
   if (dtype == "float64") return "double";
+  if (dtype == "bfloat16") return "runtime::bfloat16";
+  if (dtype == "float16") return "runtime::float16";
   if (dtype == "int32") return "int32_t";
   if (dtype == "int64") return "int64_t";
   throw SpecError("internal error: dtype " + dtype);
@@ -30,8 +32,20 @@ std::string ctype(const std::string& dtype) {
 std::string dtype_enum(const std::string& dtype) {
   if (dtype == "float32") return "runtime::DType::Float32";
   if (dtype == "float64") return "runtime::DType::Float64";
+  if (dtype == "bfloat16") return "runtime::DType::BFloat16";
+  if (dtype == "float16") return "runtime::DType::Float16";
   if (dtype == "int32") return "runtime::IType::Int32";
   return "runtime::IType::Int64";
+}
+
+// The bit set of checks:: dtype flags a spec's `dtypes` line admits.
+std::string dtype_mask(const OpSpec& s) {
+  std::string m;
+  for (auto& d : s.dtypes) {
+    const char* flag = d == "float64" ? "kFloat64" : d == "bfloat16" ? "kBFloat16" : d == "float16" ? "kFloat16" : "kFloat32";
+    m += (m.empty() ? "checks::" : " | checks::") + std::string(flag);
+  }
+  return m;
 }
 
 std::string fmt_const(double v) {
@@ -127,7 +141,7 @@ std::string extent_text(const Binding& b) {
 // The reference floating tensor: its dtype and options are the output's.
 std::string ref_arg(const OpSpec& s) {
   for (auto& t : s.tensors)
-    if (t.role == Role::DenseInput) return t.arg;
+    if (t.role == Role::DenseInput && !t.acc) return t.arg;
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput && !t.values.empty() && !t.values_optional) return t.values;
   for (auto& t : s.tensors)
@@ -231,17 +245,20 @@ class KernelEmitter : public CodeWriter {
           }
           break;
         case Role::DenseInput:
-        case Role::EdgeInput:
-          line("const scalar_t* __restrict__ " + t.name + " = static_cast<const scalar_t*>(prm." + t.name + ");");
+        case Role::EdgeInput: {
+          const std::string type = t.acc ? "acc_t" : "scalar_t";
+          line("const " + type + "* __restrict__ " + t.name + " = static_cast<const " + type + "*>(prm." + t.name + ");");
           line("(void)" + t.name + ";");
           break;
+        }
         case Role::SelectInput:
           line("const int64_t* __restrict__ " + t.name + " = static_cast<const int64_t*>(prm." + t.name + ");");
           line("(void)" + t.name + ";");
           break;
         case Role::CountInput: break;
         case Role::Output:
-          line("scalar_t* __restrict__ " + t.name + " = static_cast<scalar_t*>(prm." + t.name + ");");
+          line(std::string(t.acc ? "acc_t" : "scalar_t") + "* __restrict__ " + t.name + " = static_cast<" + (t.acc ? "acc_t" : "scalar_t") +
+               "*>(prm." + t.name + ");");
           line("(void)" + t.name + ";");
           if (s_.selects()) {
             line("int64_t* __restrict__ " + t.name + "_arg = static_cast<int64_t*>(prm." + t.name + "_arg);");
@@ -417,7 +434,7 @@ class KernelEmitter : public CodeWriter {
         const std::string& i = A.vars[0];
         value = "(" + A.name + "_rowptr[" + i + " + 1] == " + A.name + "_rowptr[" + i + "]) ? acc_t(0) : " + value;
       }
-      line(s.lhs.tensor + "[" + at + "] = static_cast<scalar_t>(" + value + ");");
+      line(s.lhs.tensor + "[" + at + "] = static_cast<" + (s_.find(s.lhs.tensor)->acc ? "acc_t" : "scalar_t") + ">(" + value + ");");
       return;
     }
     if (!s.accumulate || s.reduce == "sum") {
@@ -549,7 +566,7 @@ class KernelEmitter : public CodeWriter {
   // One loop over the stored entries of the current row (column) of `level`.
   void walk(const Node& n, const std::string& level, const WalkMode& mode) {
     walking_.insert(level);
-    const std::vector<Access> gathered = gathered_rows(n);
+    const Gathered gathered = gathered_rows(n, level);
     const bool prefetch_scope = prefetch_setup(level, gathered, mode);
     open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
     bool csc = p_.walks_csc(level);
@@ -686,18 +703,41 @@ class KernelEmitter : public CodeWriter {
     close();
   }
 
-  // Dense input rows a walk gathers: accesses in its body whose first index is the walked
-  // coordinate (X(j,f) under a walk binding j), one per tensor.
-  std::vector<Access> gathered_rows(const Node& n) const {
-    std::vector<Access> out;
+  // What a walk reads at random and prefetches: the dense input rows it gathers (accesses in its
+  // body whose first index is the walked coordinate, X(j,f) under a walk binding j, one per
+  // tensor) and, through the CSC view, the edge values of the walked operand, stored in CSR
+  // order and so reached through perm (W[e,:] of an edge input, the operand's own values).
+  struct EdgeRow {
+    std::string ptr, elems, guard;  // guard: the optional values' flag, or ""
+  };
+  struct Gathered {
+    std::vector<Access> rows;
+    std::vector<EdgeRow> edge_rows;
+    bool empty() const { return rows.empty() && edge_rows.empty(); }
+  };
+  Gathered gathered_rows(const Node& n, const std::string& level) const {
+    Gathered out;
+    const bool csc = p_.walks_csc(level);
+    std::set<std::string> seen;
     std::function<void(const Node&)> rec = [&](const Node& m) {
       if (m.kind == Node::Kind::Compute)
         for (auto& o : p_.stmts[m.stmt].rhs) {
-          if (o.is_const || o.access.idx.empty() || o.access.idx[0] != n.var) continue;
-          if (p_.tensor(o.access.tensor).role != Role::DenseInput) continue;
-          bool seen = false;
-          for (auto& a : out) seen = seen || a.tensor == o.access.tensor;
-          if (!seen) out.push_back(o.access);
+          if (o.is_const || seen.count(o.access.tensor)) continue;
+          const Access& a = o.access;
+          const TensorInfo& t = p_.tensor(a.tensor);
+          if (t.role == Role::DenseInput && !a.idx.empty() && a.idx[0] == n.var) {
+            out.rows.push_back(a);
+          } else if (csc && t.role == Role::EdgeInput && t.pattern == level) {
+            const TensorDecl* d = s_.find(a.tensor);
+            std::string elems = "int64_t(1)";
+            for (size_t k = 2; k < d->vars.size(); ++k) elems += " * n_" + d->vars[k];
+            out.edge_rows.push_back({a.tensor, elems, ""});
+          } else if (csc && t.role == Role::SparseInput && a.tensor == level && !s_.find(a.tensor)->values.empty()) {
+            out.edge_rows.push_back({a.tensor + "_val", "int64_t(1)", s_.find(a.tensor)->values_optional ? "kHas" + a.tensor : ""});
+          } else {
+            continue;
+          }
+          seen.insert(a.tensor);
         }
       for (auto& k : m.kids) rec(*k);
     };
@@ -715,26 +755,33 @@ class KernelEmitter : public CodeWriter {
     if (tile_var_.empty() || a.idx.size() != 2 || a.idx.back() != tile_var_) return {"0", row_elems(a)};
     return {"f0_", mode.lanes > 0 ? std::to_string(mode.lanes) + " * runtime::Vec<acc_t>::kLanes" : "(n_" + tile_var_ + " - f0_)"};
   }
-  // Software prefetch of the gathered rows (runtime::prefetch_row): the rows of the entry a
-  // fixed number of positions ahead, across row ends (any position below the operand's nnz).
-  // Opens a scope (closed after the walk) when it declares anything.
-  bool prefetch_setup(const std::string& level, const std::vector<Access>& gathered, const WalkMode& mode) {
-    if (gathered.empty()) return false;
+  // Software prefetch of what the walk reads at random (runtime::prefetch_row): the rows of the
+  // entry a fixed number of positions ahead, across row ends (any position below the operand's
+  // nnz). Opens a scope (closed after the walk) when it declares anything.
+  bool prefetch_setup(const std::string& level, const Gathered& g, const WalkMode& mode) {
+    if (g.empty()) return false;
     open("{");  // sibling walks over one operand each get their own distance
     std::string bytes = "int64_t(0)";
-    for (auto& a : gathered) bytes += " + " + row_part(a, mode).second + " * static_cast<int64_t>(sizeof(scalar_t))";
+    for (auto& a : g.rows) bytes += " + " + row_part(a, mode).second + " * static_cast<int64_t>(sizeof(scalar_t))";
+    for (auto& r : g.edge_rows) bytes += " + " + r.elems + " * static_cast<int64_t>(sizeof(scalar_t))";
     line("const int64_t pfd_" + level + " = runtime::prefetch_distance(" + bytes + ");");
     line("const int64_t pfe_" + level + " = static_cast<int64_t>(" + ptr(level) + "[n_" + p_.outer_var(level) + "]);");
     return true;
   }
-  void prefetch(const std::string& level, const std::vector<Access>& gathered, const WalkMode& mode) {
-    if (gathered.empty()) return;
-    open("if (" + pos(level) + " + pfd_" + level + " < pfe_" + level + ") {");
-    line("const int64_t pfj_ = static_cast<int64_t>(" + level + (p_.walks_csc(level) ? "_row[" : "_col[") + pos(level) + " + pfd_" + level + "]);");
-    for (auto& a : gathered) {
+  void prefetch(const std::string& level, const Gathered& g, const WalkMode& mode) {
+    if (g.empty()) return;
+    const std::string ahead = pos(level) + " + pfd_" + level;
+    open("if (" + ahead + " < pfe_" + level + ") {");
+    if (!g.rows.empty())
+      line("const int64_t pfj_ = static_cast<int64_t>(" + level + (p_.walks_csc(level) ? "_row[" : "_col[") + ahead + "]);");
+    for (auto& a : g.rows) {
       auto part = row_part(a, mode);
       line("runtime::prefetch_row(" + a.tensor + " + pfj_ * " + row_elems(a) + " + " + part.first + ", " + part.second + ");");
     }
+    if (!g.edge_rows.empty()) line("const int64_t pfe_row_ = " + level + "_perm[" + ahead + "];");
+    for (auto& r : g.edge_rows)
+      line((r.guard.empty() ? "" : "if (" + r.guard + ") ") + "runtime::prefetch_row(" + r.ptr + " + pfe_row_ * " + r.elems + ", " +
+           r.elems + ");");
     close();
   }
 
@@ -1290,10 +1337,14 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       if (t.has_csc() && !t.csc_optional) r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
     }
   for (auto& t : s.tensors)
-    if (t.role == Role::EdgeInput) r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ");\n";
+    if (t.role == Role::EdgeInput) r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ", " << dtype_mask(s) << ");\n";
   for (auto& t : s.tensors)
     if (t.role == Role::DenseInput) {
-      r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ");\n";
+      if (t.acc) {
+        r << "  checks::accumulation_dtype(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ", \"" << ref << "\", " << ref << ");\n";
+        continue;
+      }
+      r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ", " << dtype_mask(s) << ");\n";
       if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
     }
   std::string dev_ref = first_index.empty() ? ref : first_index;
@@ -1315,7 +1366,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     if (t.role == Role::SparseInput && !t.values.empty()) {
       std::string w = t.values_optional ? "*" + t.values : t.values;
       if (t.values_optional) r << "  if (" << t.values << ") {\n  ";
-      r << "  checks::floating(op, \"" << t.values << "\", " << w << ", 1);\n";
+      r << "  checks::floating(op, \"" << t.values << "\", " << w << ", 1, " << dtype_mask(s) << ");\n";
       if (t.values != ref) {
         if (t.values_optional) r << "  ";
         r << "  checks::same_dtype(op, \"" << t.values << "\", " << w << ", \"" << ref << "\", " << ref << ");\n";
@@ -1428,7 +1479,8 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       default: break;
     }
   }
-  r << "  at::Tensor out = empty_output({" << shape << "}, " << ref << ".options());\n";
+  const std::string out_options = ref + ".options()" + (out.acc ? ".dtype(accumulation_dtype(" + ref + ".scalar_type()))" : "");
+  r << "  at::Tensor out = empty_output({" << shape << "}, " << out_options << ");\n";
   r << "  prm." << out.name << " = out.mutable_data_ptr();\n";
   if (s.selects()) {
     r << "  at::Tensor out_arg = at::empty_symint({" << shape << "}, " << ref << ".options().dtype(at::kLong));\n";
@@ -1445,7 +1497,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     r << "  return {at::empty_symint({" << shape << "}, " << ref << ".options()), at::empty_symint({" << shape << "}, " << ref
       << ".options().dtype(at::kLong))};\n}\n\n";
   else
-    r << "  return at::empty_symint({" << shape << "}, " << ref << ".options());\n}\n\n";
+    r << "  return at::empty_symint({" << shape << "}, " << out_options << ");\n}\n\n";
 }
 
 // The autograd::Function of an op: the forward saves the op's inputs (never an intermediate:
@@ -1693,7 +1745,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "#include \"torch/pattern_cache.h\"\n";
   r << "#include \"" << fam << "_kernel.h\"\n";
   r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
-  r << "using detail::dtype_of;\nusing detail::itype_of;\nusing detail::empty_output;\n\n";
+  r << "using detail::accumulation_dtype;\nusing detail::dtype_of;\nusing detail::itype_of;\nusing detail::empty_output;\n\n";
   for (auto& c : f.ops) emit_adapter(*c, r);
   const bool symbolic = !f.ops[0]->spec.symbolic.empty();
   if (symbolic) emit_symbolic_adapter(*f.ops[0], r);

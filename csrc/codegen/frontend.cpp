@@ -374,6 +374,16 @@ const TensorDecl* OpSpec::reduced_operand() const {
 namespace {
 
 // "A(i,j)" -> name A, vars [i, j]
+// A trailing " acc" word (held in the accumulation precision): removed, true when present.
+bool strip_acc(std::string* value) {
+  const std::string t = trim(*value);
+  if (t.size() > 4 && t.compare(t.size() - 4, 4, " acc") == 0) {
+    *value = trim(t.substr(0, t.size() - 4));
+    return true;
+  }
+  return false;
+}
+
 void parse_decl_head(const std::string& head, const Loc& loc, TensorDecl* d) {
   Assignment probe = parse_assignment(head + " = 0", loc);
   d->name = probe.lhs;
@@ -388,7 +398,8 @@ void check_spec(OpSpec& s) {
   if (s.dtypes.empty()) fail(s.loc, "missing 'dtypes' line");
   if (s.index_dtypes.empty()) fail(s.loc, "missing 'index' line");
   for (auto& d : s.dtypes)
-    if (d != "float32" && d != "float64") fail(s.loc, "dtype '" + d + "' is not supported yet (float32, float64)");
+    if (d != "float32" && d != "float64" && d != "bfloat16" && d != "float16")
+      fail(s.loc, "dtype '" + d + "' is not supported (float32, float64, bfloat16, float16)");
   for (auto& d : s.index_dtypes)
     if (d != "int32" && d != "int64") fail(s.loc, "index dtype '" + d + "' is not int32 or int64");
   if (s.reduce != "sum" && s.reduce != "max" && s.reduce != "min")
@@ -676,11 +687,15 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       }
     } else if (key == "dense") {
       size_t eq = value.find('=');
-      if (eq == std::string::npos) fail(loc, "expected 'X(j,f) = x'");
-      declare(value.substr(0, eq), Role::DenseInput, "", trim(value.substr(eq + 1)));
+      if (eq == std::string::npos) fail(loc, "expected 'X(j,f) = x [acc]'");
+      std::string arg = trim(value.substr(eq + 1));
+      const bool acc = strip_acc(&arg);
+      declare(value.substr(0, eq), Role::DenseInput, "", arg);
+      s.tensors.back().acc = acc;
     } else if (key == "output") {
-      // Y(i,f)   or   E(i,j) on A
+      // Y(i,f) [acc]   or   E(i,j) on A
       TensorDecl d;
+      d.acc = strip_acc(&value);
       std::string head = value, pattern;
       size_t on = value.find(" on ");
       if (on != std::string::npos) {
@@ -690,6 +705,7 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       parse_decl_head(head, loc, &d);
       d.role = Role::Output;
       d.pattern = pattern;
+      if (d.acc && !pattern.empty()) fail(loc, "an output on a sparse operand is stored in the op's dtype ('acc' is for dense outputs)");
       outputs.push_back(d);
     } else if (key == "extent") {
       // j = n_cols
@@ -749,10 +765,10 @@ std::string print_spec(const OpSpec& s) {
         os << "\n";
         break;
       case Role::EdgeInput: os << "edge    " << head << " on " << t.pattern << " = " << t.arg << "\n"; break;
-      case Role::DenseInput: os << "dense   " << head << " = " << t.arg << "\n"; break;
+      case Role::DenseInput: os << "dense   " << head << " = " << t.arg << (t.acc ? " acc" : "") << "\n"; break;
       case Role::CountInput: os << "count   " << head << " of " << t.pattern << "\n"; break;
       case Role::SelectInput: os << "select  " << head << " on " << t.pattern << " = " << t.arg << "\n"; break;
-      case Role::Output: os << "output  " << head << (t.pattern.empty() ? "" : " on " + t.pattern) << "\n"; break;
+      case Role::Output: os << "output  " << head << (t.pattern.empty() ? "" : " on " + t.pattern) << (t.acc ? " acc" : "") << "\n"; break;
       case Role::Temp: break;
     }
   }

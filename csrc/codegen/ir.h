@@ -108,6 +108,11 @@ struct TensorDecl {
   std::string colptr, row, perm;
   bool csc_optional = false;
   std::string pattern;                         // output, edge, count or select input: its sparse operand
+  // Dense input or dense output held in the accumulation precision (`acc` after the
+  // declaration): float32 for bfloat16/float16 ops, the op's dtype otherwise. The row
+  // statistics a forward hands to its adjoints, so that the backward reads the values the
+  // forward computed, not their rounding.
+  bool acc = false;
   Loc loc;
 
   bool has_csc() const { return !colptr.empty(); }

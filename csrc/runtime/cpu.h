@@ -15,14 +15,72 @@
 
 namespace gnnfuse::runtime {
 
-enum class DType { Float32, Float64 };
+enum class DType { Float32, Float64, BFloat16, Float16 };
 enum class IType { Int32, Int64 };
 
-// Accumulation type: float and double accumulate in themselves; reduced precisions (later)
-// accumulate in float.
+// Reduced-precision storage types with the bit layout of torch.bfloat16 and torch.float16
+// (torch-free). Kernels read them into float (exact) and store results rounded to nearest even;
+// NaN stays NaN, overflow goes to infinity.
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+struct bfloat16 {
+  uint16_t bits;
+  bfloat16() = default;
+  explicit bfloat16(float f) {
+    const uint32_t u = float_bits(f);
+    bits = (u & 0x7fffffffu) > 0x7f800000u ? static_cast<uint16_t>((u >> 16) | 0x0040u)  // quiet NaN
+                                           : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  explicit operator float() const { return bits_float(static_cast<uint32_t>(bits) << 16); }
+};
+// IEEE binary16. To float: the 5-bit exponent is rebased by scaling in float arithmetic, which
+// also turns subnormal halves into normal floats. From float: scaling by 2^112 then 2^-110 rounds
+// the mantissa to 10 bits at the half's exponent (subnormals included) in one float addition.
+struct float16 {
+  uint16_t bits;
+  float16() = default;
+  explicit float16(float f) {
+    const uint32_t u = float_bits(f);
+    const uint32_t twice = u + u;  // sign shifted out
+    const uint32_t sign = u & 0x80000000u;
+    uint32_t bias = twice & 0xff000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    base = bits_float((bias >> 1) + 0x07800000u) + base;
+    const uint32_t b = float_bits(base);
+    const uint32_t nonsign = ((b >> 13) & 0x00007c00u) + (b & 0x00000fffu);
+    bits = static_cast<uint16_t>((sign >> 16) | (twice > 0xff000000u ? 0x7e00u : nonsign));
+  }
+  explicit operator float() const {
+    const uint32_t w = static_cast<uint32_t>(bits) << 16;
+    const uint32_t sign = w & 0x80000000u;
+    const uint32_t twice = w + w;
+    const float normal = bits_float((twice >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
+    const float subnormal = bits_float((twice >> 17) | (126u << 23)) - 0.5f;
+    return bits_float(sign | (twice < (1u << 27) ? float_bits(subnormal) : float_bits(normal)));
+  }
+};
+
+// Accumulation type: float and double accumulate in themselves, bfloat16 and float16 in float.
 template <typename T>
 struct AccType {
   using type = T;
+};
+template <>
+struct AccType<bfloat16> {
+  using type = float;
+};
+template <>
+struct AccType<float16> {
+  using type = float;
 };
 template <typename T>
 using acc_t = typename AccType<T>::type;

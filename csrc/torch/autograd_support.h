@@ -14,7 +14,18 @@
 namespace gnnfuse::detail {
 
 inline runtime::DType dtype_of(const at::Tensor& t) {
-  return t.scalar_type() == at::kDouble ? runtime::DType::Float64 : runtime::DType::Float32;
+  switch (t.scalar_type()) {
+    case at::kDouble: return runtime::DType::Float64;
+    case at::kBFloat16: return runtime::DType::BFloat16;
+    case at::kHalf: return runtime::DType::Float16;
+    default: return runtime::DType::Float32;  // the checks admit only the floating dtypes of the op's spec
+  }
+}
+
+// The dtype row statistics and other `acc` tensors are held in: float32 for the reduced
+// precisions (the kernels accumulate in float), the dtype itself otherwise.
+inline at::ScalarType accumulation_dtype(at::ScalarType s) {
+  return s == at::kBFloat16 || s == at::kHalf ? at::kFloat : s;
 }
 
 inline runtime::IType itype_of(const at::Tensor& t) {

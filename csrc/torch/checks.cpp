@@ -1,9 +1,12 @@
 #include "torch/checks.h"
 
+#include "torch/autograd_support.h"
 #include "torch/pattern_cache.h"
 
 #include <algorithm>
 #include <atomic>
+#include <string>
+#include <utility>
 #include <vector>
 #include <cstdint>
 #include <limits>
@@ -39,6 +42,9 @@ const char* dtype_name(at::ScalarType s) {
     case at::kBFloat16: return "bfloat16";
     case at::kFloat: return "float32";
     case at::kDouble: return "float64";
+    case at::kComplexHalf: return "complex32";
+    case at::kComplexFloat: return "complex64";
+    case at::kComplexDouble: return "complex128";
     default: return c10::toString(s);
   }
 }
@@ -317,11 +323,34 @@ void position_values(const char* op, const char* arg, const at::Tensor& t, int64
     if (v[k] < -1 || v[k] >= nnz) fail(op, arg, "holds position ", v[k], " at flat index ", k, ", outside [-1, ", nnz, ")");
 }
 
-void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim) {
+void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim, unsigned dtypes) {
   defined(op, arg, t);
   const at::ScalarType s = t.scalar_type();
-  if (s != at::kFloat && s != at::kDouble) {
-    fail(op, arg, "must be a float32 or float64 tensor (got ", dtype_name(s), ")");
+  static constexpr std::pair<unsigned, at::ScalarType> kinds[] = {
+      {kFloat32, at::kFloat}, {kFloat64, at::kDouble}, {kBFloat16, at::kBFloat16}, {kFloat16, at::kHalf}};
+  std::string names;
+  int listed = 0;
+  const int count = __builtin_popcount(dtypes & (kFloat32 | kFloat64 | kBFloat16 | kFloat16));
+  for (const auto& [bit, type] : kinds) {
+    if (!(dtypes & bit)) continue;
+    if (type == s) {
+      ndim_eq(op, arg, t, ndim);
+      return;
+    }
+    names += std::string(listed == 0 ? "" : listed + 1 == count ? (count > 2 ? ", or " : " or ") : ", ") + dtype_name(type);
+    ++listed;
+  }
+  fail(op, arg, "must be a ", names, " tensor (got ", dtype_name(s), ")");
+}
+
+void accumulation_dtype(const char* op, const char* arg, const at::Tensor& t, int64_t ndim, const char* ref_arg,
+                        const at::Tensor& ref) {
+  defined(op, arg, t);
+  const at::ScalarType r = ref.scalar_type();
+  const at::ScalarType want = detail::accumulation_dtype(r);
+  if (t.scalar_type() != want) {
+    fail(op, arg, "must be a ", dtype_name(want), " tensor, the accumulation dtype of '", ref_arg, "' (", dtype_name(r), "; got ",
+         dtype_name(t.scalar_type()), ")");
   }
   ndim_eq(op, arg, t, ndim);
 }

@@ -52,8 +52,16 @@ void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndi
 // Every position in [-1, nnz) (-1: an empty row). Reads the values: CPU kernels only.
 void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz);
 
-// A floating tensor: float32 or float64, with exactly `ndim` dimensions.
-void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim);
+// Floating dtypes an op accepts, as a bit set (a spec's `dtypes` line).
+enum : unsigned { kFloat32 = 1u, kFloat64 = 2u, kBFloat16 = 4u, kFloat16 = 8u };
+
+// A tensor held in the accumulation precision of `ref`'s dtype (float32 for bfloat16/float16,
+// the dtype itself otherwise), with exactly `ndim` dimensions.
+void accumulation_dtype(const char* op, const char* arg, const at::Tensor& t, int64_t ndim, const char* ref_arg,
+                        const at::Tensor& ref);
+
+// A floating tensor of one of `dtypes`, with exactly `ndim` dimensions.
+void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim, unsigned dtypes = kFloat32 | kFloat64);
 
 // `t` has the dtype of `ref` (named `ref_arg` in the message).
 void same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,

@@ -269,11 +269,14 @@ at::Tensor heavy_edge_matching_cpu(const at::Tensor& rowptr, const at::Tensor& c
     }
   }
   if (edge_weight) {
-    checks::floating(op, "edge_weight", *edge_weight, 1);
+    checks::floating(op, "edge_weight", *edge_weight, 1, checks::kFloat32 | checks::kFloat64 | checks::kBFloat16 | checks::kFloat16);
     checks::size_eq(op, "edge_weight", *edge_weight, 0, col.numel(), "col.size(0), the number of edges");
   }
   const at::Tensor rowptr_c = rowptr.contiguous(), col_c = col.contiguous();
-  const at::Tensor w = edge_weight ? edge_weight->contiguous() : at::Tensor();
+  // Reduced-precision weights are scored in float32 (exact widening).
+  const at::Tensor w = !edge_weight                                    ? at::Tensor()
+                       : edge_weight->scalar_type() == at::kDouble ? edge_weight->contiguous()
+                                                                    : edge_weight->to(at::kFloat).contiguous();
   at::Tensor cluster = at::empty({n}, rowptr.options().dtype(at::kLong));
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::heavy_edge_matching", [&] {
     if (w.defined() && w.scalar_type() == at::kDouble)

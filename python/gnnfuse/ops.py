@@ -343,11 +343,14 @@ def gcn_norm(
         edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
         edge_weight = torch.cat([edge_weight.masked_fill(loop, 0.0), loop_w[:num_nodes]])
     if normalize:
-        deg = torch.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device)
-        deg = deg.index_add(0, edge_index[1], edge_weight)
+        # Degrees and scales in float32 for bfloat16/float16 weights (a degree summed in
+        # bfloat16 loses its low bits past 256 edges), rounded once to the weights' dtype.
+        low = edge_weight.dtype in (torch.bfloat16, torch.float16)
+        w = edge_weight.float() if low else edge_weight
+        deg = torch.zeros(num_nodes, dtype=w.dtype, device=w.device).index_add(0, edge_index[1], w)
         dis = deg.pow(-0.5)
         dis = dis.masked_fill(torch.isinf(dis), 0.0)
-        edge_weight = dis[edge_index[0]] * edge_weight * dis[edge_index[1]]
+        edge_weight = (dis[edge_index[0]] * w * dis[edge_index[1]]).to(edge_weight.dtype)
     rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(edge_index, num_nodes)
     return rowptr, col, edge_weight[perm]
 

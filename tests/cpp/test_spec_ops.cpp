@@ -64,8 +64,14 @@ at::Tensor dot_scores(const Csr& a, const at::Tensor& u, const at::Tensor& v) {
 void expect_close(const at::Tensor& got, const at::Tensor& want, at::ScalarType dtype) {
   ASSERT_EQ(got.sizes(), want.sizes());
   ASSERT_EQ(got.scalar_type(), dtype);
-  const double rtol = dtype == at::kDouble ? 1e-10 : 1e-4;
-  const double atol = dtype == at::kDouble ? 1e-10 : 1e-4;
+  // bfloat16 / float16: the op accumulates in float and rounds once, the reference (computed in
+  // the same dtype by ATen) likewise: a few units of the dtype's rounding, relative to the
+  // result's scale where sums cancel.
+  const bool low = dtype == at::kBFloat16 || dtype == at::kHalf;
+  const double eps = dtype == at::kBFloat16 ? 0x1p-8 : 0x1p-11;
+  const double scale = want.numel() ? want.to(at::kDouble).abs().max().item<double>() : 0.0;
+  const double rtol = dtype == at::kDouble ? 1e-10 : low ? 4 * eps : 1e-4;
+  const double atol = dtype == at::kDouble ? 1e-10 : low ? 4 * eps * scale : 1e-4;
   EXPECT_TRUE(at::allclose(got.to(at::kDouble), want.to(at::kDouble), rtol, atol))
       << "max abs error " << (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
 }
@@ -94,10 +100,11 @@ class SpecOps : public ::testing::TestWithParam<Types> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, SpecOps,
-                         ::testing::Combine(::testing::Values(at::kDouble, at::kFloat),
+                         ::testing::Combine(::testing::Values(at::kDouble, at::kFloat, at::kBFloat16, at::kHalf),
                                             ::testing::Values(at::kInt, at::kLong)),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param) == at::kDouble ? "f64" : "f32") + "_" +
+                           const at::ScalarType d = std::get<0>(info.param);
+                           return std::string(d == at::kDouble ? "f64" : d == at::kFloat ? "f32" : d == at::kHalf ? "f16" : "bf16") + "_" +
                                   (std::get<1>(info.param) == at::kInt ? "i32" : "i64");
                          });
 

@@ -156,15 +156,20 @@ def test_feature_integer_dtype(op, arg):
 
 
 @pytest.mark.parametrize("op, arg", ALL_FEATURE_ARGS, ids=[f"{o}-{a}" for o, a in ALL_FEATURE_ARGS])
-def test_feature_float16(op, arg):
-    """float16 is not among the supported dtypes yet (float32 / float64): all-half inputs
-    must be rejected, and a half tensor among float32 ones too."""
+def test_feature_float16_among_float32_and_unsupported_dtypes(op, arg):
+    """float16 is supported, but not mixed: a half tensor among float32 ones is rejected, and
+    all-half inputs pass (test_low_precision.py checks their values). A floating dtype no spec
+    lists (complex64) is rejected with the supported ones named."""
     a = _inputs()
     a[arg] = a[arg].half()
     others = [k for k in FEATURE_ARGS[op] if k != arg]
     _expect(op, "|".join([arg, "edge_weight"] + others), a)
     allhalf = {k: (t.half() if t is not None and t.is_floating_point() else t) for k, t in _inputs().items()}
-    _expect(op, "|".join(FEATURE_ARGS[op] + ["edge_weight"]), allhalf)
+    assert _call(op, allhalf).dtype == torch.float16
+    a = _inputs(edge_weight=None)
+    a[arg] = a[arg].to(torch.complex64)
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument '{arg}' must be a float32, float64, bfloat16, or float16 tensor \(got complex64\)"):
+        _call(op, a)
 
 
 @pytest.mark.parametrize("op, arg", ALL_FEATURE_ARGS, ids=[f"{o}-{a}" for o, a in ALL_FEATURE_ARGS])
