@@ -8,6 +8,8 @@ For every graph and feature width F (float32) it times
   sddmm       s_e = u_i . v_j on A's pattern    gnnfuse | gather (u[dst]*v[src]).sum(-1) | torch.sparse.sampled_addmm
   sddmm_spmm  Y_i = sum_j (u_i . v_j) x_j       gnnfuse (fused) | gather sddmm + sparse.mm | sampled_addmm + sparse.mm
 
+and, where installed (built from their PyPI sources, e.g. in a separate venv with gnnfuse on
+PYTHONPATH), torch_sparse's SparseTensor matmul and torch_scatter's segment_csr for spmm/spmm_unw,
 after checking every implementation against a float64 reference. See bench/README.md
 for the traffic model behind the GB/s and floor columns.
 
@@ -367,6 +369,32 @@ def check(name, out, ref_fn, args, pick, expect_shape, cache):
 # PyTorch baselines
 
 
+def optional_spmm_peers(p, x, w):
+    """PyG's compiled backends where installed (built from their PyPI sources): torch_sparse's
+    SparseTensor matmul (CSR SpMM, what PyG's layers run on a SparseTensor adjacency) and
+    torch_scatter's segment_csr over gathered messages (PyG's message passing with
+    torch_scatter). Keys end in [w] (weighted) or [1] (unweighted)."""
+    peers = {}
+    try:
+        import torch_sparse
+    except ImportError:
+        torch_sparse = None
+    try:
+        import torch_scatter
+    except ImportError:
+        torch_scatter = None
+    rowptr, col = p.rowptr64, p.col64
+    if torch_sparse is not None:
+        a_w = torch_sparse.SparseTensor(rowptr=rowptr, col=col, value=w, sparse_sizes=(p.n, p.n), is_sorted=True, trust_data=True)
+        a_1 = torch_sparse.SparseTensor(rowptr=rowptr, col=col, sparse_sizes=(p.n, p.n), is_sorted=True, trust_data=True)
+        peers["torch_sparse matmul[w]"] = lambda: torch_sparse.matmul(a_w, x, reduce="sum")
+        peers["torch_sparse matmul[1]"] = lambda: torch_sparse.matmul(a_1, x, reduce="sum")
+    if torch_scatter is not None:
+        peers["torch_scatter segment_csr[w]"] = lambda: torch_scatter.segment_csr(x[col] * w[:, None], rowptr, reduce="sum")
+        peers["torch_scatter segment_csr[1]"] = lambda: torch_scatter.segment_csr(x[col], rowptr, reduce="sum")
+    return peers
+
+
 def make_baselines(p: Prepared):
     src, dst, n, e = p.col64, p.row64, p.n, p.e
 
@@ -512,6 +540,8 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
                           ("torch index_add_", lambda: index_add_spmm(x, w))]
         impls["spmm_unw"] += [("torch.sparse.mm", lambda: torch.sparse.mm(a_1, x)),
                               ("torch index_add_", lambda: index_add_spmm(x, None))]
+        for name, run in optional_spmm_peers(p, x, w).items():
+            impls["spmm" if name.endswith("[w]") else "spmm_unw"].append((name[:-3], run))
         impls["sddmm"] += [("torch gather", lambda: gather_sddmm(u, v)),
                            ("torch sampled_addmm", lambda: torch.sparse.sampled_addmm(a_1, u, v.t(), beta=0.0).values())]
         impls["sddmm_spmm"] += [

@@ -47,12 +47,18 @@ def main(argv=None) -> int:
     if not gen.exists():
         sys.exit(f"error: {gen} not found (build first: pip install --no-build-isolation -e .)")
     out.mkdir(parents=True, exist_ok=True)
-    index = ["# gnnfuse ops\n", "| op | expression |", "|---|---|"]
+    index = ["# gnnfuse ops\n", "| op | expression | backends | dtypes | index dtypes |", "|---|---|---|---|---|"]
     for spec in sorted((ROOT / "ops").glob("*.spec")):
         text = page(spec, gen)
         (out / f"{spec.stem}.md").write_text(text)
         expr = re.search(r"^```\n(.*)\n```", text, flags=re.M)
-        index.append(f"| [{spec.stem}]({spec.stem}.md) | `{expr.group(1) if expr else ''}` |")
+        src = spec.read_text()
+        dtypes = re.search(r"^dtypes\s+(.*)$", src, flags=re.M)
+        itypes = re.search(r"^index\s+(.*)$", src, flags=re.M)
+        index.append(
+            f"| [{spec.stem}]({spec.stem}.md) | `{expr.group(1) if expr else ''}` | CPU (generated) "
+            f"| {dtypes.group(1) if dtypes else ''} | {itypes.group(1) if itypes else ''} |"
+        )
     (out / "README.md").write_text("\n".join(index) + "\n")
     print(f"wrote {len(index) - 3} op pages to {out}")
     return 0
