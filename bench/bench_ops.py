@@ -540,8 +540,8 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
                           ("torch index_add_", lambda: index_add_spmm(x, w))]
         impls["spmm_unw"] += [("torch.sparse.mm", lambda: torch.sparse.mm(a_1, x)),
                               ("torch index_add_", lambda: index_add_spmm(x, None))]
-        for name, run in optional_spmm_peers(p, x, w).items():
-            impls["spmm" if name.endswith("[w]") else "spmm_unw"].append((name[:-3], run))
+        for peer, run in optional_spmm_peers(p, x, w).items():
+            impls["spmm" if peer.endswith("[w]") else "spmm_unw"].append((peer[:-3], run))
         impls["sddmm"] += [("torch gather", lambda: gather_sddmm(u, v)),
                            ("torch sampled_addmm", lambda: torch.sparse.sampled_addmm(a_1, u, v.t(), beta=0.0).values())]
         impls["sddmm_spmm"] += [
