@@ -59,14 +59,32 @@ def _check_edge_index(layer: str, edge_index: Tensor) -> None:
 # this CPU at the sizes measured in bench/results). `fused=None` takes the fused ops once the
 # [E, H] tensors (several kept for backward) would pass 2^24 elements (64 MiB each in float32).
 def _softmax_aggregate(
-    rowptr: Tensor, col: Tensor, score: Tensor, values: Tensor, dropout: float, training: bool
+    rowptr: Tensor,
+    col: Tensor,
+    score: Tensor,
+    values: Tensor,
+    dropout: float,
+    training: bool,
+    csc: Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]],
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """The per-edge attention path: softmax of ``score`` [E, H] over each row (all heads in one
     walk), dropout on the coefficients, weighted sum of ``values`` [N_src, H, C].
     Returns (output [N_dst, H, C], coefficients, coefficients after dropout)."""
     alpha = _ops.edge_softmax_heads(rowptr, col, score.contiguous())
     used = F.dropout(alpha, p=dropout, training=training)
-    return _ops.spmm_heads(rowptr, col, used, values.contiguous()), alpha, used
+    return _ops.spmm_heads(rowptr, col, used, values.contiguous(), csc[0], csc[1], csc[2]), alpha, used
+
+
+def _csc_for_backward(
+    rowptr: Tensor, col: Tensor, num_cols: int, x: Tensor
+) -> Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
+    """The CSC view of the layer's graph when a backward will run (the adjoints of the edge ops
+    walk by columns), built once per forward and given to every op: each would otherwise build
+    its own in backward."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        colptr, row, perm = _ops.csr_transpose(rowptr, col, num_cols)
+        return colptr, row, perm
+    return None, None, None
 
 
 def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
@@ -332,12 +350,13 @@ class GATConv(torch.nn.Module):
             out = _ops.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x_src.contiguous(), float(self.negative_slope))
             alpha: Optional[Tensor] = None
         else:
-            score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous())  # [E, H], CSR order
+            csc = _csc_for_backward(rowptr, col, num_src, x_src)
+            score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous(), csc[0], csc[1], csc[2])  # [E, H], CSR order
             if lin_edge is not None and edge_attr is not None:
                 e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
                 score = score + (e * self.att_edge).sum(-1)[perm]
             score = F.leaky_relu(score, self.negative_slope)
-            out, alpha, _ = _softmax_aggregate(rowptr, col, score, x_src, self.dropout, self.training)
+            out, alpha, _ = _softmax_aggregate(rowptr, col, score, x_src, self.dropout, self.training, csc)
         out = self._finish(out, x_dst_in)  # from [N_dst, H, C]
         if isinstance(return_attention_weights, bool):
             assert alpha is not None
@@ -471,7 +490,8 @@ class TransformerConv(torch.nn.Module):
             e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)[perm]
             key_j = key[col.long()] + e
             score = (query[rows] * key_j).sum(-1) * scale
-            out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training)
+            csc = _csc_for_backward(rowptr, col, num_src, value)
+            out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)
             out = out.index_add(0, rows, used[:, :, None] * e)
         elif _use_fused(self.fused, col.numel() * H) and return_attention_weights is None and not (
             self.dropout > 0.0 and self.training
@@ -479,8 +499,9 @@ class TransformerConv(torch.nn.Module):
             out = _ops.graph_attention(rowptr, col, (query * scale).contiguous(), key.contiguous(), value.contiguous())
         else:
             # Scores [E, H] (sddmm_heads), softmax, weighted sum: no [E, H, C] tensor.
-            score = _ops.sddmm_heads(rowptr, col, (query * scale).contiguous(), key.contiguous())
-            out, alpha, _ = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training)
+            csc = _csc_for_backward(rowptr, col, num_src, value)
+            score = _ops.sddmm_heads(rowptr, col, (query * scale).contiguous(), key.contiguous(), csc[0], csc[1], csc[2])
+            out, alpha, _ = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if self.root_weight:
             x_r = self.lin_skip(x_dst)
