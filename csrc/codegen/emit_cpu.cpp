@@ -434,7 +434,8 @@ class KernelEmitter : public CodeWriter {
         const std::string& i = A.vars[0];
         value = "(" + A.name + "_rowptr[" + i + " + 1] == " + A.name + "_rowptr[" + i + "]) ? acc_t(0) : " + value;
       }
-      line(s.lhs.tensor + "[" + at + "] = static_cast<" + (s_.find(s.lhs.tensor)->acc ? "acc_t" : "scalar_t") + ">(" + value + ");");
+      if (s_.find(s.lhs.tensor)->acc) line(s.lhs.tensor + "[" + at + "] = " + value + ";");
+      else line("runtime::store(&" + s.lhs.tensor + "[" + at + "], static_cast<acc_t>(" + value + "));");
       return;
     }
     if (!s.accumulate || s.reduce == "sum") {
