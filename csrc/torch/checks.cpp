@@ -328,18 +328,18 @@ void floating(const char* op, const char* arg, const at::Tensor& t, int64_t ndim
   const at::ScalarType s = t.scalar_type();
   static constexpr std::pair<unsigned, at::ScalarType> kinds[] = {
       {kFloat32, at::kFloat}, {kFloat64, at::kDouble}, {kBFloat16, at::kBFloat16}, {kFloat16, at::kHalf}};
-  std::string names;
-  int listed = 0;
-  const int count = __builtin_popcount(dtypes & (kFloat32 | kFloat64 | kBFloat16 | kFloat16));
-  for (const auto& [bit, type] : kinds) {
-    if (!(dtypes & bit)) continue;
-    if (type == s) {
+  for (const auto& [bit, type] : kinds)
+    if ((dtypes & bit) && type == s) {
       ndim_eq(op, arg, t, ndim);
       return;
     }
-    names += std::string(listed == 0 ? "" : listed + 1 == count ? (count > 2 ? ", or " : " or ") : ", ") + dtype_name(type);
-    ++listed;
-  }
+  // Refused: the admitted dtypes, "a, b, or c".
+  std::vector<const char*> admitted;
+  for (const auto& [bit, type] : kinds)
+    if (dtypes & bit) admitted.push_back(dtype_name(type));
+  std::string names;
+  for (size_t k = 0; k < admitted.size(); ++k)
+    names += std::string(k == 0 ? "" : k + 1 < admitted.size() ? ", " : admitted.size() > 2 ? ", or " : " or ") + admitted[k];
   fail(op, arg, "must be a ", names, " tensor (got ", dtype_name(s), ")");
 }
 
