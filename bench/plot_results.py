@@ -108,12 +108,39 @@ def plot_implementations(path: Path) -> Path:
     return _save(fig, path, f"{meta.get('cpu_model', '')}, {meta.get('threads', '')} threads, torch {meta.get('torch', '')}")
 
 
+def plot_gcn_fusion(path: Path) -> Path:
+    """cpu_gcn_fusion_*.json: fused gcn's speedup over spmm + GEMM per (graph, F_in x F_out),
+    forward and forward+backward; filled bars: the automatic choice runs the fused op."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = json.loads(path.read_text())
+    rows = data["results"]
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    fig, axes = plt.subplots(1, len(modes), figsize=(7 * len(modes), 4.8), squeeze=False)
+    for ax, mode in zip(axes[0], modes):
+        sub = [r for r in rows if r["mode"] == mode]
+        labels = [f"{r['graph']} {r['f_in']}x{r['f_out']}" for r in sub]
+        ax.bar(range(len(sub)), [r["speedup"] for r in sub],
+               color=["tab:blue" if r["auto"] == "fused" else "white" for r in sub], edgecolor="tab:blue")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(sub)), labels, rotation=70, fontsize=7)
+        ax.set_ylabel("split time / fused time (filled: auto picks fused)")
+        ax.set_title(mode)
+    return _save(fig, path, f"{data.get('cpu', '')}, {data.get('threads', '')} threads, torch {data.get('torch', '')}")
+
+
 def main() -> None:
     paths = [Path(p) for p in sys.argv[1:]] or sorted(RESULTS.glob("cpu_layers_*.json")) + sorted(RESULTS.glob("cpu_reductions_*.json"))
     for p in paths:
         data = json.loads(p.read_text())
         rows = data.get("results") or [{}]
-        print(f"wrote {plot_implementations(p) if 'impl' in rows[0] else plot(p)}")
+        if p.name.startswith("cpu_gcn_fusion"):
+            print(f"wrote {plot_gcn_fusion(p)}")
+        else:
+            print(f"wrote {plot_implementations(p) if 'impl' in rows[0] else plot(p)}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Result files and what the tables show:
                                              ms, GFLOP/s, GB/s, % of the bandwidth floor, and
                                              its time relative to gnnfuse's
   autograd_memory_*.json                     peak memory of backward passes
+  cpu_gcn_fusion_*.json                      fused GCN product vs spmm + GEMM, the automatic choice
 """
 
 from __future__ import annotations
@@ -129,6 +130,29 @@ def coarsening(path: Path, data: dict) -> list[str]:
     return out
 
 
+def gcn_fusion(path: Path, data: dict) -> list[str]:
+    """cpu_gcn_fusion_*.json: fused gcn op vs spmm + GEMM, and the input-sensitive choice."""
+    rows = data["results"]
+    out = [f"## {path.stem}", "", f"_{_header(data)}_", ""]
+    if data.get("note"):
+        out += [data["note"], ""]
+    out += ["| graph | nodes | edges | F_in→F_out | mode | split ms | fused ms | fused speedup | auto picks |",
+            "|---|---:|---:|---|---|---:|---:|---:|---|"]
+    for r in rows:
+        pick = r["auto"] + ("" if r["auto_within_5pct"] else " (slower)")
+        out.append(f"| {r['graph']} | {r['nodes']} | {r['edges']} | {r['f_in']}→{r['f_out']} | {r['mode']} | "
+                   f"{r['split_ms']:.2f} | {r['fused_ms']:.2f} | {r['speedup']:.2f}x | {pick} |")
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        sub = [r for r in rows if r["mode"] == mode]
+        best = _geomean([max(r["speedup"], 1.0) for r in sub])
+        auto = _geomean([r["speedup"] if r["auto"] == "fused" else 1.0 for r in sub])
+        right = sum(r["auto_within_5pct"] for r in sub)
+        out.append(f"\n{mode}: the choice is within 5% of the faster form in {right} of {len(sub)} cases; geomean "
+                   f"speedup over always-split: auto {auto:.2f}x, best possible {best:.2f}x")
+    out.append("")
+    return out
+
+
 def main() -> int:
     files = sorted(RESULTS.glob("*.json"))
     lines = ["# Benchmark summary", "",
@@ -140,6 +164,7 @@ def main() -> int:
         lines += ["No GPU results yet (no GPU was available to the sessions so far).", ""]
     plotted = []
     plotted_ops = []
+    plotted_fusion = []
     for f in files:
         data = json.loads(f.read_text())
         rows = data.get("results")
@@ -153,6 +178,9 @@ def main() -> int:
             lines += memory(f, data)
         elif f.name.startswith("cpu_spgemm"):
             lines += coarsening(f, data)
+        elif f.name.startswith("cpu_gcn_fusion"):
+            lines += gcn_fusion(f, data)
+            plotted_fusion.append(f)
     (RESULTS / "SUMMARY.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {RESULTS / 'SUMMARY.md'}")
     try:
@@ -169,6 +197,8 @@ def main() -> int:
         print(f"wrote {plot_results.plot(f)}")
     for f in plotted_ops:
         print(f"wrote {plot_results.plot_implementations(f)}")
+    for f in plotted_fusion:
+        print(f"wrote {plot_results.plot_gcn_fusion(f)}")
     return 0
 
 

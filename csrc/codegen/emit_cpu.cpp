@@ -4,6 +4,7 @@
 #include <cctype>
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "codegen/ir.h"
@@ -490,8 +491,9 @@ class KernelEmitter : public CodeWriter {
     }
   }
 
-  // Per-thread workspaces of the temporaries homed inside a top-level tree.
-  void workspaces(const Node& top) {
+  // Per-thread workspaces of the temporaries homed inside a top-level tree. `blocked`: the top
+  // loop runs in row blocks, and the temporaries homed at it get one slot per row of a block.
+  void workspaces(const Node& top, bool blocked = false) {
     std::function<void(const Node&)> rec = [&](const Node& n) {
       for (auto& name : p_.temps)
         if (home_of(p_, *c_.tree, name) == &n) {
@@ -499,6 +501,8 @@ class KernelEmitter : public CodeWriter {
           if (t.kept_dims.empty()) continue;
           if (!t.compressed_by.empty()) {
             line("std::vector<acc_t> ws_" + name + ";");
+          } else if (blocked && &n == &top) {
+            line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(runtime::kRowBlock * " + buffer_size(name) + "));");
           } else {
             line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "));");
             line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
@@ -806,6 +810,227 @@ class KernelEmitter : public CodeWriter {
     }
   }
 
+  // ---- row-blocked dense products (runtime::gemm_acc) ----
+  // A child subtree of the parallel row loop `top` (variable i) that multiplies per-row values by
+  // a dense operand D not indexed by i, or sums per-row outer products over i:
+  //   Product  for c, x (either order): C(c) += R(x) * D(..)     C a temporary of the row
+  //   Dot      for c: { s = 0; for x: s += R(x) * D(..); Out(i,c) = s }
+  //   Outer    for a, b: C(a,b) += R(a) * R2(b)                  C a private sum over i
+  // with R, R2 row operands: temporaries homed at `top` over one variable, or dense inputs (i, x).
+  // The row loop then runs in blocks of runtime::kRowBlock rows: the children before the subtree
+  // for every row of the block (its temporaries in block-sized workspaces, one slot per row), the
+  // product once for the block through gemm_acc, then the children after it.
+  struct RowOperand {
+    std::string tensor;
+    bool temp = false;
+    std::string var;  // its index besides the row
+  };
+  struct RowGemm {
+    enum class Form { Product, Dot, Outer } form = Form::Product;
+    size_t kid = 0;
+    RowOperand r, r2;
+    std::string dense, c, x;  // Product, Dot: D, the result's variable c, the contracted x
+    bool transpose = false;   // D is stored (c, x): transposed before the row loop
+    std::string target;       // Product: C; Dot: the output; Outer: C
+  };
+
+  bool row_operand(const Node& top, const Access& a, RowOperand* out) const {
+    const TensorInfo& t = p_.tensor(a.tensor);
+    if (t.role == Role::Temp) {
+      if (home_of(p_, *c_.tree, a.tensor) != &top || t.kept_dims.size() != 1 || !t.compressed_by.empty()) return false;
+      for (size_t k = 0; k < t.dims.size(); ++k)
+        if (t.dims[k] == t.kept_dims[0]) *out = RowOperand{a.tensor, true, a.idx[k]};
+      return true;
+    }
+    if (t.role != Role::DenseInput || a.idx.size() != 2 || a.idx != t.dims || a.idx[0] != top.var || a.idx[1] == top.var) return false;
+    *out = RowOperand{a.tensor, false, a.idx[1]};
+    return true;
+  }
+  bool dense_operand(const Node& top, const Access& a) const {
+    const TensorInfo& t = p_.tensor(a.tensor);
+    return t.role == Role::DenseInput && a.idx.size() == 2 && a.idx == t.dims && a.idx[0] != a.idx[1] &&
+           std::count(a.idx.begin(), a.idx.end(), top.var) == 0;
+  }
+  static bool plain_dense_loop(const Node& n) {
+    return n.kind == Node::Kind::Loop && n.walk.empty() && n.space.is_dense() && n.located.empty();
+  }
+  static bool product_stmt(const Stmt& s) {
+    return s.accumulate && s.reduce == "sum" && s.op == Stmt::Op::Mul && s.rhs.size() == 2 && !s.rhs[0].is_const && !s.rhs[1].is_const;
+  }
+
+  std::optional<RowGemm> row_gemm(const Node& top) const {
+    if (!top.parallel || top.kind != Node::Kind::Loop) return std::nullopt;
+    std::set<std::string> maps;
+    mapped_levels(top, &maps);
+    if (!maps.empty()) return std::nullopt;
+    for (auto& name : p_.temps)
+      if (home_of(p_, *c_.tree, name) == &top) {
+        const TensorInfo& t = p_.tensor(name);
+        if (t.kept_dims.empty() || !t.compressed_by.empty()) return std::nullopt;  // a scalar or a row-length buffer
+      }
+    for (size_t k = 0; k < top.kids.size(); ++k) {
+      const Node& l1 = *top.kids[k];
+      if (!plain_dense_loop(l1)) continue;
+      // Product and Outer: two nested dense loops around one statement.
+      if (l1.kids.size() == 1 && plain_dense_loop(*l1.kids[0]) && l1.kids[0]->kids.size() == 1 &&
+          l1.kids[0]->kids[0]->kind == Node::Kind::Compute) {
+        const Node& l2 = *l1.kids[0];
+        const Stmt& st = p_.stmts[l2.kids[0]->stmt];
+        if (!product_stmt(st)) continue;
+        const std::set<std::string> vars{l1.var, l2.var};
+        const TensorInfo& lhs = p_.tensor(st.lhs.tensor);
+        if (lhs.role != Role::Temp || !lhs.compressed_by.empty()) continue;
+        RowGemm g;
+        g.kid = k;
+        g.target = st.lhs.tensor;
+        if (home_of(p_, *c_.tree, st.lhs.tensor) == &top && lhs.kept_dims.size() == 1) {
+          g.form = RowGemm::Form::Product;
+          RowOperand lr;
+          if (!row_operand(top, st.lhs, &lr)) continue;
+          g.c = lr.var;
+          for (int side = 0; side < 2; ++side) {
+            const Access& ra = st.rhs[side].access;
+            const Access& da = st.rhs[1 - side].access;
+            RowOperand r;
+            if (ra.tensor == g.target || !row_operand(top, ra, &r) || !dense_operand(top, da)) continue;
+            g.r = r;
+            g.x = r.var;
+            g.dense = da.tensor;
+            if (g.x == g.c || vars != std::set<std::string>{g.x, g.c}) continue;
+            if (da.idx == std::vector<std::string>{g.x, g.c}) return g;
+            if (da.idx == std::vector<std::string>{g.c, g.x}) {
+              g.transpose = true;
+              return g;
+            }
+          }
+        } else if (!home_of(p_, *c_.tree, st.lhs.tensor) &&
+                   std::count(top.private_sums.begin(), top.private_sums.end(), st.lhs.tensor) && lhs.kept_dims.size() == 2 &&
+                   lhs.dims == lhs.kept_dims && st.lhs.idx == lhs.dims && vars == std::set<std::string>(lhs.dims.begin(), lhs.dims.end())) {
+          g.form = RowGemm::Form::Outer;
+          RowOperand r0, r1;
+          if (!row_operand(top, st.rhs[0].access, &r0) || !row_operand(top, st.rhs[1].access, &r1)) continue;
+          if (r0.var == st.lhs.idx[1] && r1.var == st.lhs.idx[0]) std::swap(r0, r1);
+          if (r0.var != st.lhs.idx[0] || r1.var != st.lhs.idx[1]) continue;
+          g.r = r0;
+          g.r2 = r1;
+          return g;
+        }
+        continue;
+      }
+      // Dot: for c { reset s; for x: s += R(x) * D; Out(i,c) = s }.
+      if (l1.kids.size() == 3 && l1.kids[0]->kind == Node::Kind::Reset && plain_dense_loop(*l1.kids[1]) &&
+          l1.kids[1]->kids.size() == 1 && l1.kids[1]->kids[0]->kind == Node::Kind::Compute && l1.kids[2]->kind == Node::Kind::Compute) {
+        const Stmt& st = p_.stmts[l1.kids[1]->kids[0]->stmt];
+        const Stmt& out = p_.stmts[l1.kids[2]->stmt];
+        const std::string& sum = l1.kids[0]->tensor;
+        const TensorInfo& ot = p_.tensor(out.lhs.tensor);
+        const TensorDecl* od = s_.find(out.lhs.tensor);
+        if (!product_stmt(st) || st.lhs.tensor != sum || !p_.tensor(sum).kept_dims.empty() || out.op != Stmt::Op::Copy ||
+            out.rhs.size() != 1 || out.rhs[0].is_const || out.rhs[0].access.tensor != sum || ot.role != Role::Output ||
+            !ot.pattern.empty() || s_.selects() || !od || out.lhs.idx != std::vector<std::string>{top.var, l1.var} ||
+            out.lhs.idx != ot.dims)
+          continue;
+        RowGemm g;
+        g.form = RowGemm::Form::Dot;
+        g.kid = k;
+        g.target = out.lhs.tensor;
+        g.c = l1.var;
+        for (int side = 0; side < 2; ++side) {
+          const Access& ra = st.rhs[side].access;
+          const Access& da = st.rhs[1 - side].access;
+          RowOperand r;
+          if (!row_operand(top, ra, &r) || !dense_operand(top, da) || r.var != l1.kids[1]->var || r.var == g.c) continue;
+          g.r = r;
+          g.x = r.var;
+          g.dense = da.tensor;
+          if (da.idx == std::vector<std::string>{g.x, g.c}) return g;
+          if (da.idx == std::vector<std::string>{g.c, g.x}) {
+            g.transpose = true;
+            return g;
+          }
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Pointer to row operand r's rows of the current block, and its row stride.
+  std::pair<std::string, std::string> block_rows(const RowOperand& r) const {
+    if (r.temp) return {"ws_" + r.tensor + ".data()", buffer_size(r.tensor)};
+    return {r.tensor + " + ib_ * n_" + r.var, "n_" + r.var};
+  }
+  // Before the row loop: D in the accumulation type, row-major over (x, c) as the product reads
+  // it (a copy only when D is stored (c, x) or in another type; runtime::dense_as).
+  void pack_dense(const RowGemm& g) {
+    if (g.form == RowGemm::Form::Outer) return;
+    const std::string rows = g.transpose ? g.c : g.x, cols = g.transpose ? g.x : g.c;
+    line("std::vector<acc_t> pk_" + g.dense + ";");
+    line("const acc_t* __restrict__ pkp_" + g.dense + " = runtime::dense_as<acc_t>(" + g.dense + ", n_" + rows + ", n_" + cols + ", " +
+         (g.transpose ? "true" : "false") + ", pk_" + g.dense + ");");
+  }
+  // One pass over the rows of the block running the children [from, to) of `top`.
+  // `skip_reset`: a temporary whose reset the block's product does instead (it overwrites).
+  void block_phase(const Node& top, size_t from, size_t to, const std::string& skip_reset = "") {
+    if (from >= to) return;
+    open("for (int64_t r_ = 0; r_ < nb_; ++r_) {");
+    line("const int64_t " + top.var + " = ib_ + r_;");
+    for (auto& name : p_.temps)
+      if (home_of(p_, *c_.tree, name) == &top)
+        line("acc_t* __restrict__ " + name + " = ws_" + name + ".data() + r_ * " + buffer_size(name) + ";  (void)" + name + ";");
+    enter(top);
+    enclosing_.insert(top.var);
+    for (size_t k = from; k < to; ++k)
+      if (top.kids[k]->kind != Node::Kind::Reset || top.kids[k]->tensor != skip_reset) node(*top.kids[k]);
+    enclosing_.erase(top.var);
+    close();
+  }
+  // Product: C's reset before the product and no other statement writing C; then the product
+  // overwrites C (no zeroing pass, no load of C).
+  bool product_overwrites(const Node& top, const RowGemm& g) const {
+    if (g.form != RowGemm::Form::Product) return false;
+    bool reset = false;
+    for (size_t k = 0; k < g.kid; ++k)
+      if (top.kids[k]->kind == Node::Kind::Reset && top.kids[k]->tensor == g.target) reset = true;
+    size_t writers = 0;
+    for (auto& st : p_.stmts)
+      if (st.lhs.tensor == g.target) ++writers;
+    return reset && writers == 1;
+  }
+  void block_product(const RowGemm& g, bool overwrite) {
+    const std::string B = "pkp_" + g.dense;
+    switch (g.form) {
+      case RowGemm::Form::Product: {
+        auto [a, lda] = block_rows(g.r);
+        line("runtime::gemm_acc<acc_t>(nb_, n_" + g.c + ", n_" + g.x + ", " + a + ", " + lda + ", int64_t(1), " + B + ", n_" + g.c +
+             ", ws_" + g.target + ".data(), " + buffer_size(g.target) + (overwrite ? ", true" : "") + ");");
+        return;
+      }
+      case RowGemm::Form::Dot: {
+        auto [a, lda] = block_rows(g.r);
+        line("runtime::gemm_acc<acc_t>(nb_, n_" + g.c + ", n_" + g.x + ", " + a + ", " + lda + ", int64_t(1), " + B + ", n_" + g.c +
+             ", ws_gemm_.data(), n_" + g.c + ", true);");
+        open("for (int64_t r_ = 0; r_ < nb_; ++r_) {");
+        line("#pragma omp simd");
+        const std::string at = "(ib_ + r_) * n_" + g.c + " + c_";
+        const std::string v = "ws_gemm_[static_cast<size_t>(r_ * n_" + g.c + " + c_)]";
+        open("for (int64_t c_ = 0; c_ < n_" + g.c + "; ++c_) {");
+        if (s_.find(g.target)->acc) line(g.target + "[" + at + "] = " + v + ";");
+        else line("runtime::store(&" + g.target + "[" + at + "], " + v + ");");
+        close();
+        close();
+        return;
+      }
+      case RowGemm::Form::Outer: {
+        // C(a,b) += sum over the block's rows r of R(r,a) * R2(r,b): R^T as the left operand.
+        auto [a, lda] = block_rows(g.r);
+        auto [b, ldb] = block_rows(g.r2);
+        line("runtime::gemm_acc<acc_t>(n_" + g.r.var + ", n_" + g.r2.var + ", nb_, " + a + ", int64_t(1), " + lda + ", " + b + ", " + ldb +
+             ", " + g.target + ", n_" + g.r2.var + ");");
+        return;
+      }
+    }
+  }
+
   // Levels some loop of a top-level tree locates through a row map (the top loop's row).
   static void mapped_levels(const Node& n, std::set<std::string>* out) {
     for (size_t k = 0; k < n.located.size(); ++k)
@@ -892,6 +1117,16 @@ class KernelEmitter : public CodeWriter {
     close();
   }
 
+  // The body of a top-level row loop: row bounds and temporaries, row maps, the children.
+  void row_body(const Node& n) {
+    enter(n);
+    fill_maps(n, true);
+    enclosing_.insert(n.var);
+    for (auto& k : n.kids) node(*k);
+    enclosing_.erase(n.var);
+    fill_maps(n, false);
+  }
+
   void top(const Node& n) {
     if (n.kind != Node::Kind::Loop) {
       node(n);
@@ -902,6 +1137,8 @@ class KernelEmitter : public CodeWriter {
       fail(s_.loc, "an outermost loop over '" + n.var + "' must be dense (a csr operand's columns need its row loop outside)");
     open("{");
     if (n.parallel) {
+      const std::optional<RowGemm> gemm = row_gemm(n);
+      if (gemm) pack_dense(*gemm);
       line(std::string("const std::vector<int64_t> chunks = ") +
            (n.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
                                  : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + n.var + ")") + ";");
@@ -919,18 +1156,27 @@ class KernelEmitter : public CodeWriter {
         line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(t) + ");");
         line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
       }
-      workspaces(n);
-      map_workspaces(n);
-      open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
-      open("for (int64_t " + n.var + " = chunks[ch_]; " + n.var + " < chunks[ch_ + 1]; ++" + n.var + ") {");
-      enter(n);
-      fill_maps(n, true);
-      enclosing_.insert(n.var);
-      for (auto& k : n.kids) node(*k);
-      enclosing_.erase(n.var);
-      fill_maps(n, false);
-      close();
-      close();
+      if (gemm) {
+        workspaces(n, true);
+        if (gemm->form == RowGemm::Form::Dot) line("std::vector<acc_t> ws_gemm_(static_cast<size_t>(runtime::kRowBlock * n_" + gemm->c + "));");
+        open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
+        open("for (int64_t ib_ = chunks[ch_]; ib_ < chunks[ch_ + 1]; ib_ += runtime::kRowBlock) {");
+        line("const int64_t nb_ = std::min<int64_t>(runtime::kRowBlock, chunks[ch_ + 1] - ib_);");
+        const bool overwrite = product_overwrites(n, *gemm);
+        block_phase(n, 0, gemm->kid, overwrite ? gemm->target : "");
+        block_product(*gemm, overwrite);
+        block_phase(n, gemm->kid + 1, n.kids.size());
+        close();
+        close();
+      } else {
+        workspaces(n);
+        map_workspaces(n);
+        open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
+        open("for (int64_t " + n.var + " = chunks[ch_]; " + n.var + " < chunks[ch_ + 1]; ++" + n.var + ") {");
+        row_body(n);
+        close();
+        close();
+      }
       for (auto& t : n.private_sums) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
       close("});");
       for (auto& t : n.private_sums) {
@@ -943,12 +1189,7 @@ class KernelEmitter : public CodeWriter {
       workspaces(n);
       map_workspaces(n);
       open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
-      enter(n);
-      fill_maps(n, true);
-      enclosing_.insert(n.var);
-      for (auto& k : n.kids) node(*k);
-      enclosing_.erase(n.var);
-      fill_maps(n, false);
+      row_body(n);
       close();
     }
     close();

@@ -193,6 +193,115 @@ template <typename A>
 #pragma GCC diagnostic pop
 #endif
 
+// Row blocks of the dense products inside a row loop (a fused GCN's aggregate times W): the
+// rows of a block gather into a kRowBlock-row workspace, then meet the dense operand in one
+// register-tiled product (gemm_acc) instead of one vector-matrix product per row, so each
+// vector of W loaded from cache serves kGemmRows rows.
+constexpr int64_t kRowBlock = 32;
+constexpr int64_t kGemmRows = 4;
+constexpr int64_t kGemmVecs = 2;
+
+// C[m x n] += A[m x k] * B[k x n] (= with `overwrite`), accumulated in C's type A. Element (r, p) of the left
+// operand (type S) is a[r * a_rs + p * a_cs], so A^T products pass a_rs = 1; B and C are
+// row-major with row strides ldb and ldc. Tiles of kGemmRows rows by kGemmVecs vectors of C stay
+// in registers over the whole k loop; S and B may be reduced-precision types, read into A's type.
+// Always inlined: it takes the ISA of the kernel that calls it (the AVX2 path's target attribute).
+#if defined(__GNUC__) && !defined(__clang__)
+#define GNNFUSE_UNROLL _Pragma("GCC unroll 8")
+#else
+#define GNNFUSE_UNROLL
+#endif
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+// The float and double products, compiled per ISA and dispatched at run time (runtime/gemm.cpp).
+// `overwrite`: C = A * B (C is not read).
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb, float* c,
+          int64_t ldc, bool overwrite = false);
+void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t ldb, double* c,
+          int64_t ldc, bool overwrite = false);
+
+template <typename A, typename S, typename B>
+[[gnu::always_inline]] inline void gemm_acc(int64_t m, int64_t n, int64_t k, const S* __restrict__ a, int64_t a_rs, int64_t a_cs,
+                                            const B* __restrict__ b, int64_t ldb, A* __restrict__ c, int64_t ldc,
+                                            bool overwrite = false) {
+  if constexpr (std::is_same_v<A, S> && std::is_same_v<A, B>) {
+    gemm(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, overwrite);
+    return;
+  }
+  if (overwrite)
+    for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, A(0));
+  int64_t j0 = 0;
+#if defined(GNNFUSE_VECTOR_TILES)
+  constexpr int64_t L = Vec<A>::kLanes;
+  constexpr int64_t NB = kGemmVecs * L;
+  for (; j0 + NB <= n; j0 += NB) {
+    int64_t i0 = 0;
+    for (; i0 + kGemmRows <= m; i0 += kGemmRows) {
+      vec_t<A> acc[kGemmRows][kGemmVecs];
+      GNNFUSE_UNROLL
+      for (int64_t r = 0; r < kGemmRows; ++r)
+        GNNFUSE_UNROLL
+        for (int64_t v = 0; v < kGemmVecs; ++v) acc[r][v] = vload<A>(c + (i0 + r) * ldc + j0 + v * L);
+      for (int64_t p = 0; p < k; ++p) {
+        vec_t<A> bv[kGemmVecs];
+        GNNFUSE_UNROLL
+        for (int64_t v = 0; v < kGemmVecs; ++v) bv[v] = vload<A>(b + p * ldb + j0 + v * L);
+        GNNFUSE_UNROLL
+        for (int64_t r = 0; r < kGemmRows; ++r) {
+          const A s = static_cast<A>(a[(i0 + r) * a_rs + p * a_cs]);
+          GNNFUSE_UNROLL
+          for (int64_t v = 0; v < kGemmVecs; ++v) acc[r][v] += s * bv[v];
+        }
+      }
+      GNNFUSE_UNROLL
+      for (int64_t r = 0; r < kGemmRows; ++r)
+        GNNFUSE_UNROLL
+        for (int64_t v = 0; v < kGemmVecs; ++v) vstore<A>(c + (i0 + r) * ldc + j0 + v * L, acc[r][v]);
+    }
+    for (; i0 < m; ++i0) {
+      vec_t<A> acc[kGemmVecs];
+      GNNFUSE_UNROLL
+      for (int64_t v = 0; v < kGemmVecs; ++v) acc[v] = vload<A>(c + i0 * ldc + j0 + v * L);
+      for (int64_t p = 0; p < k; ++p) {
+        const A s = static_cast<A>(a[i0 * a_rs + p * a_cs]);
+        GNNFUSE_UNROLL
+        for (int64_t v = 0; v < kGemmVecs; ++v) acc[v] += s * vload<A>(b + p * ldb + j0 + v * L);
+      }
+      GNNFUSE_UNROLL
+      for (int64_t v = 0; v < kGemmVecs; ++v) vstore<A>(c + i0 * ldc + j0 + v * L, acc[v]);
+    }
+  }
+#endif
+  if (j0 == n) return;
+  for (int64_t i = 0; i < m; ++i) {
+    A* __restrict__ ci = c + i * ldc;
+    for (int64_t p = 0; p < k; ++p) {
+      const A s = static_cast<A>(a[i * a_rs + p * a_cs]);
+      const B* __restrict__ bp = b + p * ldb;
+      for (int64_t j = j0; j < n; ++j) ci[j] += s * static_cast<A>(bp[j]);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+// A dense operand of a row-blocked product in the accumulation type, row-major as the product
+// reads it: `p` itself when it already is, else `buf` holding the copy (transposed from
+// [rows][cols] to [cols][rows] when `transpose`). Made once per kernel call.
+template <typename A, typename T>
+const A* dense_as(const T* p, int64_t rows, int64_t cols, bool transpose, std::vector<A>& buf) {
+  if constexpr (std::is_same_v<A, T>) {
+    if (!transpose) return p;
+  }
+  buf.resize(static_cast<size_t>(rows * cols));
+  if (transpose) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) buf[static_cast<size_t>(c * rows + r)] = static_cast<A>(p[r * cols + c]);
+  } else {
+    for (int64_t e = 0; e < rows * cols; ++e) buf[static_cast<size_t>(e)] = static_cast<A>(p[e]);
+  }
+  return buf.data();
+}
+
 // Chunks per thread: enough to even out rows of unequal cost, few enough to keep scheduling cheap.
 constexpr int64_t kChunksPerThread = 8;
 

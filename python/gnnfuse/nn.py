@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from .ops import _to_input_order, gcn_norm
+from .ops import _to_input_order, gcn_fused_choice, gcn_norm
 
 if typing.TYPE_CHECKING:
     from typing import overload
@@ -102,7 +102,9 @@ class GCNConv(torch.nn.Module):
     ``cached`` keeps the normalised graph of the first call (transductive use),
     ``add_self_loops`` (default: ``normalize``) adds the missing self-loops, ``normalize``
     applies the symmetric normalisation, ``bias``. The dense product runs before or after the
-    aggregation, whichever aggregates the narrower features.
+    aggregation, whichever aggregates the narrower features. ``fused`` (not in PyG): True runs
+    the fused op ``gcn`` (no ``N x F_in`` temporary), False spmm and the GEMM, None chooses by
+    input (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs).
     """
 
     def __init__(
@@ -114,12 +116,14 @@ class GCNConv(torch.nn.Module):
         add_self_loops: Optional[bool] = None,
         normalize: bool = True,
         bias: bool = True,
+        fused: Optional[bool] = None,
     ) -> None:
         super().__init__()
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:
             raise ValueError("gnnfuse.nn.GCNConv: add_self_loops=True needs normalize=True (as in PyG)")
+        self.fused = fused
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached = improved, cached
         self.add_self_loops, self.normalize = add_self_loops, normalize
@@ -149,7 +153,10 @@ class GCNConv(torch.nn.Module):
         _check_edge_index("GCNConv", edge_index)
         _ops.validate_edge_index(edge_index, x.size(0))
         rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype)
-        if self.in_channels < self.out_channels:
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.lin.weight.requires_grad)
+        if gcn_fused_choice(self.fused, x.size(0), self.in_channels, self.out_channels, needs_grad):
+            out = _ops.gcn(rowptr, col, w, x.contiguous(), self.lin.weight.t().contiguous())
+        elif self.in_channels < self.out_channels:
             out = self.lin(_ops.spmm(rowptr, col, w, x))
         else:
             out = _ops.spmm(rowptr, col, w, self.lin(x))

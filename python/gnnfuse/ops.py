@@ -367,6 +367,20 @@ def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor]) -> Tuple[Tensor,
     raise TypeError(f"gnnfuse.gcn: expected a gnnfuse.Graph, a torch sparse tensor or an edge_index tensor, got {type(graph).__name__}")
 
 
+def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> bool:
+    """Input-sensitive fusion of a GCN product: whether the fused op ``gcn`` (aggregation and
+    ``W`` in one pass over row blocks) runs instead of ``spmm`` and PyTorch's GEMM. ``fused``
+    given: that. Otherwise fused exactly when nothing needs a gradient (its backward aggregates
+    ``A X`` a second time instead of keeping it, slower in most measured cases), the
+    aggregation is on the narrower side (``F_in <= F_out``), and the output is large
+    (``N * F_out >= 2^23``, 32 MiB in float32): there the split form's temporary and GEMM
+    stream from memory while the fused op keeps each 32-row block in cache. The thresholds
+    come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``)."""
+    if fused is not None:
+        return fused
+    return (not needs_grad) and in_channels <= out_channels and num_nodes * out_channels >= 8388608
+
+
 def gcn(
     graph: GraphLike,
     x: Tensor,
@@ -382,11 +396,12 @@ def gcn(
     ``GCNConv`` (``normalize``, ``add_self_loops``, ``improved``; see :func:`gcn_norm`).
 
     ``weight`` is ``[F_in, F_out]`` (``x @ weight``; a ``torch.nn.Linear``'s is its transpose).
-    ``fused=True`` runs the generated op ``gcn`` (``ops/gcn.spec``): aggregation and the dense
-    product row by row, no ``N x F`` temporary, backward fused likewise. Otherwise (default) the
-    aggregation runs on the narrower side: ``spmm(A, X) @ W`` when ``F_in <= F_out``, else
-    ``spmm(A, X @ W)``, the dense product on PyTorch's GEMM, which on this CPU beats the
-    row-by-row product at the sizes in ``bench/results``.
+    ``fused=True`` runs the generated op ``gcn`` (``ops/gcn.spec``): rows aggregated in blocks
+    of 32 that meet ``W`` in a register-tiled product, no ``N x F_in`` temporary, backward fused
+    likewise (it aggregates once more for ``d/dweight`` instead of keeping ``A X``).
+    ``fused=False`` aggregates the narrower side: ``spmm(A, X) @ W`` when ``F_in <= F_out``,
+    else ``spmm(A, X @ W)``, the dense product on PyTorch's GEMM. ``None`` (default) chooses by
+    input (see :func:`gcn_fused_choice`).
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc; square).
@@ -394,7 +409,10 @@ def gcn(
     """
     edge_index, w = _edge_list(graph, edge_weight)
     rowptr, col, w = gcn_norm(edge_index, w, x.size(0), improved, add_self_loops, normalize, x.dtype)
-    if fused:
+    needs_grad = torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (edge_weight is not None and edge_weight.requires_grad)
+    )
+    if gcn_fused_choice(fused, x.size(0), x.size(1), weight.size(1), needs_grad):
         out = torch.ops.gnnfuse.gcn(rowptr, col, w, x.contiguous(), weight.contiguous())
     elif x.size(1) <= weight.size(1):
         out = torch.ops.gnnfuse.spmm(rowptr, col, w, x) @ weight

@@ -427,6 +427,32 @@ TEST(Emit, FusedKernelAllocatesNoEdgeSizedBuffer) {
   EXPECT_NE(k.find("const int64_t e_A = A_perm[p_A];"), std::string::npos);
 }
 
+// The fused GCN's dense products run over row blocks through runtime::gemm_acc in all four
+// kernels (forward: aggregate then W; d/dedge_weight and d/dx: GY W^T, W transposed once per call;
+// d/dweight: the block's outer products), and an op without a dense product keeps its row loop.
+TEST(Emit, DenseProductsOfARowLoopRunOverRowBlocks) {
+  Family f = compile_family(load_spec(kOps + "/gcn.spec"));
+  const std::string k = emit_op_cpu(f)[1].text;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = k.find(what); at != std::string::npos; at = k.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("runtime::gemm_acc<acc_t>("), 8u);  // 4 kernels x (base, avx2)
+  // the forward's product overwrites the row accumulators: their per-row reset is gone
+  EXPECT_NE(k.find("runtime::gemm_acc<acc_t>(nb_, n_o, n_k, ws_T0.data(), int64_t(1) * n_k, int64_t(1), pkp_W, n_o, ws_Yacc.data(), "
+                   "int64_t(1) * n_o, true);"),
+            std::string::npos);
+  EXPECT_EQ(k.find("std::fill_n(Yacc"), std::string::npos);
+  EXPECT_NE(k.find("std::fill_n(T0"), std::string::npos);
+  EXPECT_NE(k.find("runtime::dense_as<acc_t>(W, n_k, n_o, true, pk_W)"), std::string::npos);
+  EXPECT_NE(k.find("runtime::gemm_acc<acc_t>(n_k, n_o, nb_, ws_T0.data(), int64_t(1), int64_t(1) * n_k, GY + ib_ * n_o, n_o, DWacc, n_o)"),
+            std::string::npos);
+  EXPECT_NE(k.find("std::vector<acc_t> ws_T0(static_cast<size_t>(runtime::kRowBlock * int64_t(1) * n_k));"), std::string::npos);
+  Family spmm = compile_family(load_spec(kOps + "/spmm.spec"));
+  EXPECT_EQ(emit_op_cpu(spmm)[1].text.find("gemm_acc"), std::string::npos);
+}
+
 TEST(Emit, RegistrationDefinesEverySchemaAndAutograd) {
   std::vector<std::unique_ptr<Family>> all;
   std::vector<const Family*> ptrs;

@@ -133,3 +133,76 @@ def test_python_api_gcn_matches_pyg(fused, channels, weighted):
         ew = w if w is None or isinstance(graph, Tensor) else w[graph.perm]
         got = gnnfuse.gcn(graph, x, W, ew, bias=layer.bias, improved=weighted, fused=fused)
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+# Row blocks: the fused forward and its adjoints aggregate 32 rows, then multiply the block by W
+# (runtime::gemm_acc: register tiles of 8 or 4 rows by 2 vectors, a one-vector panel, a scalar
+# tail). Widths that reach every part of it in float32 and float64, graphs with partial blocks.
+@pytest.mark.parametrize("dims", [(37, 40), (129, 17), (16, 64), (3, 33)], ids=lambda d: f"{d[0]}x{d[1]}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["power_law", "uniform", "empty_rows_isolated"])
+def test_gcn_row_blocks_match_dense(name, threads, dtype, dims):
+    case = CASES[name]
+    rowptr, col, perm = csr_of(name)
+    f_in, f_out = dims
+    w = edge_weights(case.num_edges, dtype, seed=21)
+    x = features(case.num_src_nodes, f_in, dtype, seed=22).requires_grad_()
+    W = features(f_in, f_out, dtype, seed=23).requires_grad_()
+    ew = w[perm].clone().requires_grad_()
+    gy = features(case.num_nodes, f_out, dtype, seed=24)
+    torch.set_num_threads(threads)
+    try:
+        out = ops.gcn(rowptr, col, ew, x, W)
+        grads = torch.autograd.grad(out, (ew, x, W), gy)
+    finally:
+        torch.set_num_threads(2)
+    xd, Wd, wd = x.detach().double().requires_grad_(), W.detach().double().requires_grad_(), w.double().requires_grad_()
+    A = dense_adjacency(case, wd)
+    want = A @ xd @ Wd
+    want_grads = torch.autograd.grad(want, (wd, xd, Wd), gy.double())
+    tol = dict(rtol=1e-11, atol=1e-11) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out.double(), want, **tol)
+    torch.testing.assert_close(grads[0].double(), want_grads[0][perm], **tol)
+    for got, ref in zip(grads[1:], want_grads[1:]):
+        torch.testing.assert_close(got.double(), ref, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_gcn_row_blocks_low_precision(dtype):
+    # float32 accumulation: the error is that of rounding inputs and result, like PyTorch's own
+    # bfloat16 product A @ x @ W measured against float64
+    name = "power_law"
+    case = CASES[name]
+    rowptr, col, perm = csr_of(name)
+    w = edge_weights(case.num_edges, torch.float64, seed=25)
+    x = features(case.num_src_nodes, 40, torch.float64, seed=26)
+    W = features(40, 48, torch.float64, seed=27)
+    A = dense_adjacency(case, w)
+    want = A @ x @ W
+    ours = ops.gcn(rowptr, col, w[perm].to(dtype), x.to(dtype), W.to(dtype)).double()
+    torch_err = ((A.to(dtype) @ x.to(dtype) @ W.to(dtype)).double() - want).abs().max()
+    assert (ours - want).abs().max() <= 2 * torch_err + 1e-3 * want.abs().max()
+
+
+def test_gcn_fused_choice_is_input_sensitive():
+    choice = gnnfuse.ops.gcn_fused_choice
+    assert choice(True, 10, 500, 16, True) and not choice(False, 1 << 20, 16, 64, False)
+    assert choice(None, 1 << 18, 16, 128, needs_grad=False)       # inference, large output: fused
+    assert not choice(None, 1 << 18, 16, 128, needs_grad=True)    # training: keep A X for d/dW
+    assert not choice(None, 1 << 18, 512, 256, needs_grad=False)  # narrower after W: X W first
+    assert not choice(None, 20000, 32, 256, needs_grad=False)     # output of 5M elements: split
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_gcnconv_fused_choice_matches_split(grad):
+    case = CASES["power_law"]
+    x = features(case.num_nodes, 8, torch.float64, seed=28)
+    outs = []
+    for fused in (True, False, None):
+        torch.manual_seed(0)
+        layer = gnnfuse.nn.GCNConv(8, 24, fused=fused).double()
+        with torch.set_grad_enabled(grad):
+            outs.append(layer(x, case.edge_index))
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(outs[2], outs[1], rtol=1e-12, atol=1e-12)
