@@ -50,8 +50,9 @@ def pytest_configure(config):
     # torch's own notices about sparse tensors, not about gnnfuse
     config.addinivalue_line("filterwarnings", "ignore:Sparse invariant checks are implicitly disabled")
     config.addinivalue_line("filterwarnings", "ignore:Sparse CSR tensor support is in beta")
-    # emitted by torch's own modules when torch.compile / inductor import them
-    config.addinivalue_line("filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+    # torch 2.13 deprecates torch.jit.{script,save,load,script_method} (its own modules emit the
+    # last when torch.compile imports them); TorchScript is a deployment path tested on purpose
+    config.addinivalue_line("filterwarnings", "ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
 
 
 @pytest.fixture
