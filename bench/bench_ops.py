@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU benchmark of the gnnfuse operators against plain PyTorch baselines.
 
-For every graph and feature width F (float32) it times
+For every graph and feature width F (float32, or --dtype bfloat16/float16) it times
 
   spmm        Y = A X, edge weights w           gnnfuse | torch.sparse.mm | index_add_
   spmm_unw    Y = A X, no weights (w = 1)       gnnfuse | torch.sparse.mm (values 1) | index_add_
@@ -16,6 +16,8 @@ for the traffic model behind the GB/s and floor columns.
   python bench/bench_ops.py                       # full run (all graphs, F = 32, 128)
   python bench/bench_ops.py --quick               # small smoke run
   python bench/bench_ops.py --graphs cora,pubmed --features 64 --threads 1
+  python bench/bench_ops.py --dtype bfloat16      # PyTorch peers without a bf16 kernel skipped,
+                                                  # their float32 versions timed instead
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ FLOPS_PER_EDGE_FEATURE = {"spmm": 2, "spmm_unw": 2, "sddmm": 2, "sddmm_spmm": 4}
 CHUNK_ELEMS_INDEX_ADD = 1 << 27
 CHUNK_ELEMS_GATHER = 1 << 22
 RTOL, ATOL = 2e-4, 1e-6      # |out - ref| <= RTOL * (same op on |inputs|) + ATOL, see check()
+# --dtype: the inputs are generated in float32 and rounded once to the dtype, so every
+# implementation (and the float64 reference) sees the same values. Reduced precisions get a
+# bound loose enough for peers that also accumulate in the dtype (torch_sparse's bfloat16 SpMM
+# misses 2^-6 on PubMed); gnnfuse accumulates in float32, its own error ratio is in the JSON
+# (check_max_err_over_scale) next to theirs.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+TOLERANCES = {torch.float32: (RTOL, ATOL), torch.bfloat16: (6e-2, 1e-3), torch.float16: (1e-2, 1e-3)}
 CHECK_ROWS = 20000           # graphs with more rows are checked on a random row sample
 
 
@@ -337,7 +346,7 @@ class Reference:
         return self._rowsum(s[:, None] * x[self.j].double())
 
 
-def check(name, out, ref_fn, args, pick, expect_shape, cache):
+def check(name, out, ref_fn, args, pick, expect_shape, cache, expect_dtype=torch.float32):
     """Compare out (float32) with the float64 reference, with the reference on |inputs| as error scale.
 
     The bound |out - ref| <= RTOL * ref(|inputs|) + ATOL is relative to the sum of the
@@ -346,22 +355,23 @@ def check(name, out, ref_fn, args, pick, expect_shape, cache):
     """
     if tuple(out.shape) != tuple(expect_shape):
         raise CheckFailed(f"{name}: shape {tuple(out.shape)}, expected {tuple(expect_shape)}")
-    if out.dtype != torch.float32:
-        raise CheckFailed(f"{name}: dtype {out.dtype}, expected float32")
+    if out.dtype != expect_dtype:
+        raise CheckFailed(f"{name}: dtype {out.dtype}, expected {expect_dtype}")
+    rtol, atol = TOLERANCES[expect_dtype]
     if not cache:  # computed once per op and F, shared by its implementations
         cache.append(ref_fn(*args))
         cache.append(ref_fn(*[None if a is None else a.abs() for a in args]))
     ref, scale = cache
     got = pick(out).double()
     err = (got - ref).abs()
-    bad = ~(err <= RTOL * scale + ATOL)  # also catches NaN
-    rel = (err / (scale + ATOL)).nan_to_num(nan=float("inf"))
+    bad = ~(err <= rtol * scale + atol)  # also catches NaN
+    rel = (err / (scale + atol)).nan_to_num(nan=float("inf"))
     ratio = float(rel.max()) if err.numel() else 0.0
     if bool(bad.any()):
         k = int(rel.flatten().argmax())
         raise CheckFailed(f"{name}: {int(bad.sum())} of {bad.numel()} checked values wrong; worst at flat index "
                           f"{k}: got {float(got.flatten()[k]):.9g}, reference {float(ref.flatten()[k]):.9g} "
-                          f"(error scale {float(scale.flatten()[k]):.3g}, err/scale {ratio:.3g} > rtol {RTOL})")
+                          f"(error scale {float(scale.flatten()[k]):.3g}, err/scale {ratio:.3g} > rtol {rtol})")
     return ratio
 
 
@@ -422,10 +432,10 @@ def make_baselines(p: Prepared):
 # traffic model
 
 
-def compulsory_bytes(op, p: Prepared, f: int) -> int:
-    """Bytes every implementation must move at least once (see README): CSR, inputs, output."""
+def compulsory_bytes(op, p: Prepared, f: int, fb: int = 4) -> int:
+    """Bytes every implementation must move at least once (see README): CSR, inputs, output;
+    `fb` bytes per value."""
     idx = torch.empty((), dtype=p.index_dtype).element_size()
-    fb = 4
     csr = (p.n + 1) * idx + p.e * idx
     if op == "spmm":
         return csr + p.e * fb + p.n_src_used * f * fb + p.n * f * fb
@@ -438,10 +448,9 @@ def compulsory_bytes(op, p: Prepared, f: int) -> int:
     raise ValueError(op)
 
 
-def gather_bytes(op, p: Prepared, f: int) -> int:
+def gather_bytes(op, p: Prepared, f: int, fb: int = 4) -> int:
     """No-reuse model: every edge fetches its source row(s) from memory; target rows once."""
     idx = torch.empty((), dtype=p.index_dtype).element_size()
-    fb = 4
     csr = (p.n + 1) * idx + p.e * idx
     if op == "spmm":
         return csr + p.e * fb + p.e * f * fb + p.n * f * fb
@@ -520,13 +529,15 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
     pick_edges = (lambda out: out[ref.pos])
     index_add_spmm, gather_sddmm = make_baselines(p)
 
+    dt = args.dtype
+    fb = torch.empty((), dtype=dt).element_size()
     for f in args.features:
         gen = torch.Generator().manual_seed(args.seed * 1000 + f)
-        x = torch.randn(n, f, generator=gen)
-        u = torch.randn(n, f, generator=gen)
-        v = torch.randn(n, f, generator=gen)
-        w = torch.rand(p.e, generator=gen) + 0.5          # CSR order
-        ones = torch.ones(p.e)
+        x = torch.randn(n, f, generator=gen).to(dt)
+        u = torch.randn(n, f, generator=gen).to(dt)
+        v = torch.randn(n, f, generator=gen).to(dt)
+        w = (torch.rand(p.e, generator=gen) + 0.5).to(dt)  # CSR order
+        ones = torch.ones(p.e, dtype=dt)
         a_w = p.csr_tensor(w)
         a_1 = p.csr_tensor(ones)
 
@@ -548,6 +559,17 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
             ("torch gather+sparse.mm", lambda: torch.sparse.mm(p.csr_tensor(gather_sddmm(u, v)), x)),
             ("torch sampled+sparse.mm", lambda: torch.sparse.mm(torch.sparse.sampled_addmm(a_1, u, v.t(), beta=0.0), x)),
         ]
+        if dt != torch.float32:
+            # what a reduced-precision user can run in PyTorch where its sparse kernels lack the
+            # dtype: the same product in float32 (inputs converted beforehand, not timed)
+            x32, u32, v32 = x.float(), u.float(), v.float()
+            a_w32, a_132 = p.csr_tensor(w.float()), p.csr_tensor(ones.float())
+            impls["spmm"].append(("torch.sparse.mm (float32)", lambda: torch.sparse.mm(a_w32, x32)))
+            impls["spmm_unw"].append(("torch.sparse.mm (float32)", lambda: torch.sparse.mm(a_132, x32)))
+            impls["sddmm"].append(("torch sampled_addmm (float32)",
+                                   lambda: torch.sparse.sampled_addmm(a_132, u32, v32.t(), beta=0.0).values()))
+            impls["sddmm_spmm"].append(("torch sampled+sparse.mm (float32)", lambda: torch.sparse.mm(
+                torch.sparse.sampled_addmm(a_132, u32, v32.t(), beta=0.0), x32)))
         checks = {
             "spmm": (ref.spmm, (x, w), pick_rows, (n, f)),
             "spmm_unw": (ref.spmm, (x, None), pick_rows, (n, f)),
@@ -557,16 +579,24 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
 
         for op in args.ops:
             flops = FLOPS_PER_EDGE_FEATURE[op] * p.e * f
-            cbytes = compulsory_bytes(op, p, f)
+            cbytes = compulsory_bytes(op, p, f, fb)
             floor_s = cbytes / (bw_gbps * 1e9)
             op_rows, ref_cache, timers = [], [], []
             for impl, fn in impls[op]:
                 label = f"{name} F={f} {op} [{impl}]"
                 ref_fn, ref_args, pick, shape = checks[op]
                 t0 = time.perf_counter()                     # first call: memory probe, correctness
-                out, peak = call_with_peak(fn) if args.memory else (fn(), None)
+                try:
+                    out, peak = call_with_peak(fn) if args.memory else (fn(), None)
+                except (RuntimeError, NotImplementedError) as e:
+                    if impl == "gnnfuse":
+                        raise
+                    # a peer without a kernel for this dtype: named in the log, left out of the table
+                    log(f"# {label}: not run ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
+                    continue
                 first = time.perf_counter() - t0
-                err = check(label, out, ref_fn, ref_args, pick, shape, ref_cache)
+                err = check(label, out, ref_fn, ref_args, pick, shape, ref_cache,
+                            torch.float32 if impl.endswith("(float32)") else dt)
                 del out
                 budget = float("inf") if impl == "gnnfuse" else args.impl_budget  # gnnfuse: never fewer reps
                 timers.append(Timed(fn, args.min_time, min_reps, args.max_reps, first_call_s=first, budget_s=budget))
@@ -579,7 +609,7 @@ def bench_graph(name, args, gnnfuse, bw_gbps, results, log):
                           "floor_ms": floor_s * 1e3, "pct_floor": 100.0 * floor_s / med, "gnnfuse_speedup": None,
                           "reps": len(samples), "inner": t.inner, "min_ms": min(samples) * 1e3,
                           "max_ms": max(samples) * 1e3, "iqr_ms": iqr(samples) * 1e3,
-                          "compulsory_bytes": cbytes, "gather_bytes": gather_bytes(op, p, f), "flops": flops})
+                          "compulsory_bytes": cbytes, "gather_bytes": gather_bytes(op, p, f, fb), "flops": flops})
             base = next((r for r in op_rows if r["impl"] == "gnnfuse"), None)
             for r in op_rows:
                 if base is not None:
@@ -603,6 +633,9 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     ap.add_argument("--root", default=None, help=f"dataset root (default {datasets.default_root()})")
     ap.add_argument("--index-dtype", choices=["int32", "int64"], default="int64")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                    help="value dtype (reduced precisions: PyTorch peers without a kernel for it are skipped, "
+                         "and their float32 versions are timed too)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds of timed runs per implementation (default 0.5, quick 0.1)")
     ap.add_argument("--min-reps", type=int, default=None, help="minimum timed blocks, small graphs (default 10, quick 3)")
     ap.add_argument("--min-reps-big", type=int, default=5, help="minimum timed blocks for graphs with >= --big-edges edges")
@@ -631,6 +664,7 @@ def parse_args(argv=None):
     if args.quick:
         args.min_reps_big = min(args.min_reps_big, 3)
     args.index_dtype = {"int32": torch.int32, "int64": torch.int64}[args.index_dtype]
+    args.dtype = DTYPES[args.dtype]
     return args
 
 
@@ -662,17 +696,17 @@ def main(argv=None):
         "torch": torch.__version__, "python": platform.python_version(),
         "gnnfuse": getattr(gnnfuse, "__version__", None) if gnnfuse else None,
         "gnnfuse_library": (gnnfuse.library_path() if gnnfuse and hasattr(gnnfuse, "library_path") else None),
-        "git_commit": git_commit(), "dtype": "float32", "index_dtype": str(args.index_dtype).replace("torch.", ""),
+        "git_commit": git_commit(), "dtype": str(args.dtype).replace("torch.", ""), "index_dtype": str(args.index_dtype).replace("torch.", ""),
         "stream_copy_gbps_median": bw_med, "stream_copy_gbps_best": bw_best,
         "bandwidth_for_floor_gbps": bw_floor,
         "timing": {"impl_budget_s": args.impl_budget, "min_time_s": args.min_time, "min_reps": args.min_reps, "min_reps_big": args.min_reps_big,
                    "big_edges": args.big_edges, "max_reps": args.max_reps, "statistic": "median of per-block means"},
-        "check": {"rtol": RTOL, "atol": ATOL, "reference": "float64, from the op definitions",
+        "check": {"rtol": TOLERANCES[args.dtype][0], "atol": TOLERANCES[args.dtype][1], "reference": "float64, from the op definitions",
                   "rows": f"all rows, or {CHECK_ROWS} random + 16 highest-degree rows"},
         "argv": sys.argv[1:],
     }
     log(f"gnnfuse CPU benchmark  torch {torch.__version__}  threads {threads}  cpu '{meta['cpu_model']}' "
-        f"x{os.cpu_count()}  index {meta['index_dtype']}  float32")
+        f"x{os.cpu_count()}  index {meta['index_dtype']}  {meta['dtype']}")
     log(f"STREAM-like copy bandwidth: {bw_med:.1f} GB/s median ({bw_best:.1f} best) -> floor ms = compulsory bytes / {bw_floor:.1f} GB/s")
     if busy_start is not None and busy_start > 0.1:
         log(f"note: other processes used {100 * busy_start:.0f}% of the CPUs just before the run: timings may be noisy")
