@@ -858,6 +858,26 @@ class KernelEmitter : public CodeWriter {
     return s.accumulate && s.reduce == "sum" && s.op == Stmt::Op::Mul && s.rhs.size() == 2 && !s.rhs[0].is_const && !s.rhs[1].is_const;
   }
 
+  // `st` multiplies a row operand over `x` (not g->target) by a dense operand over (x, g->c) or
+  // (g->c, x): fills r, x, dense and transpose.
+  bool row_times_dense(const Node& top, const Stmt& st, const std::string& x, RowGemm* g) const {
+    if (x == g->c) return false;
+    for (int side = 0; side < 2; ++side) {
+      const Access& ra = st.rhs[side].access;
+      const Access& da = st.rhs[1 - side].access;
+      RowOperand r;
+      if (ra.tensor == g->target || !row_operand(top, ra, &r) || r.var != x || !dense_operand(top, da)) continue;
+      const bool plain = da.idx == std::vector<std::string>{x, g->c};
+      if (!plain && da.idx != std::vector<std::string>{g->c, x}) continue;
+      g->r = r;
+      g->x = x;
+      g->dense = da.tensor;
+      g->transpose = !plain;
+      return true;
+    }
+    return false;
+  }
+
   std::optional<RowGemm> row_gemm(const Node& top) const {
     if (!top.parallel || top.kind != Node::Kind::Loop) return std::nullopt;
     std::set<std::string> maps;
@@ -888,21 +908,7 @@ class KernelEmitter : public CodeWriter {
           RowOperand lr;
           if (!row_operand(top, st.lhs, &lr)) continue;
           g.c = lr.var;
-          for (int side = 0; side < 2; ++side) {
-            const Access& ra = st.rhs[side].access;
-            const Access& da = st.rhs[1 - side].access;
-            RowOperand r;
-            if (ra.tensor == g.target || !row_operand(top, ra, &r) || !dense_operand(top, da)) continue;
-            g.r = r;
-            g.x = r.var;
-            g.dense = da.tensor;
-            if (g.x == g.c || vars != std::set<std::string>{g.x, g.c}) continue;
-            if (da.idx == std::vector<std::string>{g.x, g.c}) return g;
-            if (da.idx == std::vector<std::string>{g.c, g.x}) {
-              g.transpose = true;
-              return g;
-            }
-          }
+          if (vars.count(g.c) && row_times_dense(top, st, *vars.begin() == g.c ? *vars.rbegin() : *vars.begin(), &g)) return g;
         } else if (!home_of(p_, *c_.tree, st.lhs.tensor) &&
                    std::count(top.private_sums.begin(), top.private_sums.end(), st.lhs.tensor) && lhs.kept_dims.size() == 2 &&
                    lhs.dims == lhs.kept_dims && st.lhs.idx == lhs.dims && vars == std::set<std::string>(lhs.dims.begin(), lhs.dims.end())) {
@@ -935,20 +941,7 @@ class KernelEmitter : public CodeWriter {
         g.kid = k;
         g.target = out.lhs.tensor;
         g.c = l1.var;
-        for (int side = 0; side < 2; ++side) {
-          const Access& ra = st.rhs[side].access;
-          const Access& da = st.rhs[1 - side].access;
-          RowOperand r;
-          if (!row_operand(top, ra, &r) || !dense_operand(top, da) || r.var != l1.kids[1]->var || r.var == g.c) continue;
-          g.r = r;
-          g.x = r.var;
-          g.dense = da.tensor;
-          if (da.idx == std::vector<std::string>{g.x, g.c}) return g;
-          if (da.idx == std::vector<std::string>{g.c, g.x}) {
-            g.transpose = true;
-            return g;
-          }
-        }
+        if (row_times_dense(top, st, l1.kids[1]->var, &g)) return g;
       }
     }
     return std::nullopt;

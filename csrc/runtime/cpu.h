@@ -166,28 +166,31 @@ inline void prefetch_row(const T* row, int64_t elems) {
 // vectors: one AVX register, or two SSE registers on the base path.
 #if defined(__GNUC__)
 #define GNNFUSE_VECTOR_TILES 1
-template <typename T>
-struct Vec {
-  typedef T type __attribute__((vector_size(32)));
-  static constexpr int64_t kLanes = 32 / static_cast<int64_t>(sizeof(T));
+template <typename T, int kBytes>
+struct VecN {
+  typedef T type __attribute__((vector_size(kBytes)));
+  static constexpr int64_t kLanes = kBytes / static_cast<int64_t>(sizeof(T));
 };
+template <typename T>
+struct Vec : VecN<T, 32> {};
 template <typename T>
 using vec_t = typename Vec<T>::type;
 // Always inlined, so the vector ABI of the call (-Wpsabi's concern) never exists.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-template <typename A, typename S>
-[[gnu::always_inline]] inline vec_t<A> vload(const S* p) {
-  vec_t<A> v;
+// kBytes bytes of A's lanes from p, each element of another type S widened into A.
+template <typename A, int kBytes = 32, typename S>
+[[gnu::always_inline]] inline typename VecN<A, kBytes>::type vload(const S* p) {
+  typename VecN<A, kBytes>::type v;
   if constexpr (std::is_same_v<S, A>) {
     std::memcpy(&v, p, sizeof(v));
   } else {
-    for (int64_t k = 0; k < Vec<A>::kLanes; ++k) v[k] = static_cast<A>(p[k]);
+    for (int64_t k = 0; k < VecN<A, kBytes>::kLanes; ++k) v[k] = static_cast<A>(p[k]);
   }
   return v;
 }
-template <typename A>
-[[gnu::always_inline]] inline void vstore(A* p, const vec_t<A>& v) {
+template <typename A, typename V>
+[[gnu::always_inline]] inline void vstore(A* p, const V& v) {
   std::memcpy(p, &v, sizeof(v));
 }
 #pragma GCC diagnostic pop
@@ -196,85 +199,84 @@ template <typename A>
 // Row blocks of the dense products inside a row loop (a fused GCN's aggregate times W): the
 // rows of a block gather into a kRowBlock-row workspace, then meet the dense operand in one
 // register-tiled product (gemm_acc) instead of one vector-matrix product per row, so each
-// vector of W loaded from cache serves kGemmRows rows.
+// vector of W loaded from cache serves a tile's rows.
 constexpr int64_t kRowBlock = 32;
-constexpr int64_t kGemmRows = 4;
-constexpr int64_t kGemmVecs = 2;
 
-// C[m x n] += A[m x k] * B[k x n] (= with `overwrite`), accumulated in C's type A. Element (r, p) of the left
-// operand (type S) is a[r * a_rs + p * a_cs], so A^T products pass a_rs = 1; B and C are
-// row-major with row strides ldb and ldc. Tiles of kGemmRows rows by kGemmVecs vectors of C stay
-// in registers over the whole k loop; S and B may be reduced-precision types, read into A's type.
-// Always inlined: it takes the ISA of the kernel that calls it (the AVX2 path's target attribute).
 #if defined(__GNUC__) && !defined(__clang__)
 #define GNNFUSE_UNROLL _Pragma("GCC unroll 8")
 #else
 #define GNNFUSE_UNROLL
 #endif
+
+#if defined(GNNFUSE_VECTOR_TILES)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-// The float and double products, compiled per ISA and dispatched at run time (runtime/gemm.cpp).
-// `overwrite`: C = A * B (C is not read).
-void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb, float* c,
-          int64_t ldc, bool overwrite = false);
-void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t ldb, double* c,
-          int64_t ldc, bool overwrite = false);
-
-template <typename A, typename S, typename B>
-[[gnu::always_inline]] inline void gemm_acc(int64_t m, int64_t n, int64_t k, const S* __restrict__ a, int64_t a_rs, int64_t a_cs,
-                                            const B* __restrict__ b, int64_t ldb, A* __restrict__ c, int64_t ldc,
-                                            bool overwrite = false) {
-  if constexpr (std::is_same_v<A, S> && std::is_same_v<A, B>) {
-    gemm(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, overwrite);
-    return;
+// Columns [j0, j0 + NV lanes-wide vectors) of C += A * B for every row: tiles of MR rows by NV
+// kBytes-vectors held in registers over the whole k loop, then the rows left one at a time.
+template <typename A, int kBytes, int MR, int NV, typename S, typename B>
+[[gnu::always_inline]] inline void gemm_panel(int64_t m, int64_t k, const S* __restrict__ a, int64_t a_rs, int64_t a_cs,
+                                              const B* __restrict__ b, int64_t ldb, A* __restrict__ c, int64_t ldc, int64_t j0,
+                                              bool overwrite) {
+  using V = typename VecN<A, kBytes>::type;
+  constexpr int64_t L = VecN<A, kBytes>::kLanes;
+  int64_t i0 = 0;
+  for (; i0 + MR <= m; i0 += MR) {
+    V acc[MR][NV];
+    GNNFUSE_UNROLL
+    for (int r = 0; r < MR; ++r)
+      GNNFUSE_UNROLL
+      for (int v = 0; v < NV; ++v) acc[r][v] = overwrite ? V{} : vload<A, kBytes>(c + (i0 + r) * ldc + j0 + v * L);
+    for (int64_t p = 0; p < k; ++p) {
+      V bv[NV];
+      GNNFUSE_UNROLL
+      for (int v = 0; v < NV; ++v) bv[v] = vload<A, kBytes>(b + p * ldb + j0 + v * L);
+      GNNFUSE_UNROLL
+      for (int r = 0; r < MR; ++r) {
+        const A s = static_cast<A>(a[(i0 + r) * a_rs + p * a_cs]);
+        GNNFUSE_UNROLL
+        for (int v = 0; v < NV; ++v) acc[r][v] += s * bv[v];
+      }
+    }
+    GNNFUSE_UNROLL
+    for (int r = 0; r < MR; ++r)
+      GNNFUSE_UNROLL
+      for (int v = 0; v < NV; ++v) vstore(c + (i0 + r) * ldc + j0 + v * L, acc[r][v]);
   }
-  if (overwrite)
-    for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, A(0));
+  for (; i0 < m; ++i0) {
+    V acc[NV];
+    GNNFUSE_UNROLL
+    for (int v = 0; v < NV; ++v) acc[v] = overwrite ? V{} : vload<A, kBytes>(c + i0 * ldc + j0 + v * L);
+    for (int64_t p = 0; p < k; ++p) {
+      const A s = static_cast<A>(a[i0 * a_rs + p * a_cs]);
+      GNNFUSE_UNROLL
+      for (int v = 0; v < NV; ++v) acc[v] += s * vload<A, kBytes>(b + p * ldb + j0 + v * L);
+    }
+    GNNFUSE_UNROLL
+    for (int v = 0; v < NV; ++v) vstore(c + i0 * ldc + j0 + v * L, acc[v]);
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+// C[m x n] += A[m x k] * B[k x n] (= with `overwrite`), accumulated in C's type A. Element (r, p)
+// of the left operand (type S) is a[r * a_rs + p * a_cs], so A^T products pass a_rs = 1; B and C
+// are row-major with row strides ldb and ldc; S and B may be reduced-precision types, read into
+// A. Panels of NV vectors of kBytes (tiles of MR rows), then one-vector panels (2 MR rows), then
+// a scalar tail. Always inlined: it takes the ISA of the function that calls it.
+template <typename A, int kBytes, int MR, int NV, typename S, typename B>
+[[gnu::always_inline]] inline void gemm_tiles(int64_t m, int64_t n, int64_t k, const S* __restrict__ a, int64_t a_rs,
+                                              int64_t a_cs, const B* __restrict__ b, int64_t ldb, A* __restrict__ c,
+                                              int64_t ldc, bool overwrite) {
   int64_t j0 = 0;
 #if defined(GNNFUSE_VECTOR_TILES)
-  constexpr int64_t L = Vec<A>::kLanes;
-  constexpr int64_t NB = kGemmVecs * L;
-  for (; j0 + NB <= n; j0 += NB) {
-    int64_t i0 = 0;
-    for (; i0 + kGemmRows <= m; i0 += kGemmRows) {
-      vec_t<A> acc[kGemmRows][kGemmVecs];
-      GNNFUSE_UNROLL
-      for (int64_t r = 0; r < kGemmRows; ++r)
-        GNNFUSE_UNROLL
-        for (int64_t v = 0; v < kGemmVecs; ++v) acc[r][v] = vload<A>(c + (i0 + r) * ldc + j0 + v * L);
-      for (int64_t p = 0; p < k; ++p) {
-        vec_t<A> bv[kGemmVecs];
-        GNNFUSE_UNROLL
-        for (int64_t v = 0; v < kGemmVecs; ++v) bv[v] = vload<A>(b + p * ldb + j0 + v * L);
-        GNNFUSE_UNROLL
-        for (int64_t r = 0; r < kGemmRows; ++r) {
-          const A s = static_cast<A>(a[(i0 + r) * a_rs + p * a_cs]);
-          GNNFUSE_UNROLL
-          for (int64_t v = 0; v < kGemmVecs; ++v) acc[r][v] += s * bv[v];
-        }
-      }
-      GNNFUSE_UNROLL
-      for (int64_t r = 0; r < kGemmRows; ++r)
-        GNNFUSE_UNROLL
-        for (int64_t v = 0; v < kGemmVecs; ++v) vstore<A>(c + (i0 + r) * ldc + j0 + v * L, acc[r][v]);
-    }
-    for (; i0 < m; ++i0) {
-      vec_t<A> acc[kGemmVecs];
-      GNNFUSE_UNROLL
-      for (int64_t v = 0; v < kGemmVecs; ++v) acc[v] = vload<A>(c + i0 * ldc + j0 + v * L);
-      for (int64_t p = 0; p < k; ++p) {
-        const A s = static_cast<A>(a[i0 * a_rs + p * a_cs]);
-        GNNFUSE_UNROLL
-        for (int64_t v = 0; v < kGemmVecs; ++v) acc[v] += s * vload<A>(b + p * ldb + j0 + v * L);
-      }
-      GNNFUSE_UNROLL
-      for (int64_t v = 0; v < kGemmVecs; ++v) vstore<A>(c + i0 * ldc + j0 + v * L, acc[v]);
-    }
-  }
+  constexpr int64_t L = VecN<A, kBytes>::kLanes;
+  for (; j0 + NV * L <= n; j0 += NV * L) gemm_panel<A, kBytes, MR, NV>(m, k, a, a_rs, a_cs, b, ldb, c, ldc, j0, overwrite);
+  for (; j0 + L <= n; j0 += L) gemm_panel<A, kBytes, 2 * MR, 1>(m, k, a, a_rs, a_cs, b, ldb, c, ldc, j0, overwrite);
 #endif
   if (j0 == n) return;
   for (int64_t i = 0; i < m; ++i) {
     A* __restrict__ ci = c + i * ldc;
+    if (overwrite) std::fill(ci + j0, ci + n, A(0));
     for (int64_t p = 0; p < k; ++p) {
       const A s = static_cast<A>(a[i * a_rs + p * a_cs]);
       const B* __restrict__ bp = b + p * ldb;
@@ -282,7 +284,25 @@ template <typename A, typename S, typename B>
     }
   }
 }
-#pragma GCC diagnostic pop
+
+// The float and double products, compiled per ISA and dispatched at run time (runtime/gemm.cpp).
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb, float* c,
+          int64_t ldc, bool overwrite = false);
+void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t ldb, double* c,
+          int64_t ldc, bool overwrite = false);
+
+// The row-blocked kernels' product: the compiled one when every operand is in C's type, else
+// (bfloat16/float16 operands) the tiles inlined into the calling kernel, widening on load.
+template <typename A, typename S, typename B>
+[[gnu::always_inline]] inline void gemm_acc(int64_t m, int64_t n, int64_t k, const S* __restrict__ a, int64_t a_rs, int64_t a_cs,
+                                            const B* __restrict__ b, int64_t ldb, A* __restrict__ c, int64_t ldc,
+                                            bool overwrite = false) {
+  if constexpr (std::is_same_v<A, S> && std::is_same_v<A, B>) {
+    gemm(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, overwrite);
+  } else {
+    gemm_tiles<A, 32, 4, 2>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, overwrite);
+  }
+}
 
 // A dense operand of a row-blocked product in the accumulation type, row-major as the product
 // reads it: `p` itself when it already is, else `buf` holding the copy (transposed from
