@@ -664,7 +664,8 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
           tail.push_back("Tensor? " + perm + "=None");
         }
         decls << "sparse  " << t.name << "(" << join(t.vars) << ") = csr(" << t.rowptr << ", " << t.col
-              << (reads_values ? ", " + t.values : "") << ") csc(" << colptr << ", " << row << ", " << perm << ")\n";
+              << (reads_values ? ", " + t.values : "") << ") csc(" << colptr << ", " << row << ", " << perm << ")"
+              << (t.single ? " single" : "") << "\n";
       }
       for (auto& a : s.schema.args)
         for (auto& t : s.tensors) {

@@ -196,9 +196,24 @@ class CodeWriter {
   }
 };
 
+std::string symbolic_bound_walk(const Compiled& c, const Node& top);
+
+// The bounds of row (column, through the CSC view) `var` of sparse operand t: read from its
+// pointer array, or, for a `single` operand walked by rows, the position var itself (its row
+// pointers are 0, 1, ..., n, which the adapter checks).
+std::pair<std::string, std::string> row_bounds(const Program& p, const TensorDecl& t, const std::string& var) {
+  const bool csc = p.walks_csc(t.name);
+  if (t.single && !csc) return {"static_cast<index_t>(" + var + ")", t.name + "_rb + 1"};
+  const std::string ptr = t.name + (csc ? "_colptr" : "_rowptr");
+  return {ptr + "[" + var + "]", ptr + "[" + var + " + 1]"};
+}
+
 class KernelEmitter : public CodeWriter {
  public:
-  KernelEmitter(const Compiled& c) : c_(c), p_(c.program), s_(c.spec) {}
+  // `assemble`: the op's output pattern S (`symbolic S`) is not an input but built while the
+  // values are computed (seed 002's workspace with values): see assemble_top.
+  explicit KernelEmitter(const Compiled& c, bool assemble = false)
+      : c_(c), p_(c.program), s_(c.spec), S_(assemble ? c.spec.symbolic : std::string()) {}
 
   std::string body() {
     line("using acc_t = runtime::acc_t<scalar_t>;");
@@ -209,7 +224,10 @@ class KernelEmitter : public CodeWriter {
         line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "), " + init(name) + ");");
         line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
       }
-    for (auto& k : c_.tree->kids) top(*k);
+    for (auto& k : c_.tree->kids) {
+      if (S_.empty()) top(*k);
+      else assemble_top(*k);
+    }
     return os_.str();
   }
 
@@ -273,6 +291,8 @@ class KernelEmitter : public CodeWriter {
   const Compiled& c_;
   const Program& p_;
   const OpSpec& s_;
+  const std::string S_;     // assembling: the output pattern built by the kernel, else empty
+  std::string row_var_;     // assembling: the variable of the row loop
   std::set<std::string> walking_;  // sparse operands walked by the enclosing loops
   std::set<std::string> enclosing_;  // variables of the enclosing loops
   std::string tile_var_;    // the feature variable of the tiled walk being emitted
@@ -472,12 +492,14 @@ class KernelEmitter : public CodeWriter {
   // walks, then the temporaries whose common loop this is.
   void enter(const Node& n) {
     for (auto& t : s_.tensors)
-      if (t.role == Role::SparseInput && is_outer_var(t.name, n.var)) {
-        line("const index_t " + t.name + "_rb = " + ptr(t.name) + "[" + n.var + "];");
-        line("const index_t " + t.name + "_re = " + ptr(t.name) + "[" + n.var + " + 1];");
+      if (t.role == Role::SparseInput && is_outer_var(t.name, n.var) && t.name != S_) {
+        const auto [rb, re] = row_bounds(p_, t, n.var);
+        line("const index_t " + t.name + "_rb = " + rb + ";");
+        line("const index_t " + t.name + "_re = " + re + ";");
         line("(void)" + t.name + "_rb;");
         line("(void)" + t.name + "_re;");
       }
+    if (!S_.empty() && is_outer_var(S_, n.var)) begin_output_row(n);
     for (auto& name : p_.temps) {
       if (home_of(p_, *c_.tree, name) != &n) continue;
       const TensorInfo& t = p_.tensor(name);
@@ -520,6 +542,7 @@ class KernelEmitter : public CodeWriter {
       case Node::Kind::Reset: {
         const TensorInfo& t = p_.tensor(n.tensor);
         if (t.kept_dims.empty() || !home_of(p_, *c_.tree, n.tensor)) return;  // zeroed where declared
+        if (!S_.empty() && t.compressed_by == S_) return;  // assembling: a slot starts when inserted
         line("std::fill_n(" + n.tensor + ", " + buffer_size(n.tensor) + ", " + init(n.tensor) + ");");
         return;
       }
@@ -535,6 +558,10 @@ class KernelEmitter : public CodeWriter {
             fail(s_.loc, "the loop over '" + n.var + "' co-iterates " + l + ", whose row '" + p_.outer_var(l) + "' no enclosing loop binds");
         if (level.empty() && n.simd && !n.simd_reduction.empty()) {
           simd_sum(n);
+          return;
+        }
+        if (!level.empty() && level == S_) {
+          output_rows(n);
           return;
         }
         if (!level.empty()) {
@@ -796,6 +823,10 @@ class KernelEmitter : public CodeWriter {
   void locate(const Node& n) {
     for (size_t k = 0; k < n.located.size(); ++k) {
       const std::string& L = n.located[k];
+      if (L == S_) {
+        insert_output(n.var);
+        continue;
+      }
       bool csc = p_.walks_csc(L);
       if (n.located_by_map[k]) {
         line("const int64_t " + pos(L) + " = static_cast<int64_t>(loc_" + L + "[" + n.var + "]);");
@@ -1035,6 +1066,7 @@ class KernelEmitter : public CodeWriter {
   void fill_maps(const Node& top, bool fill) {
     std::set<std::string> maps;
     mapped_levels(top, &maps);
+    maps.erase(S_);
     for (auto& L : maps) {
       bool csc = p_.walks_csc(L);
       open("for (index_t q_ = " + L + "_rb; q_ < " + L + "_re; ++q_) {");
@@ -1045,6 +1077,7 @@ class KernelEmitter : public CodeWriter {
   void map_workspaces(const Node& top) {
     std::set<std::string> maps;
     mapped_levels(top, &maps);
+    maps.erase(S_);
     for (auto& L : maps) {
       // Positions in the index dtype (they fit: the operand's own row pointers hold them).
       line("std::vector<index_t> locv_" + L + "(static_cast<size_t>(n_" + p_.inner_var(L) + "), index_t(-1));");
@@ -1118,6 +1151,114 @@ class KernelEmitter : public CodeWriter {
     for (auto& k : n.kids) node(*k);
     enclosing_.erase(n.var);
     fill_maps(n, false);
+  }
+
+  // ---- assembly: the output pattern S built with the values (`<op>_assemble`) ----
+  // The nest of the numeric kernel, with S's row taken from a per-thread sparse workspace
+  // (runtime::SymbolicWorkspace, policy per row from the product count as in the symbolic
+  // pass) instead of an input: where the numeric kernel locates S (and skips products outside
+  // it), the assembling kernel inserts the coordinate and gets its slot in the row's value
+  // arrays (temporaries stored by S positions); the walk over S that writes the output row runs
+  // over the workspace's columns in increasing order, into the task's own column and value
+  // buffers. Then row pointers, one exact allocation and one copy per task, as in the symbolic
+  // pass. Products are summed in the same order as in the numeric kernel.
+  void assemble_top(const Node& n) {
+    if (n.kind != Node::Kind::Loop || n.var != p_.outer_var(S_) || !n.space.is_dense() || !n.private_sums.empty())
+      fail(s_.loc, "assemble " + S_ + ": the output must be computed under one dense loop over " + S_ + "'s rows");
+    for (auto& name : p_.temps)
+      if (p_.tensor(name).compressed_by == S_ && p_.tensor(name).compressed_global)
+        fail(s_.loc, "assemble " + S_ + ": temporary " + name + " is stored by positions of all of " + S_);
+    row_var_ = n.var;
+    const std::string& i = n.var;
+    open("{");
+    line(std::string("const std::vector<int64_t> chunks = ") +
+         (n.balance_by.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + i + ")") + ";");
+    line("const int64_t tasks_ = static_cast<int64_t>(chunks.size()) - 1;");
+    line("std::vector<std::vector<index_t>> part_col_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
+    line("std::vector<std::vector<scalar_t>> part_val_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
+    open("runtime::parallel_for(0, tasks_, 1, [&](int64_t c_begin, int64_t c_end) {");
+    locals();
+    workspaces(n);
+    map_workspaces(n);
+    line("runtime::SymbolicWorkspace ws(n_" + p_.inner_var(S_) + ");");
+    line("std::vector<index_t>& out_col_ = part_col_[static_cast<size_t>(c_begin)];");
+    line("std::vector<scalar_t>& out_val_ = part_val_[static_cast<size_t>(c_begin)];");
+    if (!n.balance_by.empty()) {  // room for about one output entry per nonzero of the balancing operand
+      const std::string room = "static_cast<size_t>(" + ptr(n.balance_by) + "[chunks[c_end]] - " + ptr(n.balance_by) + "[chunks[c_begin]])";
+      line("out_col_.reserve(" + room + ");");
+      line("out_val_.reserve(" + room + ");");
+    }
+    open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
+    open("for (int64_t " + i + " = chunks[ch_]; " + i + " < chunks[ch_ + 1]; ++" + i + ") {");
+    row_body(n);
+    close();
+    close();
+    close("});");
+    line("prm.out_rowptr[0] = 0;");
+    line("for (int64_t r_ = 0; r_ < n_" + i + "; ++r_) prm.out_rowptr[r_ + 1] += prm.out_rowptr[r_];");
+    line("void* col_out_ = nullptr;");
+    line("void* val_out_ = nullptr;");
+    line("prm.alloc(prm.alloc_ctx, prm.out_rowptr[n_" + i + "], &col_out_, &val_out_);");
+    open("runtime::parallel_for(0, tasks_, 1, [&](int64_t c_begin, int64_t c_end) {");
+    open("for (int64_t t_ = c_begin; t_ < c_end; ++t_) {");
+    line("const std::vector<index_t>& col_src_ = part_col_[static_cast<size_t>(t_)];");
+    line("const std::vector<scalar_t>& val_src_ = part_val_[static_cast<size_t>(t_)];");
+    line("const int64_t at_ = prm.out_rowptr[chunks[t_]];");
+    line("std::copy(col_src_.begin(), col_src_.end(), static_cast<index_t*>(col_out_) + at_);");
+    line("std::copy(val_src_.begin(), val_src_.end(), static_cast<scalar_t*>(val_out_) + at_);");
+    close();
+    close("});");
+    close();
+  }
+  // At the row loop: the row's product count when the workspace wants it, the policy, and S's
+  // row bounds as the slots of the workspace (the temporaries stored by S positions are sized
+  // from them by enter()).
+  void begin_output_row(const Node& n) {
+    std::istringstream bound(symbolic_bound_walk(c_, n));
+    for (std::string l; std::getline(bound, l);) line(l);
+    line("ws.begin(ub_);");
+    line("const index_t " + S_ + "_rb = 0;");
+    line("const index_t " + S_ + "_re = static_cast<index_t>(ws.capacity());");
+    line("(void)" + S_ + "_rb;");
+    line("(void)" + S_ + "_re;");
+  }
+  // Where the numeric kernel locates S: insert the coordinate; a new slot starts at the
+  // temporaries' initial values.
+  void insert_output(const std::string& var) {
+    line("bool fresh_ = false;");
+    line("const int64_t " + pos(S_) + " = ws.insert_slot(" + var + ", &fresh_);");
+    open("if (fresh_) {");
+    for (auto& name : p_.temps)
+      if (p_.tensor(name).compressed_by == S_) line(name + "[" + pos(S_) + " - " + S_ + "_rb] = " + init(name) + ";");
+    close();
+    line("const int64_t " + edge(S_) + " = " + pos(S_) + ";");
+    line("(void)" + edge(S_) + ";");
+    walking_.insert(S_);
+  }
+  // The walk over S's row: the workspace's columns in increasing order, the output row written
+  // to the task's buffers.
+  void output_rows(const Node& n) {
+    const TensorDecl& out = s_.output();
+    if (out.pattern != S_ || out.vars.size() != 2) fail(s_.loc, "assemble " + S_ + ": the output must be a matrix on " + S_);
+    line("const int64_t len_ = ws.finish();");
+    line("const size_t at_ = out_col_.size();");
+    line("out_col_.resize(at_ + static_cast<size_t>(len_));");
+    line("out_val_.resize(at_ + static_cast<size_t>(len_));");
+    line("scalar_t* __restrict__ " + out.name + " = out_val_.data() + at_;");
+    open("for (int64_t k_ = 0; k_ < len_; ++k_) {");
+    line("const int64_t " + n.var + " = ws.column(k_);");
+    line("const int64_t " + pos(S_) + " = ws.slot(k_);");
+    line("const int64_t " + edge(S_) + " = k_;");
+    line("(void)" + edge(S_) + ";");
+    line("out_col_[at_ + static_cast<size_t>(k_)] = static_cast<index_t>(" + n.var + ");");
+    walking_.insert(S_);
+    enter(n);
+    enclosing_.insert(n.var);
+    for (auto& k : n.kids) node(*k);
+    enclosing_.erase(n.var);
+    walking_.erase(S_);
+    close();
+    line("prm.out_rowptr[" + row_var_ + " + 1] = len_;");
   }
 
   void top(const Node& n) {
@@ -1255,14 +1396,8 @@ class SymbolicEmitter : public CodeWriter {
     const std::string& i = top->var;
     open("for (int64_t " + i + " = chunks[ch_]; " + i + " < chunks[ch_ + 1]; ++" + i + ") {");
     enter(i);
-    line("int64_t ub_ = -1;");
-    open("if (ws.needs_bound()) {");
-    line("ub_ = 0;");
-    ub_ = true;
-    for (auto& k : top->kids) node(*k);
-    close();
+    emit_bound(*top);
     line("ws.begin(ub_);");
-    ub_ = false;
     for (auto& k : top->kids) node(*k);
     line("const int64_t len_ = ws.count();");
     line("const size_t at_ = out_.size();");
@@ -1284,12 +1419,32 @@ class SymbolicEmitter : public CodeWriter {
     return os_.str();
   }
 
+  // The product count of the row of `top` (ub_), for an assembling kernel (KernelEmitter) that
+  // declares the row bounds of the operands walked from `top` and a workspace `ws`.
+  std::string bound(const Node& top) {
+    depth_ = 0;
+    emit_bound(top);
+    return os_.str();
+  }
+
  private:
   const Compiled& c_;
   const Program& p_;
   const OpSpec& s_;
   std::string S_;
   bool ub_ = false;
+
+  // ub_ = the row's number of products when the workspace wants it (a walk of the nest without
+  // its innermost loop), else -1.
+  void emit_bound(const Node& top) {
+    line("int64_t ub_ = -1;");
+    open("if (ws.needs_bound()) {");
+    line("ub_ = 0;");
+    ub_ = true;
+    for (auto& k : top.kids) node(*k);
+    ub_ = false;
+    close();
+  }
 
   std::string ptr(const std::string& t) const { return t + (p_.walks_csc(t) ? "_colptr" : "_rowptr"); }
 
@@ -1312,8 +1467,9 @@ class SymbolicEmitter : public CodeWriter {
   void enter(const std::string& var) {
     for (auto* t : inputs())
       if (p_.outer_var(t->name) == var) {
-        line("const index_t " + t->name + "_rb = " + ptr(t->name) + "[" + var + "];");
-        line("const index_t " + t->name + "_re = " + ptr(t->name) + "[" + var + " + 1];");
+        const auto [rb, re] = row_bounds(p_, *t, var);
+        line("const index_t " + t->name + "_rb = " + rb + ";");
+        line("const index_t " + t->name + "_re = " + re + ";");
       }
   }
   void node(const Node& n, const std::string& walk = "") {
@@ -1358,6 +1514,15 @@ class SymbolicEmitter : public CodeWriter {
   }
 };
 
+std::string symbolic_bound_walk(const Compiled& c, const Node& top) { return SymbolicEmitter(c).bound(top); }
+
+std::vector<const TensorDecl*> optional_values(const OpSpec& s) {
+  std::vector<const TensorDecl*> out;
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput && t.values_optional) out.push_back(&t);
+  return out;
+}
+
 void emit_symbolic_params(const Compiled& c, std::ostream& h) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
@@ -1375,6 +1540,17 @@ void emit_symbolic_params(const Compiled& c, std::ostream& h) {
   h << "  void* alloc_ctx = nullptr;\n";
   h << "};\n";
   h << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype);\n\n";
+  // The assembling kernel: the op's inputs but S (their fields of the base left unset), the
+  // pattern and the values out.
+  h << "// " << s.name << " with its output pattern " << s.symbolic << " built in the same pass (values beside the columns).\n";
+  h << "struct " << s.name << "_assemble_params : " << s.name << "_params {\n";
+  h << "  int64_t* out_rowptr = nullptr;  // [rows + 1]: the output's row pointers (written)\n";
+  h << "  // Allocates the output's columns (index_t[nnz]) and values (scalar_t[nnz]) once nnz is\n";
+  h << "  // known; the kernel fills them, columns sorted within rows.\n";
+  h << "  void (*alloc)(void* ctx, int64_t nnz, void** col, void** val) = nullptr;\n";
+  h << "  void* alloc_ctx = nullptr;\n";
+  h << "};\n";
+  h << "void " << s.name << "_assemble_cpu(const " << s.name << "_assemble_params& prm, runtime::DType dtype, runtime::IType itype);\n\n";
 }
 
 void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
@@ -1386,13 +1562,25 @@ void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
   k << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype) {\n";
   for (auto& i : s.index_dtypes) k << "  if (itype == " << dtype_enum(i) << ") return " << se.name() << "_impl<" << ctype(i) << ">(prm);\n";
   k << "  runtime::unsupported(\"" << se.name() << "\", runtime::DType::Float32, itype);\n}\n\n";
-}
-
-std::vector<const TensorDecl*> optional_values(const OpSpec& s) {
-  std::vector<const TensorDecl*> out;
-  for (auto& t : s.tensors)
-    if (t.role == Role::SparseInput && t.values_optional) out.push_back(&t);
-  return out;
+  if (!optional_values(s).empty()) fail(s.loc, "assemble " + s.symbolic + ": optional values are not lowered");
+  const std::string op = s.name + "_assemble";
+  // Compiled like the numeric kernel (a baseline and an AVX2+FMA copy), so that both contract
+  // the same products into the same sums: assembled values equal the two-pass values bit for bit.
+  const std::string impl = "template <typename scalar_t, typename index_t>\nvoid " + op + "_impl(const " + op + "_params& prm) {\n" +
+                           KernelEmitter(c, true).body() + "}\n";
+  k << "// ---------------------------------------------------------------- " << op << "\n";
+  k << "namespace {\n\nnamespace base {\n" << impl << "}  // namespace base\n\n";
+  k << "#ifdef GNNFUSE_AVX2_PATH\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
+  k << "namespace avx2 {\n" << impl << "}  // namespace avx2\n#pragma GCC pop_options\n#endif\n\n";
+  k << "template <typename scalar_t, typename index_t>\nvoid " << op << "_isa(const " << op << "_params& prm) {\n";
+  k << "#ifdef GNNFUSE_AVX2_PATH\n  if (runtime::cpu_has_avx2_fma()) return avx2::" << op << "_impl<scalar_t, index_t>(prm);\n#endif\n";
+  k << "  base::" << op << "_impl<scalar_t, index_t>(prm);\n}\n\n}  // namespace\n\n";
+  k << "void " << op << "_cpu(const " << op << "_params& prm, runtime::DType dtype, runtime::IType itype) {\n";
+  for (auto& d : s.dtypes)
+    for (auto& i : s.index_dtypes)
+      k << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << op << "_isa<" << ctype(d) << ", " << ctype(i)
+        << ">(prm);\n";
+  k << "  runtime::unsupported(\"" << op << "\", dtype, itype);\n}\n\n";
 }
 
 }  // namespace
@@ -1658,6 +1846,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
         if (b.dim >= 0 || b.dim == -3 || b.arg == t.colptr) col_bound = true;
       std::string cols = col_bound ? "e.n_" + t.vars[1] + ".expect_int()" : "-1";
       r << "  checks::csr(\"" << op << "\", " << t.rowptr << ", " << t.col << ", " << cols << ");\n";
+      if (t.single) r << "  checks::one_per_row(\"" << op << "\", \"" << t.rowptr << "\", " << t.rowptr << ", " << t.col << ");\n";
       if (walks_csc(s, t)) {
         r << "  {\n    static const char* const names[3] = " << csc_names(t) << ";\n";
         r << "    checks::csc(\"" << op << "\", names, " << t.rowptr << ", " << t.col << ", " << t.colptr << ", " << t.row << ", " << t.perm
@@ -1899,18 +2088,14 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
 
 // The ATen adapter of `<op>_symbolic`: checks, the cache of patterns already computed (the
 // same operands every epoch), pass 1 (row lengths), exact allocation, pass 2 (sorted columns).
-void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
+// Checks of the csr operands that give the output pattern (all but S) and of the extents, for
+// the symbolic and assembling adapters (`op` in scope); declares n_<v> for every index
+// variable (-1 where only S binds it).
+void emit_pattern_checks(const Compiled& c, std::ostream& r) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
-  const std::string op = se.name();
   auto bind = bindings(s);
   auto in = se.inputs();
-  std::string sig;
-  for (auto* t : in) sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
-  for (auto& [v, a] : s.extents) sig += ", int64_t " + a;
-  r << "// ---------------------------------------------------------------- " << op << "\n";
-  r << "std::tuple<at::Tensor, at::Tensor> " << op << "_cpu_kernel(" << sig << ") {\n";
-  r << "  constexpr const char* op = \"" << op << "\";\n";
   const std::string& first = in.at(0)->rowptr;
   for (auto* t : in) {
     emit_csr_arg_checks(r, *t, first);
@@ -1937,19 +2122,53 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
       r << "  checks::size_eq(op, \"" << own[v][b].arg << "\", " << own[v][b].arg << ", 0, n_" << v << " + 1, \""
         << extent_text(own[v][0]) << " plus one, the extent of index " << v << " plus one\");\n";
   }
-  for (auto* t : in) r << "  checks::csr(op, " << t->rowptr << ", " << t->col << ", n_" << t->vars[1] << ");\n";
-  std::string keys, ints;
-  for (auto* t : in) keys += std::string(keys.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
-  for (auto& [v, a] : s.extents) ints += std::string(ints.empty() ? "" : ", ") + a;
-  r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0], (*hit)[1]};\n";
-  r << "  " << op << "_params prm;\n";
-  for (auto& v : s.order) r << "  prm.n_" << v << " = n_" << v << ";\n";
   for (auto* t : in) {
+    r << "  checks::csr(op, " << t->rowptr << ", " << t->col << ", n_" << t->vars[1] << ");\n";
+    if (t->single) r << "  checks::one_per_row(op, \"" << t->rowptr << "\", " << t->rowptr << ", " << t->col << ");\n";
+  }
+}
+
+// The cache key of an output pattern: the operands' patterns and the extent arguments.
+std::pair<std::string, std::string> pattern_key(const Compiled& c) {
+  std::string keys, ints;
+  for (auto* t : SymbolicEmitter(c).inputs()) keys += std::string(keys.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
+  for (auto& [v, a] : c.spec.extents) ints += std::string(ints.empty() ? "" : ", ") + a;
+  return {keys, ints};
+}
+
+// The kernel parameters `prm` of the symbolic or assembling pass `op`: the extents and the
+// pattern operands (contiguous), with their values when `values`.
+void emit_pattern_params(const Compiled& c, const std::string& op, bool values, std::ostream& r) {
+  r << "  " << op << "_params prm;\n";
+  for (auto& v : c.spec.order) r << "  prm.n_" << v << " = n_" << v << ";\n";
+  for (auto* t : SymbolicEmitter(c).inputs()) {
     r << "  const at::Tensor " << t->rowptr << "_c = " << t->rowptr << ".contiguous();\n";
     r << "  const at::Tensor " << t->col << "_c = " << t->col << ".contiguous();\n";
     r << "  prm." << t->name << "_rowptr = " << t->rowptr << "_c.const_data_ptr();\n";
     r << "  prm." << t->name << "_col = " << t->col << "_c.const_data_ptr();\n";
+    if (values && !t->values.empty()) {
+      r << "  const at::Tensor " << t->values << "_c = " << t->values << ".contiguous();\n";
+      r << "  prm." << t->name << "_val = " << t->values << "_c.const_data_ptr();\n";
+    }
   }
+}
+
+void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
+  SymbolicEmitter se(c);
+  const OpSpec& s = c.spec;
+  const std::string op = se.name();
+  auto in = se.inputs();
+  const std::string& first = in.at(0)->rowptr;
+  std::string sig;
+  for (auto* t : in) sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
+  for (auto& [v, a] : s.extents) sig += ", int64_t " + a;
+  r << "// ---------------------------------------------------------------- " << op << "\n";
+  r << "std::tuple<at::Tensor, at::Tensor> " << op << "_cpu_kernel(" << sig << ") {\n";
+  r << "  constexpr const char* op = \"" << op << "\";\n";
+  emit_pattern_checks(c, r);
+  const auto [keys, ints] = pattern_key(c);
+  r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0], (*hit)[1]};\n";
+  emit_pattern_params(c, op, false, r);
   const std::string rows = "n_" + p_outer(c, s.symbolic);
   r << "  at::Tensor rowptr64_ = at::empty({" << rows << " + 1}, " << first << ".options().dtype(at::kLong));\n";
   r << "  prm.out_rowptr = rowptr64_.mutable_data_ptr<int64_t>();\n";
@@ -1965,6 +2184,97 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
   r << "  cache::store(op, {" << keys << "}, {" << ints << "}, {pattern_rowptr_, pattern_col_});\n";
   r << "  return {pattern_rowptr_, pattern_col_};\n}\n\n";
+}
+
+// `<op>_assemble`: the op with its output pattern S built in the same pass, for ops with
+// `symbolic S`: the op's arguments without S's, returning (rowptr, col, values).
+Schema assemble_schema(const OpSpec& s) {
+  const TensorDecl& S = *s.find(s.symbolic);
+  Schema a;
+  a.name = s.name + "_assemble";
+  a.returns = {"Tensor", "Tensor", "Tensor"};
+  a.text = a.name + "(";
+  for (auto& arg : s.schema.args) {
+    if (arg.name == S.rowptr || arg.name == S.col) continue;
+    a.text += std::string(a.args.empty() ? "" : ", ") + arg.type + (arg.optional ? "?" : "") + " " + arg.name +
+              (arg.default_value.empty() ? "" : "=" + arg.default_value);
+    a.args.push_back(arg);
+  }
+  a.text += ") -> (Tensor, Tensor, Tensor)";
+  return a;
+}
+// The op's argument list with S's pattern given by `rowptr` and `col`.
+std::string args_with_pattern(const OpSpec& s, const std::string& rowptr, const std::string& col) {
+  const TensorDecl& S = *s.find(s.symbolic);
+  std::string out;
+  for (auto& a : s.schema.args)
+    out += (out.empty() ? "" : ", ") + (a.name == S.rowptr ? rowptr : a.name == S.col ? col : a.name);
+  return out;
+}
+std::string pattern_args(const Compiled& c) {
+  std::string names;
+  for (auto* t : SymbolicEmitter(c).inputs()) names += std::string(names.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
+  for (auto& [v, a] : c.spec.extents) names += ", " + a;
+  return names;
+}
+
+// The ATen adapter of `<op>_assemble`: on a pattern the symbolic pass has cached (every call
+// after the first on the same operands), the numeric op on it; else the assembling kernel, whose
+// pattern then goes to that cache. Its Autograd kernel: without a gradient to record, the same
+// below autograd; with one, the (cached) symbolic pattern and the differentiable op on it.
+void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const Schema sc = assemble_schema(s);
+  const std::string& op = sc.name;
+  const std::string ret = "std::tuple<at::Tensor, at::Tensor, at::Tensor>";
+  auto in = SymbolicEmitter(c).inputs();
+  const std::string& first = in.at(0)->rowptr;
+  const std::string ref = ref_arg(s);
+  r << "// ---------------------------------------------------------------- " << op << "\n";
+  r << ret << " " << op << "_cpu_kernel(" << signature(sc, true) << ") {\n";
+  r << "  constexpr const char* op = \"" << op << "\";\n";
+  emit_pattern_checks(c, r);
+  for (auto* t : in) {
+    if (t->values.empty()) continue;
+    r << "  checks::floating(op, \"" << t->values << "\", " << t->values << ", 1, " << dtype_mask(s) << ");\n";
+    if (t->values != ref) r << "  checks::same_dtype(op, \"" << t->values << "\", " << t->values << ", \"" << ref << "\", " << ref << ");\n";
+    r << "  checks::same_device(op, \"" << t->values << "\", " << t->values << ", \"" << first << "\", " << first << ");\n";
+    r << "  checks::size_eq(op, \"" << t->values << "\", " << t->values << ", 0, " << t->col << ".size(0), \"" << t->col
+      << ".size(0), the number of stored entries\");\n";
+  }
+  for (auto& a : sc.args)
+    if (a.type != "Tensor" && a.type != "int") fail(s.loc, "assemble: argument '" + a.name + "' (" + a.type + ") is not supported");
+  const auto [keys, ints] = pattern_key(c);
+  r << "  if (auto hit = cache::lookup(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}))\n";
+  r << "    return {(*hit)[0], (*hit)[1], " << s.name << "_cpu_kernel(" << args_with_pattern(s, "(*hit)[0]", "(*hit)[1]") << ")};\n";
+  emit_pattern_params(c, op, true, r);
+  const std::string rows = "n_" + p_outer(c, s.symbolic);
+  r << "  at::Tensor rowptr64_ = at::empty({" << rows << " + 1}, " << first << ".options().dtype(at::kLong));\n";
+  r << "  prm.out_rowptr = rowptr64_.mutable_data_ptr<int64_t>();\n";
+  r << "  struct Alloc {\n    at::TensorOptions options, value_options;\n    const char* op;\n    at::Tensor col, val;\n  } alloc_{" << first
+    << ".options(), " << ref << ".options(), op, at::Tensor(), at::Tensor()};\n";
+  r << "  prm.alloc_ctx = &alloc_;\n";
+  r << "  prm.alloc = [](void* ctx, int64_t nnz, void** col, void** val) {\n";
+  r << "    auto* a = static_cast<Alloc*>(ctx);\n";
+  r << "    checks::fits_index(a->op, \"" << in[0]->col << "\", a->options.dtype().toScalarType(), nnz);\n";
+  r << "    a->col = at::empty({nnz}, a->options);\n";
+  r << "    a->val = empty_output({nnz}, a->value_options);\n";
+  r << "    *col = a->col.mutable_data_ptr();\n";
+  r << "    *val = a->val.mutable_data_ptr();\n  };\n";
+  r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << first << "));\n";
+  r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
+  r << "  cache::store(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}, {pattern_rowptr_, alloc_.col});\n";
+  r << "  return {pattern_rowptr_, alloc_.col, alloc_.val};\n}\n\n";
+  // Autograd.
+  r << ret << " " << op << "_autograd(" << signature(sc, true) << ") {\n";
+  r << "  bool grad_ = false;\n";
+  for (auto* t : in)
+    if (!t->values.empty()) r << "  grad_ = grad_ || " << t->values << ".requires_grad();\n";
+  r << "  if (!grad_ || !at::GradMode::is_enabled()) {\n";
+  r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
+  r << "    return gnnfuse::" << op << "(" << arg_names(sc) << ");\n  }\n";
+  r << "  auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
+  r << "  return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n}\n\n";
 }
 
 std::vector<GeneratedFile> emit_op_registration(const Family& f) {
@@ -1996,10 +2306,12 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
       r << "  return " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n}\n\n";
     }
   }
+  if (symbolic) emit_assemble_adapter(*f.ops[0], r);
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
   for (auto& c : f.ops) r << "  m.def(\"" << c->spec.schema.text << "\");\n";
   if (symbolic) r << "  m.def(\"" << SymbolicEmitter(*f.ops[0]).schema() << "\");\n";
+  if (symbolic) r << "  m.def(\"" << assemble_schema(f.ops[0]->spec).text << "\");\n";
   for (const char* key : {"CPU", "Meta", "Autograd"}) {
     std::string suffix = std::string(key) == "CPU" ? "_cpu_kernel" : std::string(key) == "Meta" ? "_meta" : "_autograd";
     r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
@@ -2008,6 +2320,9 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
     // Python fake (gnnfuse._library) expresses with an unbacked size.
     if (symbolic && std::string(key) == "CPU")
       r << "  m.impl(\"" << f.ops[0]->spec.name << "_symbolic\", &gnnfuse::generated::" << f.ops[0]->spec.name << "_symbolic_cpu_kernel);\n";
+    // The assembling op likewise (fake in gnnfuse._library), and an Autograd kernel.
+    if (symbolic && std::string(key) != "Meta")
+      r << "  m.impl(\"" << f.ops[0]->spec.name << "_assemble\", &gnnfuse::generated::" << f.ops[0]->spec.name << "_assemble" << suffix << ");\n";
   }
   r << "}\n";
   return {{fam + "_register.cpp", r.str()}};
@@ -2052,6 +2367,17 @@ std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) 
       sig += ", int64_t " + a;
       types += ", int64_t";
       names += ", " + a;
+    }
+    {
+      const Schema sc = assemble_schema(s);
+      api << "// " << s.name << " with its output pattern built in the same pass: (rowptr, col, values), columns sorted; the\n";
+      api << "// pattern is cached as " << se.name() << "'s, and a later call on the same operand patterns runs\n";
+      api << "// " << s.name << " on it. Differentiable with respect to the values.\n";
+      api << "inline std::tuple<at::Tensor, at::Tensor, at::Tensor> " << sc.name << "(" << signature(sc, true) << ") {\n";
+      api << "  static const auto handle = c10::Dispatcher::singleton()\n";
+      api << "      .findSchemaOrThrow(\"gnnfuse::" << sc.name << "\", \"\")\n";
+      api << "      .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(" << signature(sc, false) << ")>();\n";
+      api << "  return handle.call(" << arg_names(sc) << ");\n}\n\n";
     }
     api << "// The pattern (rowptr, col; sorted columns) of " << s.name << "'s output, cached per operand pattern.\n";
     api << "inline std::tuple<at::Tensor, at::Tensor> " << se.name() << "(" << sig << ") {\n";

@@ -655,6 +655,15 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
         fail(loc, "a sparse operand is csr(rowptr, col[, values]) [csc(colptr, row, perm)]");
       csc = trim(rhs.substr(close + 1));
       rhs = rhs.substr(0, close + 1);
+      // `single` (one entry per row) before or after the csc view.
+      const std::string single = "single";
+      if (csc.rfind(single, 0) == 0) {
+        d.single = true;
+        csc = trim(csc.substr(single.size()));
+      } else if (csc.size() >= single.size() && csc.compare(csc.size() - single.size(), single.size(), single) == 0) {
+        d.single = true;
+        csc = trim(csc.substr(0, csc.size() - single.size()));
+      }
       std::vector<std::string> parts = args_of(rhs, "csr");
       if (parts.size() < 2 || parts.size() > 3) fail(loc, "csr takes rowptr, col and optional values");
       d.rowptr = parts[0];
@@ -762,6 +771,7 @@ std::string print_spec(const OpSpec& s) {
       case Role::SparseInput:
         os << "sparse  " << head << " = csr(" << t.rowptr << ", " << t.col << (t.values.empty() ? "" : ", " + t.values) << ")";
         if (t.has_csc()) os << " csc(" << t.colptr << ", " << t.row << ", " << t.perm << ")";
+        if (t.single) os << " single";
         os << "\n";
         break;
       case Role::EdgeInput: os << "edge    " << head << " on " << t.pattern << " = " << t.arg << "\n"; break;

@@ -107,6 +107,10 @@ struct TensorDecl {
   // columns; optional (a cache the backward uses) otherwise.
   std::string colptr, row, perm;
   bool csc_optional = false;
+  // Sparse input declared `single`: every row holds exactly one entry (rowptr = 0, 1, ..., n,
+  // checked by the adapters), so row j's entry sits at position j and a walk over the row reads
+  // no row pointer (an assignment matrix: one random access per product instead of two).
+  bool single = false;
   std::string pattern;                         // output, edge, count or select input: its sparse operand
   // Dense input or dense output held in the accumulation precision (`acc` after the
   // declaration): float32 for bfloat16/float16 ops, the op's dtype otherwise. The row

@@ -271,6 +271,23 @@ void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, con
   remember_checked(rowptr, col, kSortedMark);
 }
 
+void one_per_row(const char* op, const char* rowptr_arg, const at::Tensor& rowptr, const at::Tensor& col) {
+  if (!rowptr.device().is_cpu()) return;
+  // num_cols value under which a checked `single` pattern is remembered in the csr() cache.
+  constexpr int64_t kSingleMark = std::numeric_limits<int64_t>::min() + 1;
+  if (already_checked(rowptr, col, kSingleMark)) return;
+  const at::Tensor rowptr_c = rowptr.contiguous();
+  AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::one_per_row", [&] {
+    const index_t* r = rowptr_c.const_data_ptr<index_t>();
+    const int64_t n = rowptr.numel();
+    const int64_t bad = first_violation(n, [r](int64_t k) { return static_cast<int64_t>(r[k]) != k; });
+    if (bad < n) {
+      fail(op, rowptr_arg, "must be 0, 1, ..., ", n - 1, " (one entry per row) (got ", rowptr_arg, "[", bad, "] = ", r[bad], ")");
+    }
+  });
+  remember_checked(rowptr, col, kSingleMark);
+}
+
 void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes) {
   defined(op, "edge_index", edge_index);
   const at::ScalarType s = edge_index.scalar_type();

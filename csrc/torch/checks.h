@@ -92,6 +92,10 @@ void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz);
 // csr()'s.
 void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col);
 
+// A csr operand declared `single` in its spec (one entry per row: an assignment matrix): its
+// row pointers are 0, 1, ..., n. Remembered per pattern like csr(); CPU tensors only.
+void one_per_row(const char* op, const char* rowptr_arg, const at::Tensor& rowptr, const at::Tensor& col);
+
 // rowptr.numel() >= 1 (a CSR over n rows has n + 1 row pointers). Shape only: Meta-safe.
 void nonempty(const char* op, const char* arg, const at::Tensor& rowptr);
 

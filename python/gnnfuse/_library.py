@@ -93,9 +93,9 @@ def load_library() -> str:
 
 
 def _register_fakes() -> None:
-    """Fake (Meta) kernels: the symbolic passes of the ops with a computed output pattern return
-    as many columns as the product has entries, known only once the kernel has run (an unbacked
-    size); the clustering op one id per node. Every other op has its Meta kernel in C++."""
+    """Fake (Meta) kernels: the symbolic and assembling passes of the ops with a computed output
+    pattern return as many columns (and values) as the product has entries, known only once the
+    kernel has run (an unbacked size); the clustering op one id per node. Every other op has its Meta kernel in C++."""
 
     def symbolic_fake(rowptr, *rest):
         # (row pointers over the first operand's rows, columns of unknown count)
@@ -103,6 +103,15 @@ def _register_fakes() -> None:
 
     for op in ("spgemm_symbolic", "coarsen_symbolic"):
         torch.library.register_fake(f"gnnfuse::{op}")(symbolic_fake)
+
+    def assemble_fake(rowptr, *rest):
+        # (row pointers, columns and values of one unknown count; values of the first float input)
+        nnz = torch.library.get_ctx().new_dynamic_size()
+        values = next(t for t in rest if isinstance(t, torch.Tensor) and t.is_floating_point())
+        return rowptr.new_empty(rowptr.size(0)), rowptr.new_empty(nnz), values.new_empty(nnz)
+
+    for op in ("spgemm_assemble", "coarsen_assemble"):
+        torch.library.register_fake(f"gnnfuse::{op}")(assemble_fake)
 
     @torch.library.register_fake("gnnfuse::heavy_edge_matching")
     def _(rowptr, col, edge_weight, order):

@@ -1,9 +1,11 @@
 """Sparse x sparse products: SpGEMM and graph coarsening Pᵀ·A·P.
 
-Both run generated kernels (``ops/spgemm.spec``, ``ops/coarsen.spec``) in two steps: a
-symbolic pass computes the output pattern (sorted columns, allocated exactly; cached per
-operand pattern, so a training loop over a fixed graph computes it once), then a numeric
-pass fills the values. Gradients with respect to both operands' values come from the
+Both run generated kernels (``ops/spgemm.spec``, ``ops/coarsen.spec``). The first call on
+given operand patterns builds the output pattern (sorted columns, allocated exactly) and its
+values in one pass through a sparse workspace (``<op>_assemble``) and caches the pattern; later
+calls on the same patterns (every epoch of a training loop over a fixed graph) only run the
+numeric pass on it. When a gradient is needed the pattern comes from the symbolic pass (also
+cached) and the values from the differentiable op. Gradients with respect to both operands' values come from the
 generator (sampled products on the operands' patterns); they run from Python, TorchScript
 and C++ alike.
 """
@@ -55,8 +57,7 @@ def spgemm(
             f"(got {gb.num_nodes} x {gb.num_src_nodes})"
         )
     n_cols = gb.num_src_nodes
-    crowptr, ccol = torch.ops.gnnfuse.spgemm_symbolic(ga.rowptr, ga.col, gb.rowptr, gb.col, n_cols)
-    values = torch.ops.gnnfuse.spgemm(ga.rowptr, ga.col, va, gb.rowptr, gb.col, vb, crowptr, ccol, n_cols)
+    crowptr, ccol, values = torch.ops.gnnfuse.spgemm_assemble(ga.rowptr, ga.col, va, gb.rowptr, gb.col, vb, n_cols)
     return Graph(crowptr, ccol, ga.num_nodes, n_cols), values
 
 
@@ -130,8 +131,7 @@ def _coarsen_csr(
 ) -> Tuple[Graph, Tensor]:
     """Pᵀ·A·P of a CSR (weights in CSR order) and an :func:`assignment_csr`."""
     prowptr, pcol, mrowptr, mcol = assignment
-    crowptr, ccol = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, num_clusters)
-    values = torch.ops.gnnfuse.coarsen(mrowptr, mcol, rowptr, col, w, prowptr, pcol, crowptr, ccol, num_clusters)
+    crowptr, ccol, values = torch.ops.gnnfuse.coarsen_assemble(mrowptr, mcol, rowptr, col, w, prowptr, pcol, num_clusters)
     if remove_self_loops:
         row = torch.repeat_interleave(torch.arange(num_clusters, device=ccol.device), crowptr[1:].long() - crowptr[:-1].long())
         keep = ccol.long() != row

@@ -190,6 +190,12 @@ TEST_P(SpecOps, SpgemmMatchesDense) {
     out.backward(g);
     const at::Tensor gab = at::mm(dense(c, g), dense(b, bv).t());
     expect_close(avg.grad(), gab.index({coo_rows(a), a.col.to(at::kLong)}), dtype());
+    // One pass (pattern and values through the workspace; the operands' columns copied, so the
+    // pattern cache misses): the same pattern and, summed in the same order, the same values.
+    const auto [arow1, acol1, av1] = gnnfuse::spgemm_assemble(a.rowptr, a.col.clone(), av, b.rowptr, b.col, bv, cols);
+    EXPECT_TRUE(at::equal(arow1, crowptr));
+    EXPECT_TRUE(at::equal(acol1, ccol));
+    EXPECT_TRUE(at::equal(av1, cv));
   }
   const Csr a = random_csr(6, 5, 12, itype(), 9);
   const Csr narrow = random_csr(2, 4, 3, itype(), 10);
@@ -223,6 +229,17 @@ TEST_P(SpecOps, CoarsenMatchesDense) {
   expect_close(wg.grad(), gd.index({cluster.index_select(0, coo_rows(a)), cluster.index_select(0, a.col.to(at::kLong))}), dtype());
   expect_error([&] { gnnfuse::coarsen_symbolic(mrowptr, mcol, a.rowptr, a.col, prowptr, pcol, m - 1); },
                {"gnnfuse::coarsen_symbolic", "argument 'col'"});
+  // One pass: the pattern and values of the two-pass form; with a gradient wanted, the values
+  // are differentiable.
+  const at::Tensor wg2 = w.clone().set_requires_grad(true);
+  const auto [arow1, acol1, av1] = gnnfuse::coarsen_assemble(mrowptr, mcol, a.rowptr, a.col.clone(), wg2, prowptr, pcol, m);
+  EXPECT_TRUE(at::equal(arow1, crowptr));
+  EXPECT_TRUE(at::equal(acol1, ccol));
+  EXPECT_TRUE(at::equal(av1.detach(), cv.detach()));
+  av1.backward(g);
+  EXPECT_TRUE(at::equal(wg2.grad(), wg.grad()));
+  expect_error([&] { gnnfuse::coarsen_assemble(mrowptr, mcol, a.rowptr, a.col, w.narrow(0, 0, 3), prowptr, pcol, m); },
+               {"gnnfuse::coarsen_assemble", "argument 'edge_weight'"});
 
   // Matching: clusters of one or two nodes joined by an edge; a bad order is rejected.
   const at::Tensor matched = gnnfuse::heavy_edge_matching(a.rowptr, a.col, w, at::arange(n, at::kLong));

@@ -19,6 +19,8 @@ from graphs import CASES
 INDEX_DTYPES = [torch.int32, torch.int64]
 IDS = {torch.int32: "int32", torch.int64: "int64", torch.float32: "f32", torch.float64: "f64"}
 OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+# The assembling ops return a data-dependent number of entries (an unbacked size).
+ASSEMBLE_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 
 def random_matrix(rows, cols, nnz, seed, empty_rows=True, duplicates=True, full_row=False):
@@ -63,6 +65,12 @@ def check_product(a, b, itype, dtype, tol):
     cv = torch.ops.gnnfuse.spgemm(ar, ac, av, br, bc, bv, cr, cc, n_cols)
     assert cv.dtype == dtype
     torch.testing.assert_close(cv.double(), torch.from_numpy(ref.data), rtol=tol, atol=tol)
+    # One pass through the workspace (a copy of the columns misses the pattern cache): the same
+    # pattern and, summed in the same order, the same values, bit for bit; then a cache hit.
+    r1, c1, v1 = torch.ops.gnnfuse.spgemm_assemble(ar, ac.clone(), av, br, bc, bv, n_cols)
+    assert torch.equal(r1, cr) and torch.equal(c1, cc) and torch.equal(v1, cv)
+    r2, c2, v2 = torch.ops.gnnfuse.spgemm_assemble(ar, ac, av, br, bc, bv, n_cols)
+    assert r2.data_ptr() == cr.data_ptr() and torch.equal(v2, cv)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=IDS.get)
@@ -428,6 +436,121 @@ def _coarsen_args(itype=torch.int64, dtype=torch.float64):
     cr, cc = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, 17)
     w = torch.rand(col.numel(), dtype=dtype, generator=torch.Generator().manual_seed(3))
     return (mrowptr, mcol, rowptr, col, prowptr, pcol), w, cr, cc
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=lambda d: str(d).split(".")[1])
+@pytest.mark.parametrize("itype", INDEX_DTYPES, ids=IDS.get)
+@pytest.mark.parametrize("name", SQUARE)
+def test_coarsen_assemble_matches_two_pass(name, itype, dtype):
+    """coarsen_assemble (pattern and values in one pass) equals the symbolic pass then the
+    numeric pass: the same pattern, the same values bit for bit (same summation order), for
+    cluster counts that reach the sorted-list and dense workspaces (and the flag scan)."""
+    case = CASES[name]
+    n = case.num_nodes
+    rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index.to(itype), n)
+    w = (torch.rand(col.numel(), dtype=torch.float64, generator=torch.Generator().manual_seed(3)) + 0.1).to(dtype)
+    for m in (1, max(1, n // 7), max(1, n // 2), n):
+        cluster = torch.randint(0, m, (n,), generator=torch.Generator().manual_seed(m))
+        prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, m, itype)
+        cr, cc = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, m)
+        cv = torch.ops.gnnfuse.coarsen(mrowptr, mcol, rowptr, col, w, prowptr, pcol, cr, cc, m)
+        r1, c1, v1 = torch.ops.gnnfuse.coarsen_assemble(mrowptr, mcol, rowptr, col.clone(), w, prowptr, pcol, m)
+        assert r1.dtype == itype and c1.dtype == itype and v1.dtype == dtype
+        assert torch.equal(r1, cr) and torch.equal(c1, cc) and torch.equal(v1, cv)
+
+
+def test_coarsen_assemble_hash_workspace():
+    """Coarse rows past the dense-flag limit (600,000 clusters) with few (sorted list) and many
+    (hash) products, against scipy."""
+    n, m = 3000, 600_000
+    rng = np.random.default_rng(11)
+    src = rng.integers(0, n, 40_000)
+    dst = np.concatenate([rng.integers(0, 30, 30_000), rng.integers(0, n, 10_000)])  # a few wide rows
+    ei = torch.from_numpy(np.stack([src, dst]))
+    w = torch.from_numpy(rng.random(src.size) + 0.1)
+    cluster = torch.from_numpy(rng.choice(m, n, replace=False))
+    g, cw = gnnfuse.coarsen(ei, cluster, m, w)
+    A = sp.coo_matrix((w.numpy(), (dst, src)), shape=(n, n)).tocsr()
+    P = sp.csr_matrix((np.ones(n), (np.arange(n), cluster.numpy())), shape=(n, m))
+    R = (P.T @ A @ P).tocsr()
+    R.sum_duplicates()
+    R.sort_indices()
+    assert torch.equal(g.rowptr.long(), torch.from_numpy(R.indptr.astype(np.int64)))
+    assert torch.equal(g.col.long(), torch.from_numpy(R.indices.astype(np.int64)))
+    torch.testing.assert_close(cw, torch.from_numpy(R.data))
+
+
+def test_assemble_cache_and_gradient_path():
+    """The assembled pattern is the symbolic pass's cached one; with a gradient wanted the values
+    come from the differentiable op (gradients equal the two-pass form's)."""
+    pat, w, _, _ = _coarsen_args()
+    mr, mc, r, c, pr, pc = pat
+    c = c.clone()  # a miss
+    r1, c1, v1 = torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w, pr, pc, 17)
+    r2, c2 = torch.ops.gnnfuse.coarsen_symbolic(mr, mc, r, c, pr, pc, 17)
+    assert r2.data_ptr() == r1.data_ptr() and c2.data_ptr() == c1.data_ptr()
+    assert v1.grad_fn is None
+    wg = w.clone().requires_grad_()
+    r3, c3, v3 = torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, wg, pr, pc, 17)
+    assert v3.grad_fn is not None and torch.equal(v3.detach(), v1)
+    up = torch.randn_like(v3)
+    (g1,) = torch.autograd.grad(v3, wg, up)
+    wg2 = w.clone().requires_grad_()
+    (g2,) = torch.autograd.grad(torch.ops.gnnfuse.coarsen(mr, mc, r, c, wg2, pr, pc, r2, c2, 17), wg2, up)
+    assert torch.equal(g1, g2)
+    with torch.no_grad():
+        assert torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, wg, pr, pc, 17)[2].grad_fn is None
+
+
+def test_assemble_opcheck():
+    pat, w, _, _ = _coarsen_args()
+    mr, mc, r, c, pr, pc = pat
+    wg = w.clone().requires_grad_()
+    torch.library.opcheck(torch.ops.gnnfuse.coarsen_assemble.default, (mr, mc, r, c, wg, pr, pc, 17), test_utils=ASSEMBLE_UTILS)
+    a, b, _, _ = _graph_operands(torch.int64, torch.float64)
+    args = (a[0], a[1], a[2].clone().requires_grad_(), b[0], b[1], b[2].clone().requires_grad_(), 11)
+    torch.library.opcheck(torch.ops.gnnfuse.spgemm_assemble.default, args, test_utils=ASSEMBLE_UTILS)
+
+
+def test_assemble_torchscript_and_compile():
+    import torch._dynamo as dynamo
+
+    pat, w, cr, cc = _coarsen_args()
+    mr, mc, r, c, pr, pc = pat
+
+    @torch.jit.script
+    def coarse(mr: torch.Tensor, mc: torch.Tensor, r: torch.Tensor, c: torch.Tensor, w: torch.Tensor, pr: torch.Tensor, pc: torch.Tensor, k: int):
+        return torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w, pr, pc, k)
+
+    r1, c1, v1 = coarse(mr, mc, r, c.clone(), w, pr, pc, 17)
+    assert torch.equal(r1, cr) and torch.equal(c1, cc)
+    torch.testing.assert_close(v1, torch.ops.gnnfuse.coarsen(mr, mc, r, c, w, pr, pc, cr, cc, 17))
+    with dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+
+        @torch.compile(fullgraph=True, backend="aot_eager")
+        def full(w, c):
+            r_, c_, v_ = torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w, pr, pc, 17)
+            return r_, c_, v_ * 2
+
+        r2, c2, v2 = full(w, c.clone())
+    assert torch.equal(r2, cr) and torch.equal(c2, cc)
+    torch.testing.assert_close(v2, 2 * v1)
+
+
+def test_assemble_bad_input():
+    pat, w, _, _ = _coarsen_args()
+    mr, mc, r, c, pr, pc = pat
+    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_assemble: argument 'edge_weight' must have size"):
+        torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w[:-1], pr, pc, 17)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_assemble: argument 'edge_weight' must be a float32"):
+        torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w.long(), pr, pc, 17)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_assemble: argument 'col' must hold column indices in \[0, 5\)"):
+        torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w, pr, pc, 5)
+    a, b, _, _ = _graph_operands(torch.int64, torch.float64)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_assemble: argument 'bvals' must have the dtype of 'avals'"):
+        torch.ops.gnnfuse.spgemm_assemble(a[0], a[1], a[2], b[0], b[1], b[2].float(), 11)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_assemble: argument 'n_cols' must be non-negative"):
+        torch.ops.gnnfuse.spgemm_assemble(*a, *b, -1)
 
 
 def test_coarsen_symbolic_opcheck():
