@@ -38,6 +38,22 @@ bool cacheable(const std::vector<at::Tensor>& keys) {
   return true;
 }
 
+// An entry whose key tensor is gone can never match again: it goes at once, with the result it
+// holds (a coarse graph's pattern, say, hundreds of MiB), instead of when kEntries later entries
+// push it out. Called with the mutex held.
+void drop_dead() {
+  size_t kept = 0;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    bool dead = false;
+    for (const Key& c : entries[k].keys) dead = dead || c.impl.expired();
+    if (dead) continue;
+    if (kept != k) entries[kept] = std::move(entries[k]);
+    ++kept;
+  }
+  entries.resize(kept);
+  if (next >= entries.size()) next = 0;
+}
+
 bool matches(const Entry& e, const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints) {
   if (e.op != op || e.ints != ints || e.keys.size() != keys.size()) return false;
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -57,6 +73,7 @@ bool matches(const Entry& e, const char* op, const std::vector<at::Tensor>& keys
 std::optional<std::vector<at::Tensor>> lookup(const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints) {
   if (!cacheable(keys)) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex);
+  drop_dead();
   for (const Entry& e : entries)
     if (matches(e, op, keys, ints)) return e.value;
   return std::nullopt;
@@ -71,6 +88,7 @@ void store(const char* op, const std::vector<at::Tensor>& keys, const std::vecto
   e.value = value;
   for (auto& v : value) e.value_versions.push_back(v._version());
   std::lock_guard<std::mutex> lock(mutex);
+  drop_dead();
   if (entries.size() < kEntries) {
     entries.push_back(std::move(e));
   } else {

@@ -246,6 +246,29 @@ def test_symbolic_cache():
     assert torch.equal(c5, expected)
 
 
+def test_cache_releases_results_of_freed_operands():
+    """A cached pattern lives as long as its operands: once the key tensor is freed the entry and
+    the result it holds go at the next cache access, not after 32 more entries (a first-call
+    loop over fresh graphs would otherwise keep 32 coarse patterns alive)."""
+    import gc
+    import weakref
+
+    a, b, _, _ = _graph_operands(torch.int64, torch.float64)
+    refs = []
+    for _ in range(3):
+        col = a[1].clone()
+        r, c = torch.ops.gnnfuse.spgemm_symbolic(a[0], col, b[0], b[1], 11)
+        refs.append(weakref.ref(c))
+        del r, c, col
+    gc.collect()
+    torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)  # a cache access drops the dead entries
+    assert all(ref() is None for ref in refs)
+    # a live operand keeps its entry: a hit returns the very tensor
+    r1, c1 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    r2, c2 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    assert c1.data_ptr() == c2.data_ptr()
+
+
 def test_spgemm_python_api():
     A = sp.random(30, 20, density=0.2, format="csr", random_state=1)
     B = sp.random(20, 40, density=0.1, format="csr", random_state=2)
