@@ -5,7 +5,10 @@ For each graph: a heavy-edge matching of the symmetrized graph gives the assignm
 n/2 clusters, the pooling step of a graph U-Net or Graclus pooling). Timed, medians of
 repeated runs after a warm-up, every result checked against scipy in float64 first:
 
-    gnnfuse cold   gnnfuse.coarsen with its symbolic pass (pattern not cached)
+    gnnfuse cold   the first call (pattern not cached): pattern and values in one pass through
+                   the sparse workspace (coarsen_assemble), what gnnfuse.coarsen runs then
+    gnnfuse 2pass  the symbolic pass then the numeric pass (the first call when a gradient is
+                   wanted; before the one-pass assembly, every first call)
     gnnfuse warm   the numeric pass on a cached pattern (every epoch after the first)
     torch.sparse   Pᵀ @ A @ P with CSR tensors (two sparse@sparse products)
     scipy          (P.T @ A) @ P, csr_matrix (single thread, its SMMP)
@@ -41,7 +44,7 @@ for _rt in sorted(Path(sys.prefix, "lib").glob("libmkl_rt.so*")):
     os.environ.setdefault("MKL_RT", str(_rt))
 
 DEFAULT_GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16", "rmat-20-16", "rmat-21-14"]
-METHODS = ["gnnfuse_cold", "gnnfuse_warm", "torch_sparse", "scipy", "mkl"]
+METHODS = ["gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_warm", "torch_sparse", "scipy", "mkl"]
 
 
 def median_ms(fn, repeats: int, warmup: int = 1) -> float:
@@ -65,7 +68,12 @@ def prepare(name: str, root):
     sym = gnnfuse.Graph.from_edge_index(torch.cat([edge_index, edge_index.flip(0)], 1), num_nodes=n)
     cluster, m = gnnfuse.cluster.heavy_edge_matching(sym, generator=torch.Generator().manual_seed(0))
     w = torch.ones(g.col.numel(), dtype=torch.float32)
-    A = sp.csr_matrix((w.numpy(), g.col.numpy(), g.rowptr.numpy()), shape=(n, n))
+    # The peers get A with duplicate entries summed (gnnfuse sums them itself): torch's CSR
+    # requires distinct columns per row, and MKL behind torch.sparse.mm faults on duplicates
+    # (seen on rmat-18-16 on an AVX-512 Xeon). The same matrix, fewer stored entries.
+    A = sp.csr_matrix((w.numpy().copy(), g.col.numpy().copy(), g.rowptr.numpy().copy()), shape=(n, n))  # copies: sorted in place below
+    A.sum_duplicates()
+    A.sort_indices()
     P = sp.csr_matrix((np.ones(n, np.float32), (np.arange(n), cluster.numpy())), shape=(n, m))
     return dict(gnnfuse=gnnfuse, g=g, w=w, cluster=cluster, m=m, n=n, A=A, P=P, PT=P.T.tocsr())
 
@@ -79,8 +87,11 @@ def runners(d):
     prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, m, g.rowptr.dtype)
     crowptr, ccol = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, g.rowptr, g.col, prowptr, pcol, m)
 
+    # A fresh copy of the column indices misses the pattern cache.
     def cold():
-        # A fresh copy of the column indices misses the pattern cache: symbolic + numeric.
+        return torch.ops.gnnfuse.coarsen_assemble(mrowptr, mcol, g.rowptr, g.col.clone(), w, prowptr, pcol, m)
+
+    def two_pass():
         col = g.col.clone()
         r, c = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, g.rowptr, col, prowptr, pcol, m)
         return r, c, torch.ops.gnnfuse.coarsen(mrowptr, mcol, g.rowptr, col, w, prowptr, pcol, r, c, m)
@@ -88,19 +99,18 @@ def runners(d):
     def warm():
         return crowptr, ccol, torch.ops.gnnfuse.coarsen(mrowptr, mcol, g.rowptr, g.col, w, prowptr, pcol, crowptr, ccol, m)
 
-    At = torch.sparse_csr_tensor(g.rowptr, g.col, w, (n, n))
+    A, P, PT = d["A"], d["P"], d["PT"]
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)), torch.from_numpy(A.data), (n, n))
     Pt = torch.sparse_csr_tensor(prowptr.long(), pcol.long(), torch.ones(n), (n, m))
     PTt = torch.sparse_csr_tensor(mrowptr.long(), mcol.long(), torch.ones(n), (m, n))
 
     def torch_sparse():
         return torch.sparse.mm(torch.sparse.mm(PTt, At), Pt)
 
-    A, P, PT = d["A"], d["P"], d["PT"]
-
     def scipy_():
         return (PT @ A) @ P
 
-    out = {"gnnfuse_cold": cold, "gnnfuse_warm": warm, "torch_sparse": torch_sparse, "scipy": scipy_}
+    out = {"gnnfuse_cold": cold, "gnnfuse_2pass": two_pass, "gnnfuse_warm": warm, "torch_sparse": torch_sparse, "scipy": scipy_}
     try:
         import sparse_dot_mkl
 
@@ -187,7 +197,7 @@ def bench(args):
                 times[meth] = ms
                 # Peak memory does not depend on the thread count much: measured at the last one.
                 mem = measure_memory(args, name, meth, threads) if args.memory and threads == args.threads[-1] else None
-                row = dict(graph=name, nodes=d["n"], edges=int(d["g"].col.numel()), clusters=d["m"], coarse_edges=nnz_c,
+                row = dict(graph=name, nodes=d["n"], edges=int(d["g"].col.numel()), distinct_edges=int(d["A"].nnz), clusters=d["m"], coarse_edges=nnz_c,
                            threads=threads, method=meth, ms=ms, rel_err=err, peak_mb=mem,
                            gbps=floor_bytes / (ms * 1e-3) / 1e9 if not meth.endswith("spgemm") else None)
                 rows.append(row)
@@ -226,7 +236,7 @@ def plot(path: Path):
     graphs = list(dict.fromkeys(r["graph"] for r in rows))
     fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4), squeeze=False)
     for ax, t in zip(axes[0], threads):
-        meths = ["gnnfuse_cold", "gnnfuse_warm", "torch_sparse", "scipy"] + (["mkl"] if data["mkl_available"] else [])
+        meths = [x for x in METHODS if any(r["method"] == x for r in rows)]
         width = 0.8 / len(meths)
         for k, meth in enumerate(meths):
             ys = []
