@@ -724,6 +724,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
       sp << "dtypes  " << join(s.dtypes, " ") << "\n";
       sp << "index   " << join(s.index_dtypes, " ") << "\n";
       sp << "grad_order " << grad_order << "\n";
+      if (s.variants) sp << "variants auto\n";
       return sp.str();
     };
 

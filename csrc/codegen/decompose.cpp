@@ -99,7 +99,7 @@ struct Pending {
 
 class Decomposer {
  public:
-  explicit Decomposer(Program& p) : p_(p) {}
+  Decomposer(Program& p, const std::vector<int>& choices, std::vector<int>* ties) : p_(p), choices_(choices), ties_(ties) {}
 
   void run() {
     const OpSpec& s = *p_.spec;
@@ -132,6 +132,9 @@ class Decomposer {
 
  private:
   Program& p_;
+  const std::vector<int>& choices_;  // per pairing step: which of the tied pairs (see decompose)
+  std::vector<int>* ties_;           // per pairing step: how many pairs tied
+  size_t step_ = 0;
   int next_temp_ = 0;
   std::map<std::string, Value> memo_;  // common sub-expressions: key_of -> temporary
 
@@ -368,6 +371,8 @@ class Decomposer {
     while (vals.size() > 2) {
       size_t best_a = 0, best_b = 1, best_size = SIZE_MAX;
       bool best_sparse = false, best_gather = false;
+      std::vector<std::pair<size_t, size_t>> pairs;  // every pair, and the temporary it keeps
+      std::vector<size_t> sizes;
       for (size_t a = 0; a < vals.size(); ++a)
         for (size_t b = a + 1; b < vals.size(); ++b) {
           Vars others = needed;
@@ -380,6 +385,8 @@ class Decomposer {
               ++kept;
               kept_vars.push_back(v);
             }
+          pairs.push_back({a, b});
+          sizes.push_back(kept);
           bool sparse = is_sparse(vals[a]) || is_sparse(vals[b]);
           bool gather = gathers(vals[a], vals[b], kept_vars);
           if (kept < best_size || (kept == best_size && sparse && !best_sparse) ||
@@ -391,6 +398,17 @@ class Decomposer {
             best_gather = gather;
           }
         }
+      // The pairs that tie on the smallest temporary: the rule's choice first, then the others.
+      std::vector<std::pair<size_t, size_t>> tied{{best_a, best_b}};
+      if (!chain)
+        for (size_t k = 0; k < pairs.size(); ++k)
+          if (sizes[k] == best_size && pairs[k] != tied[0]) tied.push_back(pairs[k]);
+      if (ties_) ties_->push_back(static_cast<int>(tied.size()));
+      const size_t pick = step_ < choices_.size() ? static_cast<size_t>(choices_[step_]) : 0;
+      ++step_;
+      if (pick >= tied.size()) throw SpecError("internal error: decomposition choice out of range");
+      best_a = tied[pick].first;
+      best_b = tied[pick].second;
       Vars others = needed;
       for (size_t m = 0; m < vals.size(); ++m)
         if (m != best_a && m != best_b) others = unite(others, vals[m].vars);
@@ -419,7 +437,7 @@ class Decomposer {
 
 }  // namespace
 
-Program decompose(const OpSpec& spec) {
+Program decompose(const OpSpec& spec, const std::vector<int>& choices, std::vector<int>* ties) {
   Program p;
   p.spec = &spec;
   p.order = spec.order;
@@ -438,7 +456,7 @@ Program decompose(const OpSpec& spec) {
     }
     p.tensors[t.name] = ti;
   }
-  Decomposer(p).run();
+  Decomposer(p, choices, ties).run();
   return p;
 }
 

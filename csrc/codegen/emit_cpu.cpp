@@ -301,6 +301,13 @@ class KernelEmitter : public CodeWriter {
 
 
   bool is_outer_var(const std::string& sparse, const std::string& var) const { return p_.outer_var(sparse) == var; }
+  // A temporary stored whole as a row-major matrix, computed in a nest of its own at the root
+  // and read by later nests (the X W of a chain order A (X W)): its rows are read like a dense
+  // input's.
+  bool root_matrix(const std::string& name) const {
+    const TensorInfo& t = p_.tensor(name);
+    return t.role == Role::Temp && !home_of(p_, *c_.tree, name) && t.compressed_by.empty() && t.kept_dims == t.dims && t.dims.size() == 2;
+  }
   // The pointer array that delimits the inner ranges of a sparse operand: rowptr through CSR,
   // colptr through the CSC view.
   std::string ptr(const std::string& sparse) const { return sparse + (p_.walks_csc(sparse) ? "_colptr" : "_rowptr"); }
@@ -366,7 +373,10 @@ class KernelEmitter : public CodeWriter {
         rest.erase(rest.begin() + 1);
         return "(" + a.tensor + "[" + offset(rest, rest) + "] == " + edge(d->pattern) + " ? acc_t(1) : acc_t(0))";
       }
-      case Role::Temp: return temp_ref(a);
+      case Role::Temp:
+        if (vector_reads_ && root_matrix(a.tensor) && std::count(a.idx.begin(), a.idx.end(), tile_var_))
+          return "runtime::vload<acc_t>(&" + temp_ref(a) + ")";
+        return temp_ref(a);
       case Role::Output: fail(s_.loc, "internal error: the output is read");
     }
     return "";
@@ -677,8 +687,9 @@ class KernelEmitter : public CodeWriter {
         const auto& idx = o.access.idx;
         const auto uses = std::count(idx.begin(), idx.end(), f);
         if (uses == 0) continue;  // a scalar in the feature loop: broadcast
-        // A dense operand's row, contiguous in f: one vector load per tile vector.
-        if (p_.tensor(o.access.tensor).role != Role::DenseInput || uses != 1 || idx.back() != f) return nullptr;
+        // A dense operand's row (or a root matrix's), contiguous in f: one vector load per tile vector.
+        const bool rows = p_.tensor(o.access.tensor).role == Role::DenseInput || root_matrix(o.access.tensor);
+        if (!rows || uses != 1 || idx.back() != f) return nullptr;
       }
     }
     return fl;
@@ -757,7 +768,7 @@ class KernelEmitter : public CodeWriter {
           if (o.is_const || seen.count(o.access.tensor)) continue;
           const Access& a = o.access;
           const TensorInfo& t = p_.tensor(a.tensor);
-          if (t.role == Role::DenseInput && !a.idx.empty() && a.idx[0] == n.var) {
+          if ((t.role == Role::DenseInput || root_matrix(a.tensor)) && !a.idx.empty() && a.idx[0] == n.var) {
             out.rows.push_back(a);
           } else if (csc && t.role == Role::EdgeInput && t.pattern == level) {
             const TensorDecl* d = s_.find(a.tensor);
@@ -863,6 +874,7 @@ class KernelEmitter : public CodeWriter {
     std::string dense, c, x;  // Product, Dot: D, the result's variable c, the contracted x
     bool transpose = false;   // D is stored (c, x): transposed before the row loop
     std::string target;       // Product: C; Dot: the output; Outer: C
+    bool matrix_target = false;  // Product into a root matrix C(i, c) (its rows, not a row buffer)
   };
 
   bool row_operand(const Node& top, const Access& a, RowOperand* out) const {
@@ -940,6 +952,12 @@ class KernelEmitter : public CodeWriter {
           if (!row_operand(top, st.lhs, &lr)) continue;
           g.c = lr.var;
           if (vars.count(g.c) && row_times_dense(top, st, *vars.begin() == g.c ? *vars.rbegin() : *vars.begin(), &g)) return g;
+        } else if (root_matrix(st.lhs.tensor) && st.lhs.idx == lhs.dims && st.lhs.idx[0] == top.var && vars.count(st.lhs.idx[1])) {
+          // C(i,c) += R(i,x) * D: the rows of a root matrix, in place.
+          g.form = RowGemm::Form::Product;
+          g.matrix_target = true;
+          g.c = st.lhs.idx[1];
+          if (row_times_dense(top, st, *vars.begin() == g.c ? *vars.rbegin() : *vars.begin(), &g)) return g;
         } else if (!home_of(p_, *c_.tree, st.lhs.tensor) &&
                    std::count(top.private_sums.begin(), top.private_sums.end(), st.lhs.tensor) && lhs.kept_dims.size() == 2 &&
                    lhs.dims == lhs.kept_dims && st.lhs.idx == lhs.dims && vars == std::set<std::string>(lhs.dims.begin(), lhs.dims.end())) {
@@ -1025,8 +1043,10 @@ class KernelEmitter : public CodeWriter {
     switch (g.form) {
       case RowGemm::Form::Product: {
         auto [a, lda] = block_rows(g.r);
+        const std::string c = g.matrix_target ? g.target + " + ib_ * n_" + g.c : "ws_" + g.target + ".data()";
+        const std::string ldc = g.matrix_target ? "n_" + g.c : buffer_size(g.target);
         line("runtime::gemm_acc<acc_t>(nb_, n_" + g.c + ", n_" + g.x + ", " + a + ", " + lda + ", int64_t(1), " + B + ", n_" + g.c +
-             ", ws_" + g.target + ".data(), " + buffer_size(g.target) + (overwrite ? ", true" : "") + ");");
+             ", " + c + ", " + ldc + (overwrite ? ", true" : "") + ");");
         return;
       }
       case RowGemm::Form::Dot: {
@@ -1642,28 +1662,22 @@ void emit_params(const Compiled& c, std::ostream& h) {
   h << "void " << op << "_cpu(const " << op << "_params& prm, runtime::DType dtype, runtime::IType itype);\n\n";
 }
 
-void emit_kernel(const Compiled& c, std::ostream& k) {
+// One lowering of an op: the kernel emitted twice, a baseline copy and on x86-64 with GCC a
+// copy compiled for AVX2+FMA (target pragma on the definitions only, so no shared inline code is
+// built for AVX2), chosen at run time from the CPU's features; optional values become
+// compile-time flags (<fn>_flags), so the inner loops carry no branch.
+void emit_lowering(const Compiled& c, const std::string& fn, std::ostream& k) {
   const OpSpec& s = c.spec;
-  const std::string& op = s.name;
-  k << "// ---------------------------------------------------------------- " << op << "\n";
-  k << "// " << s.expr.lhs << "(";
-  for (size_t m = 0; m < s.expr.lhs_idx.size(); ++m) k << (m ? "," : "") << s.expr.lhs_idx[m];
-  k << ") = " << to_string(s.expr.rhs) << "\n";
-  std::istringstream tree(c.stages.back().second);
+  std::istringstream tree(c.stages[c.stages.size() - (s.variants ? 2 : 1)].second);
   for (std::string l; std::getline(tree, l);) k << "//   " << l << "\n";
-  k << "namespace {\n\n";
   auto opt = optional_values(s);
-  // The kernel is emitted twice: a baseline copy, and on x86-64 with GCC a copy compiled for
-  // AVX2+FMA (target pragma on the definitions only, so no shared inline code is built for AVX2),
-  // chosen at run time from the CPU's features.
   std::string tparams = "template <typename scalar_t, typename index_t";
   for (auto* t : opt) tparams += ", bool kHas" + t->name;
-  tparams += ">\nvoid " + op + "_impl(const " + op + "_params& prm) {\n" + KernelEmitter(c).body() + "}\n";
+  tparams += ">\nvoid " + fn + "_impl(const " + s.name + "_params& prm) {\n" + KernelEmitter(c).body() + "}\n";
   k << "namespace base {\n" << tparams << "}  // namespace base\n\n";
   k << "#ifdef GNNFUSE_AVX2_PATH\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
   k << "namespace avx2 {\n" << tparams << "}  // namespace avx2\n#pragma GCC pop_options\n#endif\n\n";
-  // Optional values become compile-time flags, so the inner loops carry no branch.
-  k << "template <typename scalar_t, typename index_t>\nvoid " << op << "_flags(const " << op << "_params& prm) {\n";
+  k << "template <typename scalar_t, typename index_t>\nvoid " << fn << "_flags(const " << s.name << "_params& prm) {\n";
   size_t combos = size_t(1) << opt.size();
   for (const char* ns : {"avx2", "base"}) {
     bool vec = std::string(ns) == "avx2";
@@ -1675,19 +1689,68 @@ void emit_kernel(const Compiled& c, std::ostream& k) {
         cond += std::string(b ? " && " : "") + "(prm." + opt[b]->name + "_val " + (on ? "!=" : "==") + " nullptr)";
         targs += on ? ", true" : ", false";
       }
-      std::string call = std::string(ns) + "::" + op + "_impl<scalar_t, index_t" + targs + ">(prm);";
+      std::string call = std::string(ns) + "::" + fn + "_impl<scalar_t, index_t" + targs + ">(prm);";
       k << (vec ? "    " : "  ") << (opt.empty() ? "return " + call : "if (" + cond + ") return " + call) << "\n";
     }
     if (vec) k << "  }\n#endif\n";
   }
-  k << "}\n\n}  // namespace\n\n";
+  k << "}\n\n";
+}
+
+// An op with `variants auto`: every lowering, and <op>_run, which evaluates their cost models
+// (Compiled::cost) on the call's extents and stored entries and runs the cheapest (or the one
+// forced through runtime::Variants).
+void emit_variant_choice(const Compiled& c, std::ostream& k) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  const size_t count = c.alternatives.size() + 1;
+  k << "thread_local int " << op << "_last_ = -1;\n";
+  k << "int " << op << "_last() { return " << op << "_last_; }\n";
+  k << "runtime::Variants " << op << "_variants_(\"" << op << "\", " << count << ", &" << op << "_last);\n\n";
+  k << "template <typename scalar_t, typename index_t>\nvoid " << op << "_run(const " << op << "_params& prm) {\n";
+  for (auto& v : s.order) k << "  const double n_" << v << " = static_cast<double>(prm.n_" << v << ");\n";
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput)
+      k << "  const double nnz_" << t.name << " = static_cast<double>(static_cast<const index_t*>(prm." << t.name << "_rowptr)[prm.n_"
+        << t.vars[0] << "]);\n";
+  k << "  const double costs[" << count << "] = {" << c.cost;
+  for (auto& a : c.alternatives) k << ",\n      " << a->cost;
+  k << "};\n";
+  for (auto& v : s.order) k << "  (void)n_" << v << ";\n";
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput) k << "  (void)nnz_" << t.name << ";\n";
+  k << "  const int pick = " << op << "_variants_.pick(costs);\n";
+  k << "  " << op << "_last_ = pick;\n";
+  for (size_t v = 1; v < count; ++v)
+    k << "  if (pick == " << v << ") return " << op << "_v" << v << "_flags<scalar_t, index_t>(prm);\n";
+  k << "  " << op << "_flags<scalar_t, index_t>(prm);\n}\n\n";
+}
+
+void emit_kernel(const Compiled& c, std::ostream& k) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  k << "// ---------------------------------------------------------------- " << op << "\n";
+  k << "// " << s.expr.lhs << "(";
+  for (size_t m = 0; m < s.expr.lhs_idx.size(); ++m) k << (m ? "," : "") << s.expr.lhs_idx[m];
+  k << ") = " << to_string(s.expr.rhs) << "\n";
+  k << "namespace {\n\n";
+  if (!c.alternatives.empty()) k << "// variant 0, cost " << c.cost << "\n";
+  emit_lowering(c, op, k);
+  for (size_t v = 0; v < c.alternatives.size(); ++v) {
+    k << "// variant " << v + 1 << ", cost " << c.alternatives[v]->cost << "\n";
+    emit_lowering(*c.alternatives[v], op + "_v" + std::to_string(v + 1), k);
+  }
+  const std::string entry = c.alternatives.empty() ? op + "_flags" : op + "_run";
+  if (!c.alternatives.empty()) emit_variant_choice(c, k);
+  k << "}  // namespace\n\n";
   k << "void " << op << "_cpu(const " << op << "_params& prm, runtime::DType dtype, runtime::IType itype) {\n";
   for (auto& d : s.dtypes)
     for (auto& i : s.index_dtypes)
-      k << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << op << "_flags<" << ctype(d) << ", "
+      k << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << entry << "<" << ctype(d) << ", "
         << ctype(i) << ">(prm);\n";
   k << "  runtime::unsupported(\"" << op << "\", dtype, itype);\n}\n\n";
 }
+
 
 }  // namespace
 
@@ -1702,7 +1765,7 @@ std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
 
   std::ostringstream k;
   k << banner(fam);
-  k << "#include <algorithm>\n#include <cmath>\n#include <limits>\n#include <vector>\n\n#include \"runtime/workspace.h\"\n";
+  k << "#include <algorithm>\n#include <cmath>\n#include <limits>\n#include <vector>\n\n#include \"runtime/variants.h\"\n#include \"runtime/workspace.h\"\n";
   k << "#include \"" << fam << "_kernel.h\"\n\n";
   k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n#endif\n";
   // Register tiles (runtime::vload) return 32-byte vectors from always-inlined helpers: no call

@@ -728,6 +728,10 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
     } else if (key == "symbolic") {
       once(!s.symbolic.empty());
       s.symbolic = value;
+    } else if (key == "variants") {
+      once(s.variants);
+      if (value != "auto") fail(loc, "variants: expected 'auto' (every association the smallest-temporary rule ties on, chosen at run time)");
+      s.variants = true;
     } else if (key == "expr") {
       once(s.expr.rhs != nullptr);
       s.expr = parse_assignment(value, loc);
@@ -743,7 +747,7 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       once(!s.index_dtypes.empty());
       s.index_dtypes = split_ws(value);
     } else {
-      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, extent, symbolic, expr, reduce, order, dtypes, index, grad_order)");
+      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, extent, symbolic, variants, expr, reduce, order, dtypes, index, grad_order)");
     }
   }
   for (auto& o : outputs) s.tensors.push_back(o);
@@ -790,6 +794,7 @@ std::string print_spec(const OpSpec& s) {
   if (s.grad_order != 2) os << "grad_order " << s.grad_order << "\n";
   for (auto& [v, a] : s.extents) os << "extent  " << v << " = " << a << "\n";
   if (!s.symbolic.empty()) os << "symbolic " << s.symbolic << "\n";
+  if (s.variants) os << "variants auto\n";
   return os.str();
 }
 

@@ -147,6 +147,11 @@ struct OpSpec {
   // pattern; the generator also emits `<op>_symbolic`, which computes S from the patterns of
   // the other csr operands (the sparse-workspace template: insert, sort, compress).
   std::string symbolic;
+  // `variants auto`: every association of a product chain that the decomposition's smallest-
+  // temporary rule ties on is lowered (a trie-fused (A X) W and the chain order A (X W), say),
+  // and the kernel picks one per call from a cost model over the extents and the sparse
+  // operands' row lengths (see Compiled::cost). Inherited by the derived ops.
+  bool variants = false;
   Loc loc;
 
   const TensorDecl* find(const std::string& name) const;
@@ -235,7 +240,12 @@ struct Program {
 // factors are associated greedily so that each step produces the smallest temporary (ties go
 // to a step involving a sparse operand), which contracts U(i,k)*V(j,k) before masking with
 // A(i,j). A reducing output gets an accumulator temporary in the accumulation type.
-Program decompose(const OpSpec& spec);
+//
+// `choices` picks, at the k-th pairing step, the choices[k]-th of the pairs that tie on the
+// smallest temporary (0, the default, also when choices is shorter: the rule's own tie-breaks
+// first); `ties`, when given, receives the number of such pairs at every step. A chain of
+// sparse operands only has no choice (it is multiplied innermost).
+Program decompose(const OpSpec& spec, const std::vector<int>& choices = {}, std::vector<int>* ties = nullptr);
 
 // Stage 2': sibling walks over the rows of one sparse operand under different column names
 // (the numerator and the denominator of a softmax-weighted sum) become one walk when neither
@@ -335,9 +345,28 @@ struct Compiled {
   std::unique_ptr<Node> tree;  // after every pass
   // Snapshots of the tree after each stage, for --dump and the golden tests.
   std::vector<std::pair<std::string, std::string>> stages;
+  // `variants auto`: the other lowerings of the same expression (distinct final trees), each a
+  // Compiled of its own with an empty `alternatives`; this one is variant 0.
+  std::vector<std::unique_ptr<Compiled>> alternatives;
+  // The cost model of this lowering: a C++ expression over the extents n_<v> and the stored
+  // entries nnz_<S> of each csr operand S (doubles), in units of one gathered multiply-add
+  // (cost_expr). The kernel runs the variant of least cost.
+  std::string cost;
 };
 // Runs every stage; `spec` is copied into the result (the program points to it).
+// With `variants auto`, every lowering the decomposition's ties allow (at most kMaxVariants,
+// duplicates dropped) goes to `alternatives`.
 std::unique_ptr<Compiled> compile(const OpSpec& spec);
+constexpr int kMaxVariants = 4;
+
+// The cost model of a scheduled tree (Compiled::cost): for every statement, the product of its
+// loops' trip counts (a dense loop: n_v; a walk over S: nnz_S / n_<S's outer variable>, its mean
+// row length), weighted 1 when it sits under a walk (a gathered, cache-missing access per
+// multiply-add) and kDenseWeight when only dense loops enclose it (a dense product, which the
+// emitter hands to the register-tiled GEMM); plus each temporary stored whole at the root, one
+// unit per element (written, then read back from memory).
+std::string cost_expr(const Program& p, const Node& root);
+constexpr double kDenseWeight = 0.125;
 
 struct GeneratedFile {
   std::string path;  // relative to the output directory

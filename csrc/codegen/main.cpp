@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
                     << argv[a] << ")\n";
           std::cout << "---- spec\n" << print_spec(c->spec);
           for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
+          for (size_t v = 0; v < c->alternatives.size(); ++v)
+            for (auto& [name, text] : c->alternatives[v]->stages)
+              std::cout << "---- variant " << v + 1 << ": " << name << "\n" << text;
           auto it = f.adjoints.find(c->spec.name);
           if (it == f.adjoints.end()) continue;
           std::cout << "---- adjoints\n";

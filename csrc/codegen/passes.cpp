@@ -761,11 +761,55 @@ std::string print_tree(const Program& p, const Node& root) {
   return os.str();
 }
 
+// ---------------------------------------------------------------- cost model
+std::string cost_expr(const Program& p, const Node& root) {
+  std::ostringstream w;
+  w << kDenseWeight;
+  std::vector<std::string> terms;
+  // trips: the factors of the enclosing loops; walked: whether a walk encloses.
+  std::function<void(const Node&, std::vector<std::string>, bool)> rec = [&](const Node& n, std::vector<std::string> trips, bool walked) {
+    if (n.kind == Node::Kind::Loop) {
+      std::string level = n.walk;
+      if (level.empty() && !n.space.is_dense()) n.space.single_level(&level);
+      if (level.empty()) {
+        trips.push_back("n_" + n.var);
+      } else {
+        trips.push_back("(nnz_" + level + " / std::max(1.0, n_" + p.outer_var(level) + "))");
+        walked = true;
+      }
+    }
+    if (n.kind == Node::Kind::Compute) {
+      std::string t = walked ? "1.0" : w.str();
+      for (auto& f : trips) t += " * " + f;
+      terms.push_back(t);
+    }
+    for (auto& k : n.kids) rec(*k, trips, walked);
+  };
+  rec(root, {}, false);
+  for (auto& name : p.temps) {
+    const TensorInfo& t = p.tensor(name);
+    if (home_of(p, root, name) || t.kept_dims.empty()) continue;
+    std::string size = "1.0";
+    if (!t.compressed_by.empty()) {
+      size += " * nnz_" + t.compressed_by;
+      for (size_t d = 2; d < t.kept_dims.size(); ++d) size += " * n_" + t.kept_dims[d];
+    } else {
+      for (auto& d : t.kept_dims) size += " * n_" + d;
+    }
+    terms.push_back(size);
+  }
+  std::string out;
+  for (auto& t : terms) out += (out.empty() ? "" : " + ") + t;
+  return out.empty() ? "0.0" : out;
+}
+
 // ---------------------------------------------------------------- pipeline
-std::unique_ptr<Compiled> compile(const OpSpec& spec) {
+namespace {
+
+std::unique_ptr<Compiled> compile_one(const OpSpec& spec, const std::vector<int>& choices, std::vector<int>* ties) {
   auto c = std::make_unique<Compiled>();
   c->spec = spec;
-  c->program = decompose(c->spec);
+  c->program = decompose(c->spec, choices, ties);
   Program& p = c->program;
   c->stages.emplace_back("decomposed", print_program(p));
   if (merge_walks(p)) c->stages.emplace_back("after walk merging", print_program(p));
@@ -780,7 +824,62 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec) {
   schedule_cpu(p, *tree);
   c->stages.emplace_back("CPU schedule", print_tree(p, *tree));
   c->tree = std::move(tree);
+  c->cost = cost_expr(p, *c->tree);
+  if (spec.variants) c->stages.emplace_back("cost model", c->cost + "\n");
   return c;
+}
+
+// Whether a lowering runs as the CPU emitter lays it out without scattering: no walk outside a
+// loop over its operand's rows (a sparse level iterated at the root), and no private per-thread
+// sum over a temporary that keeps the walked coordinate (each thread would hold an N x F copy and
+// scatter into it). An association whose order would need the walk in the other direction (the
+// loop order is the spec's, one for all variants) gives such a tree; it is not offered.
+bool lowers_without_scatter(const Program& p, const Node& root) {
+  for (auto& k : root.kids)
+    if (k->kind == Node::Kind::Loop && !k->space.is_dense()) return false;
+  std::function<bool(const Node&)> ok = [&](const Node& n) {
+    for (auto& t : n.private_sums) {
+      const TensorInfo& ti = p.tensor(t);
+      for (auto& d : ti.kept_dims)
+        for (auto& [name, info] : p.tensors)
+          if (info.role == Role::SparseInput && p.inner_var(name) == d) return false;
+    }
+    for (auto& k : n.kids)
+      if (!ok(*k)) return false;
+    return true;
+  };
+  return ok(root);
+}
+
+}  // namespace
+
+std::unique_ptr<Compiled> compile(const OpSpec& spec) {
+  std::vector<int> ties;
+  std::unique_ptr<Compiled> first = compile_one(spec, {}, &ties);
+  if (!spec.variants) return first;
+  // Every combination of choices at the steps that tie, in order (depth first: the choices a
+  // lowering made, then one other pick at a later step), the first kMaxVariants distinct trees.
+  std::vector<std::string> seen{first->stages.back().second + first->stages[first->stages.size() - 2].second};
+  std::vector<std::pair<std::vector<int>, std::vector<int>>> todo;  // (choices, their lowering's ties)
+  todo.push_back({{}, ties});
+  for (size_t q = 0; q < todo.size() && static_cast<int>(seen.size()) < kMaxVariants; ++q) {
+    const auto [choices, at] = todo[q];
+    for (size_t step = choices.size(); step < at.size(); ++step)
+      for (int alt = 1; alt < at[step]; ++alt) {
+        if (static_cast<int>(seen.size()) >= kMaxVariants) break;
+        std::vector<int> next = choices;
+        next.resize(step, 0);
+        next.push_back(alt);
+        std::vector<int> next_ties;
+        std::unique_ptr<Compiled> v = compile_one(spec, next, &next_ties);
+        const std::string key = v->stages.back().second + v->stages[v->stages.size() - 2].second;
+        todo.push_back({next, next_ties});
+        if (std::find(seen.begin(), seen.end(), key) != seen.end() || !lowers_without_scatter(v->program, *v->tree)) continue;
+        seen.push_back(key);
+        first->alternatives.push_back(std::move(v));
+      }
+  }
+  return first;
 }
 
 }  // namespace gnnfuse::codegen

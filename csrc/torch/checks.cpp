@@ -288,6 +288,18 @@ void one_per_row(const char* op, const char* rowptr_arg, const at::Tensor& rowpt
   remember_checked(rowptr, col, kSingleMark);
 }
 
+void in_range(const char* op, const char* arg, int64_t value, int64_t lo, int64_t hi, const char* what) {
+  if (value < lo || value >= hi) fail(op, arg, "must be in [", lo, ", ", hi, "), ", what, " (got ", value, ")");
+}
+
+void one_of(const char* op, const char* arg, const std::string& value, const std::vector<std::string>& known, const char* what) {
+  for (auto& k : known)
+    if (k == value) return;
+  std::string list;
+  for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  fail(op, arg, "must name ", what, " (", list.empty() ? "none" : list, ") (got '", value, "')");
+}
+
 void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes) {
   defined(op, "edge_index", edge_index);
   const at::ScalarType s = edge_index.scalar_type();

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
@@ -83,6 +85,12 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes)
 
 // A scalar argument that counts something: value >= 0.
 void non_negative(const char* op, const char* arg, int64_t value);
+
+// lo <= value < hi; `what` says what the range is, e.g. "a variant of gcn (-1: automatic)".
+void in_range(const char* op, const char* arg, int64_t value, int64_t lo, int64_t hi, const char* what);
+
+// A string argument naming one of `known` (listed in the message when it does not).
+void one_of(const char* op, const char* arg, const std::string& value, const std::vector<std::string>& known, const char* what);
 
 // `nnz` entries are addressable with index dtype `s` (int32: at most 2^31 - 1).
 void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz);

@@ -25,15 +25,17 @@ the argument.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Optional, Tuple, Union
+from typing import Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from .graph import Graph, to_graph
 
-__all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "gcn_norm"]
+__all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "gcn_norm", "force_variant",
+           "variant_count", "last_variant"]
 
 _Csc = Optional[Tuple[Tensor, Tensor, Tensor]]
 
@@ -419,3 +421,31 @@ def gcn(
     else:
         out = torch.ops.gnnfuse.spmm(rowptr, col, w, x @ weight)
     return out if bias is None else out + bias
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerings chosen at run time. An op whose spec says `variants auto` (ops/README.md) has one
+# kernel per association of its product chain that the generator's smallest-temporary rule
+# ties on (gcn: (A X) W row-blocked, or X W first and then the aggregation), each with a cost
+# model over the call's extents and the graph's mean row length; every call runs the cheapest.
+
+
+def variant_count(op: str) -> int:
+    """How many lowerings the generator emitted for ``op`` (an op generated with variants)."""
+    return int(torch.ops.gnnfuse.variant_count(op))
+
+
+def last_variant(op: str) -> int:
+    """The lowering the calling thread's latest call of ``op`` ran (-1 before any call)."""
+    return int(torch.ops.gnnfuse.last_variant(op))
+
+
+@contextlib.contextmanager
+def force_variant(op: str, variant: int) -> Iterator[None]:
+    """Within the block every call of ``op`` (from any thread) runs lowering ``variant``
+    instead of the cheapest by the cost model; for tests and benchmarks."""
+    torch.ops.gnnfuse.force_variant(op, variant)
+    try:
+        yield
+    finally:
+        torch.ops.gnnfuse.force_variant(op, -1)

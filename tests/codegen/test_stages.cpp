@@ -438,12 +438,15 @@ TEST(Emit, DenseProductsOfARowLoopRunOverRowBlocks) {
     for (size_t at = k.find(what); at != std::string::npos; at = k.find(what, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("runtime::gemm_acc<acc_t>("), 8u);  // 4 kernels x (base, avx2)
+  // 4 kernels and the chain-order lowerings of 3 of them (forward, d/dx, d/dedge_weight) x (base, avx2)
+  EXPECT_EQ(count("runtime::gemm_acc<acc_t>("), 14u);
   // the forward's product overwrites the row accumulators: their per-row reset is gone
   EXPECT_NE(k.find("runtime::gemm_acc<acc_t>(nb_, n_o, n_k, ws_T0.data(), int64_t(1) * n_k, int64_t(1), pkp_W, n_o, ws_Yacc.data(), "
                    "int64_t(1) * n_o, true);"),
             std::string::npos);
-  EXPECT_EQ(k.find("std::fill_n(Yacc"), std::string::npos);
+  // (in the (A X) W lowering; the chain order's aggregation resets its row accumulator as spmm does)
+  EXPECT_LT(k.find("void gcn_impl("), k.find("void gcn_v1_impl("));
+  EXPECT_EQ(k.substr(0, k.find("void gcn_v1_impl(")).find("std::fill_n(Yacc"), std::string::npos);
   EXPECT_NE(k.find("std::fill_n(T0"), std::string::npos);
   EXPECT_NE(k.find("runtime::dense_as<acc_t>(W, n_k, n_o, true, pk_W)"), std::string::npos);
   EXPECT_NE(k.find("runtime::gemm_acc<acc_t>(n_k, n_o, nb_, ws_T0.data(), int64_t(1), int64_t(1) * n_k, GY + ib_ * n_o, n_o, DWacc, n_o)"),
@@ -451,6 +454,79 @@ TEST(Emit, DenseProductsOfARowLoopRunOverRowBlocks) {
   EXPECT_NE(k.find("std::vector<acc_t> ws_T0(static_cast<size_t>(runtime::kRowBlock * int64_t(1) * n_k));"), std::string::npos);
   Family spmm = compile_family(load_spec(kOps + "/spmm.spec"));
   EXPECT_EQ(emit_op_cpu(spmm)[1].text.find("gemm_acc"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- variants (input-sensitive lowering)
+TEST(Variants, GcnLowersBothAssociationsWithCostModels) {
+  auto c = compile(load_spec(kOps + "/gcn.spec"));
+  ASSERT_EQ(c->alternatives.size(), 1u);
+  // variant 0: trie-fused (A X) W, a row of A X meets W; variant 1: the chain order A (X W), X W
+  // stored whole at the root (the only way to share it between rows), then the aggregation
+  expect_tree(c->program, *c->tree, R"(
+root
+  for i: dense
+    reset Yacc
+    reset T0
+    for j: A
+      for k: dense
+        T0(k) += A(i,j) * X(j,k)
+    for k: dense
+      for o: dense
+        Yacc(o) += T0(k) * W(k,o)
+    for o: dense
+      Y(i,o) = Yacc(o)
+)");
+  const Compiled& v = *c->alternatives[0];
+  expect_tree(v.program, *v.tree, R"(
+root
+  reset T0
+  for j: dense
+    for k: dense
+      for o: dense
+        T0(j,o) += X(j,k) * W(k,o)
+  for i: dense
+    reset Yacc
+    for j: A
+      for o: dense
+        Yacc(o) += A(i,j) * T0(j,o)
+    for o: dense
+      Y(i,o) = Yacc(o)
+)");
+  // gathered multiply-adds weigh 1, dense ones kDenseWeight, a matrix stored whole its size
+  EXPECT_EQ(c->cost, "1.0 * n_i * (nnz_A / std::max(1.0, n_i)) * n_k + 0.125 * n_i * n_k * n_o + 0.125 * n_i * n_o");
+  EXPECT_EQ(v.cost, "0.125 * n_j * n_k * n_o + 1.0 * n_i * (nnz_A / std::max(1.0, n_i)) * n_o + 0.125 * n_i * n_o + 1.0 * n_j * n_o");
+  // Without the key one lowering; the key is inherited by the adjoints, and d/dweight's other
+  // association (a scatter into per-thread N x F copies under the forward's loop order) is dropped.
+  OpSpec plain = load_spec(kOps + "/gcn.spec");
+  plain.variants = false;
+  EXPECT_TRUE(compile(plain)->alternatives.empty());
+  Family f = compile_family(load_spec(kOps + "/gcn.spec"));
+  std::map<std::string, size_t> n;
+  for (auto& op : f.ops) n[op->spec.name] = op->alternatives.size();
+  EXPECT_EQ(n["gcn_grad_x"], 1u);
+  EXPECT_EQ(n["gcn_grad_edge_weight"], 1u);
+  EXPECT_EQ(n["gcn_grad_weight"], 0u);
+  // the emitted choice: one kernel per lowering, the costs on the call's extents, the pick
+  const std::string k = emit_op_cpu(f)[1].text;
+  EXPECT_NE(k.find("runtime::Variants gcn_variants_(\"gcn\", 2, &gcn_last);"), std::string::npos);
+  EXPECT_NE(k.find("if (pick == 1) return gcn_v1_flags<scalar_t, index_t>(prm);"), std::string::npos);
+  EXPECT_NE(k.find("runtime::gemm_acc<acc_t>(nb_, n_o, n_k, X + ib_ * n_k, n_k, int64_t(1), pkp_W, n_o, T0 + ib_ * n_o, n_o);"),
+            std::string::npos);
+  EXPECT_NE(k.find("runtime::vload<acc_t>(&T0[(j) * n_o + o])"), std::string::npos);  // register-tiled gather of X W rows
+}
+
+TEST(Variants, TheKeyParsesPrintsAndRefusesOtherValues) {
+  OpSpec s = load_spec(kOps + "/gcn.spec");
+  EXPECT_TRUE(s.variants);
+  EXPECT_NE(print_spec(s).find("variants auto\n"), std::string::npos);
+  std::string text = print_spec(s);
+  text.replace(text.find("variants auto"), 13, "variants all");
+  try {
+    parse_spec(text, "x.spec");
+    FAIL() << "accepted 'variants all'";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("variants: expected 'auto'"), std::string::npos);
+  }
 }
 
 TEST(Emit, RegistrationDefinesEverySchemaAndAutograd) {

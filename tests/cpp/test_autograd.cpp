@@ -8,6 +8,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 
 #include "gnnfuse/gnnfuse.h"
@@ -199,6 +201,19 @@ TEST_P(AutogradTest, FusedGcnRowBlocksMatchSplitProduct) {
   };
   const std::vector<at::Tensor> fused = run(true), split = run(false);
   for (size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(at::allclose(fused[k], split[k], 1e-11, 1e-11)) << "output/gradient " << k;
+
+  // Each lowering the generator emitted (variants auto: (A X) W, and X W first), forced through
+  // the dispatcher's control op: the same output and gradients; the choice is reported back.
+  static const auto force = c10::Dispatcher::singleton().findSchemaOrThrow("gnnfuse::force_variant", "").typed<void(c10::string_view, int64_t)>();
+  static const auto last = c10::Dispatcher::singleton().findSchemaOrThrow("gnnfuse::last_variant", "").typed<int64_t(c10::string_view)>();
+  for (int64_t v : {0, 1}) {
+    for (const char* op : {"gcn", "gcn_grad_x", "gcn_grad_edge_weight"}) force.call(op, v);
+    const std::vector<at::Tensor> got = run(true);
+    for (const char* op : {"gcn", "gcn_grad_x", "gcn_grad_edge_weight"}) EXPECT_EQ(last.call(op), v) << op;
+    for (const char* op : {"gcn", "gcn_grad_x", "gcn_grad_edge_weight"}) force.call(op, -1);
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(at::allclose(got[k], split[k], 1e-11, 1e-11)) << "variant " << v << ", output/gradient " << k;
+  }
+  EXPECT_THROW(force.call("gcn", 7), c10::Error);
 }
 
 TEST_P(AutogradTest, SpmmDoubleBackward) {

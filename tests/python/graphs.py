@@ -205,6 +205,19 @@ def dense_adjacency(case: GraphCase, weight: Optional[Tensor] = None) -> Tensor:
     return a
 
 
+def check_gcn_against_dense(case: GraphCase, perm: Tensor, w: Tensor, x: Tensor, W: Tensor, gy: Tensor, out: Tensor, grads) -> None:
+    """``out`` = A x W and ``grads`` = its gradients (edge weights in CSR order, x, W) for the
+    incoming gradient ``gy``, against dense float64 autograd; ``w`` in edge_index order."""
+    xd, Wd, wd = x.detach().double().requires_grad_(), W.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    want = dense_adjacency(case, wd) @ xd @ Wd
+    want_grads = torch.autograd.grad(want, (wd, xd, Wd), gy.double())
+    tol = dict(rtol=1e-11, atol=1e-11) if out.dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out.double(), want, **tol)
+    torch.testing.assert_close(grads[0].double(), want_grads[0][perm], **tol)
+    for got, ref in zip(grads[1:], want_grads[1:]):
+        torch.testing.assert_close(got.double(), ref, **tol)
+
+
 def ref_spmm(case: GraphCase, x: Tensor, weight: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """``(A @ x, |A| @ |x|)`` in float64; the second is the error scale for the tolerance."""
     a = dense_adjacency(case, weight)
