@@ -119,7 +119,10 @@ def git_commit():
 
 
 def machine_tag() -> str:
-    m = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-") or "cpu"
+    """Vendor and family of the CPU and its core count, e.g. intel-xeon-2c, amd-epyc-2c (the names
+    of the committed result files)."""
+    words = re.sub(r"\((r|tm)\)", " ", cpu_model().lower()).split()
+    m = re.sub(r"[^a-z0-9]+", "-", " ".join(words[:2])).strip("-") or "cpu"
     return f"{m}-{os.cpu_count()}c"
 
 
