@@ -1,9 +1,16 @@
-"""Input-sensitive fusion of the GCN product Y = Â X W: the fused op ``gcn`` (rows aggregated in
-blocks of 32 that meet W in a register-tiled product, no N x F_in temporary) against the split
-form (gnnfuse spmm on the narrower side and PyTorch's GEMM), forward (no grad) and
-forward+backward, for several (F_in, F_out); and which one ``gnnfuse.ops.gcn_fused_choice`` (what
-``gnnfuse.gcn`` and ``gnnfuse.nn.GCNConv`` run by default) picks. Outputs and gradients are
-compared first; times are medians, float32, on the normalised graph (gcn_norm run once).
+"""Input-sensitive fusion of the GCN product Y = Â X W, at two levels, forward (no grad) and
+forward+backward, for several (F_in, F_out):
+
+- inside the fused op ``gcn``: its two generated lowerings (``variants auto``: variant 0 =
+  (A X) W, rows aggregated in blocks of 32 that meet W in a register-tiled product, no N x F_in
+  temporary; variant 1 = A (X W), X W through the blocked GEMM into an N x F_out matrix, then
+  the aggregation), each forced, and the one the generated cost model picks (``auto``);
+- the fused op against the split form (gnnfuse spmm on the narrower side and PyTorch's GEMM),
+  and which one ``gnnfuse.ops.gcn_fused_choice`` (what ``gnnfuse.gcn`` and
+  ``gnnfuse.nn.GCNConv`` run by default) picks.
+
+Outputs and gradients are compared first; times are medians, float32, on the normalised graph
+(gcn_norm run once).
 
     python bench/bench_gcn_fusion.py --graphs pubmed ca-HepPh rmat-16-16 rmat-18-16 --threads 2 \\
         --out bench/results/cpu_gcn_fusion_<machine>.json
@@ -39,7 +46,9 @@ def main():
     ops = torch.ops.gnnfuse
     torch.set_num_threads(args.threads)
     print(f"# {cpu_model()}, {args.threads} threads, torch {torch.__version__}")
-    print(f"{'graph':<14}{'dims':>9} {'mode':<9}{'split ms':>10}{'fused ms':>10}{'fused/split':>12}  auto")
+    print(f"{'graph':<14}{'dims':>9} {'mode':<9}{'split ms':>10}{'fused ms':>10}{'fused/split':>12}  auto"
+          f"{'v0 ms':>10}{'v1 ms':>10}  picked")
+    family = ["gcn", "gcn_grad_x", "gcn_grad_edge_weight"]
     results = []
     for name in args.graphs:
         edge_index, n = load(name, args.root)
@@ -84,18 +93,36 @@ def main():
                 t_s, _ = median_time(make(split), args.min_reps, args.min_time)
                 t_f, _ = median_time(make(fused), args.min_reps, args.min_time)
                 t_s = min(t_s, median_time(make(split), args.min_reps, args.min_time)[0])
+                # which lowerings the cost model picked for this input (forward; d/dx, d/dedge_weight)
+                make(fused)()
+                picked = [gnnfuse.ops.last_variant(op) for op in (family[:1] if mode == "forward" else family[:2])]
+                t_v = []
+                for v in (0, 1):
+                    for op in family:
+                        ops.force_variant(op, v)
+                    try:
+                        t_v.append(median_time(make(fused), args.min_reps, args.min_time)[0])
+                    finally:
+                        for op in family:
+                            ops.force_variant(op, -1)
                 auto = gcn_fused_choice(None, n, f_in, f_out, needs_grad=mode != "forward")
                 t_auto = t_f if auto else t_s
                 right = t_auto <= TIE * min(t_f, t_s)
+                v_right = t_f <= TIE * min(t_v)
                 results.append({"graph": name, "nodes": n, "edges": int(rowptr[-1]), "f_in": f_in, "f_out": f_out,
                                 "mode": mode, "split_ms": t_s * 1e3, "fused_ms": t_f * 1e3, "speedup": t_s / t_f,
-                                "auto": "fused" if auto else "split", "auto_within_5pct": right, "max_rel_err": err})
+                                "auto": "fused" if auto else "split", "auto_within_5pct": right, "max_rel_err": err,
+                                "fused_v0_ms": t_v[0] * 1e3, "fused_v1_ms": t_v[1] * 1e3, "variants_picked": picked,
+                                "variant_within_5pct": v_right})
                 print(f"{name:<14}{dims:>9} {mode:<9}{t_s*1e3:>10.2f}{t_f*1e3:>10.2f}{t_s/t_f:>11.2f}x  "
-                      f"{'fused' if auto else 'split'}{'' if right else ' (slower)'}")
+                      f"{'fused' if auto else 'split'}{'' if right else ' (slower)'}"
+                      f"{t_v[0]*1e3:>10.2f}{t_v[1]*1e3:>10.2f}  {picked}{'' if v_right else ' (slower)'}")
     if args.out:
         write_results(args.out, args.threads,
                       "medians, float32; speedup = split time / fused time; split = gnnfuse spmm on the narrower side "
-                      "+ torch GEMM; auto = gcn_fused_choice; edges include the added self-loops", results)
+                      "+ torch GEMM; auto = gcn_fused_choice; fused = the gcn op with its lowering chosen by the generated "
+                      "cost model (variants_picked: gcn[, gcn_grad_x]), fused_v0/v1 = each lowering forced; edges include "
+                      "the added self-loops", results)
 
 
 if __name__ == "__main__":

@@ -241,7 +241,9 @@ def plot(path: Path):
         for k, meth in enumerate(meths):
             ys = []
             for gname in graphs:
-                r = next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] in (t, threads[0])), None)
+                # the row at this thread count; scipy (single-threaded, timed once) at the first
+                r = next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] == t), None) or \
+                    next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] == threads[0]), None)
                 base = next((x for x in rows if x["graph"] == gname and x["method"] == "scipy"), None)
                 ys.append(base["ms"] / r["ms"] if r and base else 0)
             ax.bar([i + k * width for i in range(len(graphs))], ys, width, label=meth)

@@ -34,6 +34,11 @@ def page(spec: Path, gen: Path) -> str:
             out.append(doc.group(1) + "\n")
         if expr:
             out.append(f"```\n{expr.group(1)}\n```\n")
+        costs = re.findall(r"^---- (?:variant (\d+): )?cost model\n(.*)$", body, flags=re.M)
+        if len(costs) > 1:  # variants auto: one lowering per association, the cheapest runs
+            out.append("Lowerings chosen per call by their cost models (n_v: extents, nnz_S: stored entries):\n")
+            out += [f"- variant {v or 0}: `{c}`" for v, c in costs]
+            out.append("")
         out.append("<details><summary>spec, index trees after every stage</summary>\n\n```\n" + body.rstrip() + "\n```\n</details>\n")
     return "\n".join(out)
 
