@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> dict = {
       "(", ")", ",", "*", "+", "-", "/", "=", "[", "]", " ", "\n", "i", "j", "k", "f", "h", "A", "X", "Y", "S",
       "exp", "max", "detach", "leaky_relu", "sum", "csr", "csc", "dense", "output", "expr", "op", "sparse",
-      "schema", "reduce", "Tensor", "Tensor?", "float", "->", "max[j2]", "A(i,j)", "X(j,f)", "Y(i,f)", "0", "1e9"};
+      "schema", "reduce", "Tensor", "Tensor?", "float", "->", "max[j2]", "A(i,j)", "X(j,f)", "Y(i,f)", "0", "1e9",
+      "\nvariants auto\n", " single", "\nsymbolic S\n", "\nextent j = n\n"};
   const int status = gnnfuse::fuzz::run(argc, argv, corpus, dict);
   std::printf("fuzz_spec: %ld specs compiled and emitted, %ld refused with a SpecError\n", compiled, refused);
   return status;

@@ -217,6 +217,9 @@ def _all_ops_forward_backward(g, n):
         torch.ops.gnnfuse.gat(g.rowptr, g.col, a_dst, a_src, x, 0.2),
         gnnfuse.graph_attention(g, x, x, x),
         gnnfuse.edge_softmax(g, gnnfuse.sddmm(g, a_dst, a_src, op="add")),
+        # gcn in both lowerings: aggregate first (64 -> 96), X W first (64 -> 8)
+        torch.ops.gnnfuse.gcn(g.rowptr, g.col, w, x2, torch.linspace(-1, 1, 64 * 96).view(64, 96)),
+        torch.ops.gnnfuse.gcn(g.rowptr, g.col, w, x2, torch.linspace(-1, 1, 64 * 8).view(64, 8)),
     ]
     loss = sum((o * torch.linspace(-1, 1, o.numel()).view_as(o)).sum() for o in outs)
     grads = torch.autograd.grad(loss, [x, a_dst, a_src, w])
