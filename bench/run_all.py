@@ -7,7 +7,7 @@ correctness check runs before its timing; a step that fails stops the run unless
 
     python bench/run_all.py                       # everything (hours on 2 cores; the peers of
                                                   #   bench/README.md are timed when they import)
-    python bench/run_all.py --quick               # smoke run of every step: small graphs, short timing, to /tmp
+    python bench/run_all.py --quick               # smoke run of every step: small R-MAT graphs, short timing, to /tmp
     python bench/run_all.py --only ops gcn_fusion # a subset (names: --list)
     python bench/run_all.py --list
 
@@ -30,17 +30,18 @@ from bench_ops import machine_tag  # noqa: E402
 
 def plan(tag: str, quick: bool) -> list[tuple[str, str, list[str], str]]:
     """(name, script, arguments, output file name) per step."""
-    if quick:
-        small = ["cora", "pubmed"]
+    if quick:  # generated graphs only: runs wherever the datasets are not
+        small = ["rmat-11-8", "rmat-12-8"]
         t = ["--min-reps", "2", "--min-time", "0.05"]
         return [
-            ("ops", "bench_ops.py", ["--quick", "--threads", "2"], f"cpu_ops_{tag}.json"),
-            ("ops_bf16", "bench_ops.py", ["--quick", "--threads", "2", "--dtype", "bfloat16", "--ops", "spmm"], f"cpu_ops_bf16_{tag}.json"),
+            ("ops", "bench_ops.py", ["--quick", "--threads", "2", "--graphs", ",".join(small)], f"cpu_ops_{tag}.json"),
+            ("ops_bf16", "bench_ops.py", ["--quick", "--threads", "2", "--dtype", "bfloat16", "--ops", "spmm", "--graphs", small[0]],
+             f"cpu_ops_bf16_{tag}.json"),
             ("reductions", "bench_reductions.py", ["--graphs", *small, *t], f"cpu_reductions_{tag}.json"),
             ("layers", "bench_layers.py", ["--graphs", *small, *t], f"cpu_layers_{tag}.json"),
-            ("gcn_fusion", "bench_gcn_fusion.py", ["--graphs", "cora", "--dims", "16x128", "128x16", *t], f"cpu_gcn_fusion_{tag}.json"),
+            ("gcn_fusion", "bench_gcn_fusion.py", ["--graphs", small[0], "--dims", "16x128", "128x16", *t], f"cpu_gcn_fusion_{tag}.json"),
             ("spgemm", "bench_spgemm.py", ["--graphs", *small, "--threads", "2", "--repeats", "2", "--no-plot"], f"cpu_spgemm_{tag}.json"),
-            ("autograd_memory", "bench_autograd_memory.py", ["--graphs", "cora", "--reps", "1"], f"autograd_memory_{tag}.json"),
+            ("autograd_memory", "bench_autograd_memory.py", ["--graphs", small[0], "--reps", "1"], f"autograd_memory_{tag}.json"),
         ]
     real = ["cora", "citeseer", "pubmed", "ca-HepPh", "soc-Slashdot0902", "copter2", "luxembourg_osm"]
     sweep = ["pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16"]

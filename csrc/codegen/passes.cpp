@@ -857,16 +857,19 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec) {
   std::vector<int> ties;
   std::unique_ptr<Compiled> first = compile_one(spec, {}, &ties);
   if (!spec.variants) return first;
-  // Every combination of choices at the steps that tie, in order (depth first: the choices a
-  // lowering made, then one other pick at a later step), the first kMaxVariants distinct trees.
+  // Every combination of choices at the steps that tie, in order (breadth first: the choices a
+  // lowering made, then one other pick at a later step), the first kMaxVariants distinct trees
+  // among at most 8 * kMaxVariants lowerings tried (a long chain of tied dense factors has
+  // factorially many associations, mostly equivalent).
   std::vector<std::string> seen{first->stages.back().second + first->stages[first->stages.size() - 2].second};
   std::vector<std::pair<std::vector<int>, std::vector<int>>> todo;  // (choices, their lowering's ties)
   todo.push_back({{}, ties});
+  int tries = 0;
   for (size_t q = 0; q < todo.size() && static_cast<int>(seen.size()) < kMaxVariants; ++q) {
     const auto [choices, at] = todo[q];
     for (size_t step = choices.size(); step < at.size(); ++step)
       for (int alt = 1; alt < at[step]; ++alt) {
-        if (static_cast<int>(seen.size()) >= kMaxVariants) break;
+        if (static_cast<int>(seen.size()) >= kMaxVariants || ++tries > 8 * kMaxVariants) break;
         std::vector<int> next = choices;
         next.resize(step, 0);
         next.push_back(alt);

@@ -515,6 +515,33 @@ root
   EXPECT_NE(k.find("runtime::vload<acc_t>(&T0[(j) * n_o + o])"), std::string::npos);  // register-tiled gather of X W rows
 }
 
+TEST(Variants, ALongChainIsBoundedAndEveryLoweringEmits) {
+  // Five factors with four contractions: many associations tie; at most kMaxVariants distinct
+  // lowerings come out, found among a bounded number tried, and each emits.
+  const std::string spec = R"(op      chain
+schema  chain(Tensor rowptr, Tensor col, Tensor x, Tensor w1, Tensor w2, Tensor w3) -> Tensor
+sparse  A(i,j) = csr(rowptr, col)
+dense   X(j,a) = x
+dense   W1(a,b) = w1
+dense   W2(b,c) = w2
+dense   W3(c,d) = w3
+output  Y(i,d)
+expr    Y(i,d) = A(i,j) * X(j,a) * W1(a,b) * W2(b,c) * W3(c,d)
+dtypes  float32
+index   int64
+grad_order 0
+variants auto
+)";
+  auto c = compile(parse_spec(spec, "chain.spec"));
+  EXPECT_GE(c->alternatives.size(), 1u);
+  EXPECT_LE(static_cast<int>(c->alternatives.size()) + 1, kMaxVariants);
+  std::set<std::string> trees{print_tree(c->program, *c->tree)};
+  for (auto& v : c->alternatives) EXPECT_TRUE(trees.insert(print_tree(v->program, *v->tree)).second);
+  Family f = compile_family(parse_spec(spec, "chain.spec"));
+  const std::string k = emit_op_cpu(f)[1].text;
+  EXPECT_NE(k.find("chain_run"), std::string::npos);
+}
+
 TEST(Variants, TheKeyParsesPrintsAndRefusesOtherValues) {
   OpSpec s = load_spec(kOps + "/gcn.spec");
   EXPECT_TRUE(s.variants);
