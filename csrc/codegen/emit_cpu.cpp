@@ -1769,8 +1769,9 @@ std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
   k << "#include \"" << fam << "_kernel.h\"\n\n";
   k << "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#define GNNFUSE_AVX2_PATH 1\n#endif\n";
   // Register tiles (runtime::vload) return 32-byte vectors from always-inlined helpers: no call
-  // exists whose vector ABI -Wpsabi could warn about (on the base path it would, per instance).
-  k << "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC diagnostic ignored \"-Wpsabi\"\n#endif\n\n";
+  // exists whose vector ABI -Wpsabi could warn about (on the base path GCC and clang would, per
+  // instance; clang reads GCC's diagnostic pragmas).
+  k << "#if defined(__GNUC__)\n#pragma GCC diagnostic ignored \"-Wpsabi\"\n#endif\n\n";
   k << "namespace gnnfuse::generated {\n\n";
   for (auto& c : f.ops) emit_kernel(*c, k);
   if (!f.ops[0]->spec.symbolic.empty()) emit_symbolic_kernel(*f.ops[0], k);
