@@ -2231,7 +2231,9 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   r << "  constexpr const char* op = \"" << op << "\";\n";
   emit_pattern_checks(c, r);
   const auto [keys, ints] = pattern_key(c);
-  r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0], (*hit)[1]};\n";
+  // A hit hands out copies: results of separate calls never share storage (an in-place change
+  // of one would show in the other; the cache's own tensors stay as stored).
+  r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0].clone(), (*hit)[1].clone()};\n";
   emit_pattern_params(c, op, false, r);
   const std::string rows = "n_" + p_outer(c, s.symbolic);
   r << "  at::Tensor rowptr64_ = at::empty({" << rows << " + 1}, " << first << ".options().dtype(at::kLong));\n";
@@ -2310,7 +2312,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
     if (a.type != "Tensor" && a.type != "int") fail(s.loc, "assemble: argument '" + a.name + "' (" + a.type + ") is not supported");
   const auto [keys, ints] = pattern_key(c);
   r << "  if (auto hit = cache::lookup(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}))\n";
-  r << "    return {(*hit)[0], (*hit)[1], " << s.name << "_cpu_kernel(" << args_with_pattern(s, "(*hit)[0]", "(*hit)[1]") << ")};\n";
+  r << "    return {(*hit)[0].clone(), (*hit)[1].clone(), " << s.name << "_cpu_kernel(" << args_with_pattern(s, "(*hit)[0]", "(*hit)[1]") << ")};\n";
   emit_pattern_params(c, op, true, r);
   const std::string rows = "n_" + p_outer(c, s.symbolic);
   r << "  at::Tensor rowptr64_ = at::empty({" << rows << " + 1}, " << first << ".options().dtype(at::kLong));\n";

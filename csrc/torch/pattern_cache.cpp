@@ -1,5 +1,6 @@
 #include "torch/pattern_cache.h"
 
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -31,6 +32,7 @@ constexpr size_t kEntries = 32;
 std::mutex mutex;
 std::vector<Entry> entries;
 size_t next = 0;
+std::map<std::string, int64_t> hit_counts;  // per op name, since the library was loaded
 
 bool cacheable(const std::vector<at::Tensor>& keys) {
   for (auto& t : keys)
@@ -75,8 +77,17 @@ std::optional<std::vector<at::Tensor>> lookup(const char* op, const std::vector<
   std::lock_guard<std::mutex> lock(mutex);
   drop_dead();
   for (const Entry& e : entries)
-    if (matches(e, op, keys, ints)) return e.value;
+    if (matches(e, op, keys, ints)) {
+      ++hit_counts[op];
+      return e.value;
+    }
   return std::nullopt;
+}
+
+int64_t hits(const std::string& op) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = hit_counts.find(op);
+  return it == hit_counts.end() ? 0 : it->second;
 }
 
 void store(const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints, const std::vector<at::Tensor>& value) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -23,5 +24,8 @@ std::optional<std::vector<at::Tensor>> lookup(const char* op, const std::vector<
 void store(const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints, const std::vector<at::Tensor>& value);
 // Drops every entry (tests; memory).
 void clear();
+// How many lookups of `op` have hit since the library was loaded (tests and benchmarks; the op
+// `pattern_cache_hits`).
+int64_t hits(const std::string& op);
 
 }  // namespace gnnfuse::cache

@@ -2,6 +2,8 @@
 //   force_variant(str op, int variant) -> ()   -1: automatic (the default), else run that one
 //   variant_count(str op) -> int               how many lowerings the generator emitted
 //   last_variant(str op) -> int                the one the calling thread's latest call ran
+//   pattern_cache_hits(str op) -> int          hits of the pattern cache (torch/pattern_cache.h) for
+//                                              `op` ("spgemm_symbolic", "checks::csr", ...) so far
 // For tests and benchmarks; a program never needs them.
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 
 #include "runtime/variants.h"
 #include "torch/checks.h"
+#include "torch/pattern_cache.h"
 
 namespace gnnfuse {
 namespace {
@@ -34,6 +37,8 @@ int64_t variant_count(c10::string_view op) { return variants_of("variant_count",
 
 int64_t last_variant(c10::string_view op) { return variants_of("last_variant", std::string(op)).last(); }
 
+int64_t pattern_cache_hits(c10::string_view op) { return cache::hits(std::string(op)); }
+
 }  // namespace
 }  // namespace gnnfuse
 
@@ -41,4 +46,5 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("force_variant(str op, int variant) -> ()", &gnnfuse::force_variant);
   m.def("variant_count(str op) -> int", &gnnfuse::variant_count);
   m.def("last_variant(str op) -> int", &gnnfuse::last_variant);
+  m.def("pattern_cache_hits(str op) -> int", &gnnfuse::pattern_cache_hits);
 }

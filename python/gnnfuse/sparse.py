@@ -12,6 +12,8 @@ and C++ alike.
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from typing import Optional, Tuple
 
 import torch
@@ -22,8 +24,8 @@ from .graph import Graph, _infer_num_nodes, to_graph
 __all__ = ["spgemm", "coarsen", "assignment_csr"]
 
 
-def _as_matrix(m, values: Optional[Tensor], name: str) -> Tuple[Graph, Tensor]:
-    """-> (pattern as a Graph, values in its CSR order)."""
+def _as_matrix(m, values: Optional[Tensor], name: str) -> Tuple[Graph, Optional[Tensor]]:
+    """-> (pattern as a Graph, values in its CSR order or None for an unweighted matrix)."""
     if isinstance(m, Tensor) and m.layout == torch.sparse_csr:
         g = Graph(m.crow_indices(), m.col_indices(), m.size(0), m.size(1))
         return g, m.values() if values is None else values
@@ -31,11 +33,7 @@ def _as_matrix(m, values: Optional[Tensor], name: str) -> Tuple[Graph, Tensor]:
         if isinstance(m, Tensor) and m.layout == torch.strided:
             raise TypeError(f"gnnfuse.spgemm: {name} must be a sparse matrix (gnnfuse.Graph, torch sparse tensor, scipy.sparse), got a dense tensor")
         m = Graph.from_sparse(m) if isinstance(m, Tensor) else to_graph(m)
-    if values is None:
-        values = m.values
-    if values is None:
-        values = torch.ones(m.col.numel(), dtype=torch.get_default_dtype(), device=m.col.device)
-    return m, values
+    return m, m.values if values is None else values
 
 
 def spgemm(
@@ -56,8 +54,16 @@ def spgemm(
             f"gnnfuse.spgemm: argument 'b' must have {ga.num_src_nodes} rows, the columns of 'a' "
             f"(got {gb.num_nodes} x {gb.num_src_nodes})"
         )
+    # Operands of different forms: a missing operand's ones take the other's dtype, and int32
+    # indices meet int64 ones as int64 (explicit values of two dtypes are the op's error).
+    dtype = va.dtype if va is not None else vb.dtype if vb is not None else torch.get_default_dtype()
+    va = torch.ones(ga.num_edges, dtype=dtype, device=ga.device) if va is None else va
+    vb = torch.ones(gb.num_edges, dtype=dtype, device=gb.device) if vb is None else vb
+    arowptr, acol, browptr, bcol = ga.rowptr, ga.col, gb.rowptr, gb.col
+    if not (arowptr.dtype == acol.dtype == browptr.dtype == bcol.dtype):
+        arowptr, acol, browptr, bcol = arowptr.long(), acol.long(), browptr.long(), bcol.long()
     n_cols = gb.num_src_nodes
-    crowptr, ccol, values = torch.ops.gnnfuse.spgemm_assemble(ga.rowptr, ga.col, va, gb.rowptr, gb.col, vb, n_cols)
+    crowptr, ccol, values = torch.ops.gnnfuse.spgemm_assemble(arowptr, acol, va, browptr, bcol, vb, n_cols)
     return Graph(crowptr, ccol, ga.num_nodes, n_cols), values
 
 
@@ -68,9 +74,11 @@ def assignment_csr(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype)
         raise RuntimeError(
             f"gnnfuse.coarsen: argument 'cluster' must be a 1-D int32 or int64 tensor (got {cluster.dtype} of shape {tuple(cluster.shape)})"
         )
+    if num_clusters < 0:
+        raise RuntimeError(f"gnnfuse.coarsen: argument 'num_clusters' must be >= 0 (got {num_clusters})")
     n = cluster.numel()
     prowptr = torch.arange(n + 1, dtype=index_dtype, device=cluster.device)
-    pcol = cluster.to(index_dtype)
+    pcol = cluster.to(index_dtype, copy=True)  # not `cluster` itself: the cache below must not keep it alive
     if n and (int(cluster.min()) < 0 or int(cluster.max()) >= num_clusters):
         bad = int(((cluster < 0) | (cluster >= num_clusters)).nonzero()[0])
         raise RuntimeError(
@@ -81,6 +89,39 @@ def assignment_csr(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype)
     torch.cumsum(counts, 0, out=mrowptr[1:])
     mcol = torch.sort(cluster.long(), stable=True).indices
     return prowptr, pcol, mrowptr.to(index_dtype), mcol.to(index_dtype)
+
+
+# The assignment CSRs of the clusterings used last: coarsening the same graph by the same
+# `cluster` tensor (every epoch of a pooling layer) passes the same index tensors again, so the
+# op's pattern cache (keyed on them) hits. An entry goes when its `cluster` tensor is freed, or
+# when the tensor has been changed in place (its version counter).
+_ASSIGNMENTS: "OrderedDict[int, Tuple[weakref.ref, int, int, int, torch.dtype, Tuple[Tensor, Tensor, Tensor, Tensor]]]" = OrderedDict()
+_ASSIGNMENTS_KEPT = 8
+
+
+def _assignment(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`assignment_csr`, cached per ``cluster`` tensor (eager, non-inference tensors)."""
+    if torch.compiler.is_compiling() or cluster.is_inference():
+        return assignment_csr(cluster, num_clusters, index_dtype)
+    key = id(cluster)
+    hit = _ASSIGNMENTS.get(key)
+    if hit is not None:
+        ref, version, ptr, n, dt, result = hit
+        if ref() is cluster and version == cluster._version and ptr == cluster.data_ptr() and n == num_clusters and dt == index_dtype:
+            _ASSIGNMENTS.move_to_end(key)
+            return result
+    result = assignment_csr(cluster, num_clusters, index_dtype)
+
+    def forget(dead: "weakref.ref", key: int = key) -> None:
+        entry = _ASSIGNMENTS.get(key)
+        if entry is not None and entry[0] is dead:
+            del _ASSIGNMENTS[key]
+
+    _ASSIGNMENTS[key] = (weakref.ref(cluster, forget), cluster._version, cluster.data_ptr(), num_clusters, index_dtype, result)
+    _ASSIGNMENTS.move_to_end(key)
+    while len(_ASSIGNMENTS) > _ASSIGNMENTS_KEPT:
+        _ASSIGNMENTS.popitem(last=False)
+    return result
 
 
 def coarsen(
@@ -100,12 +141,15 @@ def coarsen(
     an ``edge_index``, CSR order for a Graph or a sparse tensor).
 
     Returns ``(coarse_graph, coarse_edge_weight)``, the weights in the coarse graph's CSR order.
+    Called again with the same :class:`Graph` and the same ``cluster`` tensor (unchanged), only
+    the numeric pass runs, on the cached coarse pattern; an ``edge_index`` is converted to a
+    new CSR on every call, so pass a Graph where that matters.
     A soft or general ``P`` goes through :func:`spgemm` twice (``spgemm(spgemm(Pᵀ, A), P)``).
     """
     if num_clusters is None:
         num_clusters = _infer_num_nodes(cluster)
     rowptr, col, w = _coarsen_inputs(graph, cluster, edge_weight)
-    return _coarsen_csr(rowptr, col, w, assignment_csr(cluster, num_clusters, rowptr.dtype), num_clusters, remove_self_loops)
+    return _coarsen_csr(rowptr, col, w, _assignment(cluster, num_clusters, rowptr.dtype), num_clusters, remove_self_loops)
 
 
 def _coarsen_inputs(graph, cluster: Tensor, edge_weight: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
@@ -114,6 +158,10 @@ def _coarsen_inputs(graph, cluster: Tensor, edge_weight: Optional[Tensor]) -> Tu
     from .ops import _resolve
 
     n = cluster.numel()
+    if isinstance(graph, Tensor) and graph.layout != torch.strided:
+        graph = Graph.from_sparse(graph, validate=False)  # the op validates it
+    elif not isinstance(graph, (Graph, Tensor)):
+        graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph) and graph.num_src_nodes != graph.num_nodes:
         raise RuntimeError(f"gnnfuse.coarsen: argument 'graph' must be square (got {graph.num_nodes} x {graph.num_src_nodes})")
     rowptr, col, w, _ = _resolve(graph, edge_weight, n, "coarsen")

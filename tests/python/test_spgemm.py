@@ -23,6 +23,11 @@ OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor",
 ASSEMBLE_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 
+
+def _hits(op: str) -> int:
+    """Pattern-cache hits of `op` so far (a hit hands out copies, so data pointers cannot tell)."""
+    return torch.ops.gnnfuse.pattern_cache_hits(op)
+
 def random_matrix(rows, cols, nnz, seed, empty_rows=True, duplicates=True, full_row=False):
     """A scipy CSR (float64) with unsorted duplicate entries summed, plus the raw COO for
     duplicates in the CSR given to the op (sorted within rows, duplicates kept)."""
@@ -69,8 +74,10 @@ def check_product(a, b, itype, dtype, tol):
     # pattern and, summed in the same order, the same values, bit for bit; then a cache hit.
     r1, c1, v1 = torch.ops.gnnfuse.spgemm_assemble(ar, ac.clone(), av, br, bc, bv, n_cols)
     assert torch.equal(r1, cr) and torch.equal(c1, cc) and torch.equal(v1, cv)
+    hits = _hits("spgemm_symbolic")
     r2, c2, v2 = torch.ops.gnnfuse.spgemm_assemble(ar, ac, av, br, bc, bv, n_cols)
-    assert r2.data_ptr() == cr.data_ptr() and torch.equal(v2, cv)
+    assert _hits("spgemm_symbolic") == hits + 1 and torch.equal(r2, cr) and torch.equal(c2, cc) and torch.equal(v2, cv)
+    assert r2.numel() == 0 or r2.data_ptr() != cr.data_ptr()  # a hit hands out copies
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=IDS.get)
@@ -230,14 +237,20 @@ def test_spgemm_compile_fullgraph():
 def test_symbolic_cache():
     a, b, cr, cc = _graph_operands(torch.int64, torch.float64)
     r1, c1 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    hits = _hits("spgemm_symbolic")
     r2, c2 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
-    assert r1.data_ptr() == r2.data_ptr() and c1.data_ptr() == c2.data_ptr()  # a hit
+    assert _hits("spgemm_symbolic") == hits + 1 and torch.equal(r1, r2) and torch.equal(c1, c2)  # a hit
+    # ... whose results are the caller's own: changing one changes no other call's result.
+    r2b, c2b = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    c2.fill_(7)
+    assert torch.equal(c2b, c1) and not torch.equal(c2, c1)
     # An operand changed in place is a miss (its version counter moved).
     bc = b[1].clone()
     r3, c3 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], bc, 11)
     bc.zero_()
+    hits = _hits("spgemm_symbolic")
     r4, c4 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], bc, 11)
-    assert c4.data_ptr() != c3.data_ptr()
+    assert _hits("spgemm_symbolic") == hits
     assert int(c4.max()) == 0 if c4.numel() else True
     # A result changed in place by its user is a miss as well.
     expected = c1.clone()
@@ -263,10 +276,11 @@ def test_cache_releases_results_of_freed_operands():
     gc.collect()
     torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)  # a cache access drops the dead entries
     assert all(ref() is None for ref in refs)
-    # a live operand keeps its entry: a hit returns the very tensor
-    r1, c1 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
-    r2, c2 = torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
-    assert c1.data_ptr() == c2.data_ptr()
+    # a live operand keeps its entry
+    torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    hits = _hits("spgemm_symbolic")
+    torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 11)
+    assert _hits("spgemm_symbolic") == hits + 1
 
 
 def test_spgemm_python_api():
@@ -401,6 +415,68 @@ def test_coarsen_bad_input():
         torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, 3)
 
 
+def test_coarsen_bad_arguments_named():
+    case = CASES["uniform"]
+    cluster = torch.arange(case.num_nodes) % 4
+    with pytest.raises(RuntimeError, match=r"gnnfuse.coarsen: argument 'num_clusters' must be >= 0 \(got -1\)"):
+        gnnfuse.coarsen(case.edge_index, cluster, -1)
+    with pytest.raises(RuntimeError, match=r"argument 'num_clusters' must be >= 0"):
+        gnnfuse.coarsen(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long), -1)
+    # Non-square matrices of every form are refused as such (a torch one whose extra column is
+    # empty as well).
+    with pytest.raises(RuntimeError, match=r"argument 'graph' must be square \(got 3 x 4\)"):
+        gnnfuse.coarsen(sp.csr_matrix(np.ones((3, 4))), torch.tensor([0, 0, 1]), 2)
+    dense = torch.zeros(3, 4)
+    dense[0, 1], dense[2, 0] = 1.0, 2.0
+    with pytest.raises(RuntimeError, match=r"argument 'graph' must be square \(got 3 x 4\)"):
+        gnnfuse.coarsen(dense.to_sparse(), torch.tensor([0, 0, 1]), 2)
+    pool = gnnfuse.nn.CoarsenPool("sum")
+    with pytest.raises(RuntimeError, match=rf"CoarsenPool: argument 'x' must have one row per node, {case.num_nodes}"):
+        pool(torch.randn(case.num_nodes + 2, 3), case.edge_index, torch.arange(case.num_nodes) % 4, 4)
+    with pytest.raises(ValueError, match="num_clusters given without cluster"):
+        pool(torch.randn(case.num_nodes, 3), case.edge_index, None, 4)
+
+
+def test_repeated_coarsening_hits_the_pattern_cache():
+    """Coarsening a Graph by the same cluster tensor again (every epoch of a pooling layer) runs
+    the numeric pass on the cached pattern; results are independent tensors; a cluster tensor
+    changed in place is coarsened anew."""
+    case = CASES["power_law"]
+    g = gnnfuse.Graph.from_edge_index(case.edge_index, num_nodes=case.num_nodes)
+    cluster = torch.arange(case.num_nodes) % 5
+    c1, w1 = gnnfuse.coarsen(g, cluster, 5)
+    hits = _hits("coarsen_symbolic")
+    c2, w2 = gnnfuse.coarsen(g, cluster, 5)
+    assert _hits("coarsen_symbolic") == hits + 1
+    assert torch.equal(c1.rowptr, c2.rowptr) and torch.equal(c1.col, c2.col) and torch.equal(w1, w2)
+    c2.col.zero_()  # the caller's own tensor
+    assert not torch.equal(c1.col, c2.col)
+    pool = gnnfuse.nn.CoarsenPool("mean")
+    x = torch.randn(case.num_nodes, 4)
+    pool(x, g, cluster, 5)
+    hits = _hits("coarsen_symbolic")
+    xp, cg, cw = pool(x, g, cluster, 5)
+    assert _hits("coarsen_symbolic") == hits + 1
+    cluster.fill_(0)  # in place: a new assignment, one cluster
+    c3, w3 = gnnfuse.coarsen(g, cluster, 5)
+    assert c3.rowptr.tolist() == [0, 1, 1, 1, 1, 1] and c3.col.tolist() == [0]
+    assert float(w3.sum()) == case.edge_index.size(1)
+
+
+def test_spgemm_operands_of_mixed_forms():
+    """A scipy matrix (int32 indices, float64 values) times an edge_index Graph (int64, no
+    values: ones): indices meet as int64, the ones take the other operand's dtype."""
+    A = sp.random(7, 5, density=0.4, format="csr", random_state=3)
+    perm = [1, 0, 4, 2, 3]
+    B = gnnfuse.Graph.from_edge_index(torch.tensor([perm, list(range(5))]), num_nodes=5)  # B[i, perm[i]] = 1
+    g, v = gnnfuse.spgemm(A, B)
+    ref = A @ torch.eye(5, dtype=torch.float64)[:, perm].t().numpy()
+    torch.testing.assert_close(torch.sparse_csr_tensor(g.rowptr, g.col, v, (7, 5)).to_dense(), torch.from_numpy(ref))
+    eb = gnnfuse.Graph.from_edge_index(torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]]), num_nodes=5)
+    g2, v2 = gnnfuse.spgemm(eb, eb, a_values=torch.full((5,), 2.0, dtype=torch.float64))
+    assert v2.dtype == torch.float64 and torch.equal(v2, torch.full((5,), 2.0, dtype=torch.float64))
+
+
 # ---------------------------------------------------------------------------- clustering, pooling
 def test_heavy_edge_matching_properties():
     case = CASES["power_law"]
@@ -510,8 +586,9 @@ def test_assemble_cache_and_gradient_path():
     mr, mc, r, c, pr, pc = pat
     c = c.clone()  # a miss
     r1, c1, v1 = torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w, pr, pc, 17)
+    hits = _hits("coarsen_symbolic")
     r2, c2 = torch.ops.gnnfuse.coarsen_symbolic(mr, mc, r, c, pr, pc, 17)
-    assert r2.data_ptr() == r1.data_ptr() and c2.data_ptr() == c1.data_ptr()
+    assert _hits("coarsen_symbolic") == hits + 1 and torch.equal(r2, r1) and torch.equal(c2, c1)
     assert v1.grad_fn is None
     wg = w.clone().requires_grad_()
     r3, c3, v3 = torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, wg, pr, pc, 17)
