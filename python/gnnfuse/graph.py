@@ -71,6 +71,7 @@ class Graph:
         self.perm = perm
         self.values = values
         self._csc: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+        self._csc_key: Tuple[int, ...] = ()
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -205,8 +206,8 @@ class Graph:
     def from_scipy(cls, m, *, validate: bool = True) -> "Graph":
         """Build a graph from a scipy.sparse matrix or array ``A`` (any format; rows = targets,
         ``A[i, j] != 0`` is an edge ``j -> i``). Converted to CSR with sorted columns and
-        summed duplicates (on a copy); the values become ``g.values``; int32 indices are kept
-        when scipy stored them so."""
+        summed duplicates (on a copy); the values become ``g.values`` (integer and boolean
+        values as the default float dtype); int32 indices are kept when scipy stored them so."""
         csr = m.tocsr(copy=True)
         csr.sum_duplicates()
         csr.sort_indices()
@@ -214,7 +215,15 @@ class Graph:
         col = torch.from_numpy(csr.indices.copy())
         if rowptr.dtype != col.dtype:
             rowptr, col = rowptr.long(), col.long()
-        values = torch.from_numpy(csr.data.copy()) if csr.data.dtype.kind == "f" else None
+        kind = csr.data.dtype.kind
+        if kind == "f":
+            values = torch.from_numpy(csr.data.copy())
+        elif kind in "biu":  # integer or boolean entries are weights too: as the default float dtype
+            values = torch.from_numpy(csr.data.astype("float64")).to(torch.get_default_dtype())
+        else:
+            raise TypeError(
+                f"gnnfuse.Graph.from_scipy: the matrix's values must be real numbers (got dtype {csr.data.dtype})"
+            )
         return cls.from_csr(rowptr, col, csr.shape[0], csr.shape[1], values=values, validate=validate)
 
     @classmethod
@@ -266,10 +275,29 @@ class Graph:
         ``perm[q]`` (so a CSR-ordered edge tensor ``w`` in CSC order is ``w[perm]``).
         Computed by ``torch.ops.gnnfuse.csr_transpose``.
         """
-        if self._csc is None:
-            self._csc = torch.ops.gnnfuse.csr_transpose(
-                self.rowptr, self.col, self.num_src_nodes
-            )
+        csc = self.cached_csc()
+        if csc is None:
+            csc = torch.ops.gnnfuse.csr_transpose(self.rowptr, self.col, self.num_src_nodes)
+            self._csc = csc
+            self._csc_key = self._pattern_key()
+        return csc
+
+    def _pattern_key(self) -> Tuple[int, ...]:
+        """What the cached CSC view was built from: the index tensors' storage, version
+        counters (an in-place change of ``rowptr`` or ``col`` bumps them) and the column count."""
+
+        def version(t: Tensor) -> int:
+            return -1 if t.is_inference() else t._version
+
+        return (self.rowptr.data_ptr(), self.col.data_ptr(), version(self.rowptr), version(self.col),
+                self.rowptr.numel(), self.col.numel(), self.num_src_nodes)
+
+    def cached_csc(self) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+        """The cached CSC view if it is still that of ``rowptr``/``col`` (else it is dropped),
+        or None. Under ``torch.compile`` the cache is trusted as it is (the graph is a
+        constant of the traced program)."""
+        if self._csc is not None and not torch.compiler.is_compiling() and self._csc_key != self._pattern_key():
+            self._csc = None
         return self._csc
 
     def permute_edge_values(self, values: Tensor) -> Tensor:
@@ -307,6 +335,7 @@ class Graph:
         if self._csc is not None:
             colptr, row, perm = self._csc
             g._csc = (mv(colptr), mv(row), mv(perm))
+            g._csc_key = g._pattern_key()
         return g
 
     def __repr__(self) -> str:

@@ -3,7 +3,10 @@
 Same constructor arguments, same ``forward(x, edge_index, ...)`` (``edge_index`` is a PyG
 ``[2, E]`` tensor: row 0 sources, row 1 targets), and the same parameter names, so
 ``layer.load_state_dict(pyg_layer.state_dict())`` works with ``strict=True``. In eval mode the
-outputs and gradients match PyG's (see tests/python/test_nn.py).
+outputs and gradients match PyG's (see tests/python/test_nn.py). As in PyG, ``edge_index`` may
+also be a torch sparse adjacency ``adj_t`` (COO, CSR or CSC; ``adj_t[i, j]`` an edge j -> i),
+``in_channels=-1`` (or ``(-1, -1)``) initialises the input projections lazily at the first call,
+and the ``MessagePassing`` keyword arguments are accepted where they mean what the layer computes.
 
 The aggregations run on the registered ops (``spmm``; the fused ``gat`` and
 ``graph_attention``; ``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads`` where the attention
@@ -13,7 +16,7 @@ call (once per graph with ``cached=True``); their backward is the generated one.
 
 import math
 import typing
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -35,22 +38,138 @@ _ops = torch.ops.gnnfuse
 
 
 def _glorot(t: Optional[Tensor]) -> None:
-    if t is not None:
+    if t is not None and not torch.nn.parameter.is_lazy(t):  # a lazy one is initialised when materialised
         a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
         with torch.no_grad():
             t.uniform_(-a, a)
 
 
+class _LazyGlorotLinear(torch.nn.LazyLinear):
+    """``torch.nn.LazyLinear`` without bias, glorot-initialised when the first input materialises
+    it (PyG's ``Linear(-1, ..., weight_initializer="glorot")``); a plain ``torch.nn.Linear`` from
+    then on. A materialised state loads into it before the first call (``LazyModuleMixin``)."""
+
+    def __init__(self, out_channels: int) -> None:
+        super().__init__(out_channels, bias=False)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            _glorot(self.weight)
+
+
 def _Linear(in_channels: int, out_channels: int) -> torch.nn.Linear:
-    """``y = x W^T`` (PyG's ``Linear(..., bias=False)``: parameter ``weight``), glorot-initialised."""
+    """``y = x W^T`` (PyG's ``Linear(..., bias=False)``: parameter ``weight``), glorot-initialised;
+    lazy (input width from the first call) when ``in_channels <= 0``, as PyG's."""
+    if in_channels <= 0:
+        return _LazyGlorotLinear(out_channels)
     lin = torch.nn.Linear(in_channels, out_channels, bias=False)
     _glorot(lin.weight)
     return lin
 
 
+def _DefaultLinear(in_channels: int, out_channels: int, bias: bool = True) -> torch.nn.Linear:
+    """PyG's ``Linear`` with its default initialisation (kaiming-uniform weight, uniform bias, as
+    ``torch.nn.Linear``); lazy when ``in_channels <= 0``."""
+    if in_channels <= 0:
+        return torch.nn.LazyLinear(out_channels, bias=bias)
+    return torch.nn.Linear(in_channels, out_channels, bias=bias)
+
+
+def _message_passing_args(module: torch.nn.Module, layer: str, kwargs: Dict[str, Any], node_dim: Optional[int]) -> None:
+    """The keyword arguments of PyG's ``MessagePassing`` that the PyG layer forwards to it, set on
+    ``module`` as PyG's attributes (``aggr``, ``flow``, ``node_dim``, ``decomposed_layers``);
+    ``node_dim`` None: fixed to 0 by the layer.
+    Accepted where they describe what gnnfuse computes: the sum aggregation (``"add"``, PyG's
+    default for these layers, or ``"sum"``), ``flow="source_to_target"``, ``decomposed_layers``
+    (PyG's chunking of the per-edge messages to save memory: same result, and gnnfuse builds no
+    per-edge messages) and, for GCNConv, ``node_dim`` -2 or 0 (the same axis of 2-D features; the
+    attention layers fix it to 0, so that PyG rejects it). Other values raise."""
+    where = "gnnfuse.nn." + layer
+    for key in kwargs:
+        if key not in ("aggr", "aggr_kwargs", "flow", "node_dim", "decomposed_layers"):
+            raise TypeError(f"{where}: unexpected keyword argument {key!r}")
+    if node_dim is None and "node_dim" in kwargs:
+        raise TypeError(f"{where}: got multiple values for keyword argument 'node_dim' (fixed to 0, as in PyG)")
+    aggr = kwargs.get("aggr", "add")
+    if not (isinstance(aggr, str) and aggr in ("add", "sum")) and type(aggr).__name__ != "SumAggregation":
+        raise NotImplementedError(f"{where}: aggr={aggr!r} is not supported (only the sum aggregation, 'add')")
+    if kwargs.get("aggr_kwargs"):
+        raise NotImplementedError(f"{where}: aggr_kwargs={kwargs['aggr_kwargs']!r} is not supported (the sum aggregation takes none)")
+    flow = kwargs.get("flow", "source_to_target")
+    if flow not in ("source_to_target", "target_to_source"):
+        raise ValueError(f"{where}: expected flow to be 'source_to_target' or 'target_to_source' (got {flow!r})")
+    if flow != "source_to_target":
+        raise NotImplementedError(f"{where}: flow={flow!r} is not supported (pass edge_index.flip(0) instead)")
+    dim = 0 if node_dim is None else kwargs.get("node_dim", node_dim)
+    if dim not in (-2, 0):
+        raise NotImplementedError(f"{where}: node_dim={dim!r} is not supported (nodes along axis 0 of 2-D features)")
+    layers = kwargs.get("decomposed_layers", 1)
+    if not isinstance(layers, int) or layers < 1:
+        raise ValueError(f"{where}: decomposed_layers must be a positive int (got {layers!r})")
+    module.aggr = str(aggr)
+    module.flow = flow
+    module.node_dim = dim
+    module.decomposed_layers = layers
+
+
+def _is_sparse(edge_index: Tensor) -> bool:
+    return edge_index.layout != torch.strided
+
+
 def _check_edge_index(layer: str, edge_index: Tensor) -> None:
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError("gnnfuse.nn." + layer + ": edge_index must be a [2, E] tensor (sources, targets)")
+
+
+def _sparse_edges(layer: str, adj_t: Tensor) -> Tuple[Tensor, Tensor]:
+    """``(edge_index [2, E] int64: sources, targets; values)`` of a torch sparse adjacency
+    ``adj_t`` (``adj_t[i, j]`` stored: an edge j -> i), in the order of PyG's ``to_edge_index``
+    (stored order; duplicates of an uncoalesced COO kept)."""
+    if adj_t.sparse_dim() != 2:
+        raise ValueError("gnnfuse.nn." + layer + ": a sparse edge_index must be an adjacency adj_t (2 sparse dimensions)")
+    if adj_t.layout == torch.sparse_coo:
+        if adj_t.is_coalesced():
+            idx, values = adj_t.indices(), adj_t.values()
+        else:
+            idx, values = adj_t._indices(), adj_t._values()
+        return torch.stack([idx[1], idx[0]]).long(), values
+    if adj_t.layout == torch.sparse_csr:
+        crow = adj_t.crow_indices()
+        rows = torch.repeat_interleave(torch.arange(adj_t.size(0), device=crow.device), crow.diff())
+        return torch.stack([adj_t.col_indices().long(), rows]), adj_t.values()
+    if adj_t.layout == torch.sparse_csc:
+        ccol = adj_t.ccol_indices()
+        cols = torch.repeat_interleave(torch.arange(adj_t.size(1), device=ccol.device), ccol.diff())
+        return torch.stack([cols, adj_t.row_indices().long()]), adj_t.values()
+    raise ValueError("gnnfuse.nn." + layer + ": edge_index must be a [2, E] tensor or a sparse COO, CSR or CSC adjacency")
+
+
+def _sparse_like(adj_t: Tensor, edge_index: Tensor, values: Tensor, num_dst: int, num_src: int) -> Tensor:
+    """``adj_t [N_dst, N_src]``'s layout over ``edge_index`` (a sparse input's edges: in
+    ``_sparse_edges``'s order, or sorted by target) with ``values`` (PyG's ``set_sparse_value``:
+    COO coalesced, CSR / CSC in the edges' order within each row / column)."""
+    size = [num_dst, num_src] + list(values.shape[1:])
+    if adj_t.layout == torch.sparse_coo:
+        index = torch.stack([edge_index[1], edge_index[0]])
+        return torch.sparse_coo_tensor(index, values, size).coalesce()
+    if adj_t.layout == torch.sparse_csc:
+        order = torch.sort(edge_index[0], stable=True)[1]
+        counts = torch.bincount(edge_index[0], minlength=num_src)
+        ccol = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+        return torch.sparse_csc_tensor(ccol, edge_index[1][order], values[order], size)
+    order = torch.sort(edge_index[1], stable=True)[1]
+    counts = torch.bincount(edge_index[1], minlength=num_dst)
+    crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    return torch.sparse_csr_tensor(crow, edge_index[0][order], values[order], size)
+
+
+def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Optional[int]) -> None:
+    """PyG takes the graph's sizes from a sparse adjacency ``[N_dst, N_src]``: the features must match."""
+    if adj_t.size(1) != num_src or (num_dst is not None and adj_t.size(0) != num_dst):
+        raise ValueError(
+            "gnnfuse.nn." + layer + ": a sparse adjacency adj_t of shape [" + str(adj_t.size(0)) + ", "
+            + str(adj_t.size(1)) + "] (targets, sources) does not match the node features"
+        )
 
 
 # The attention layers' choice between the fused ops (gat, graph_attention: no per-edge tensor,
@@ -98,13 +217,18 @@ class GCNConv(torch.nn.Module):
 
     """Graph convolution (Kipf & Welling): ``X' = D^-1/2 (A + I) D^-1/2 X W + b``.
 
-    Arguments as ``torch_geometric.nn.GCNConv``: ``improved`` fills self-loops with 2,
-    ``cached`` keeps the normalised graph of the first call (transductive use),
-    ``add_self_loops`` (default: ``normalize``) adds the missing self-loops, ``normalize``
-    applies the symmetric normalisation, ``bias``. The dense product runs before or after the
-    aggregation, whichever aggregates the narrower features. ``fused`` (not in PyG): True runs
-    the fused op ``gcn`` (no ``N x F_in`` temporary), False spmm and the GEMM, None chooses by
-    input (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs).
+    Arguments as ``torch_geometric.nn.GCNConv``: ``in_channels`` (-1: lazy), ``improved`` fills
+    self-loops with 2, ``cached`` keeps the normalised graph of the first call (transductive use;
+    with ``normalize`` only, as PyG), ``add_self_loops`` (default: ``normalize``) adds the
+    missing self-loops, ``normalize`` applies the symmetric normalisation, ``bias``, and the
+    ``MessagePassing`` keyword arguments (see ``_message_passing_args``). ``edge_weight`` is cast
+    to ``x``'s dtype (the output has ``x``'s dtype). A sparse ``adj_t`` as ``edge_index`` is
+    handled as PyG: its values are the edge weights (``edge_weight`` is ignored) and, with
+    ``add_self_loops``, a loop (weight 1, or 2 with ``improved``) is added to every node, existing
+    loops included. The dense product runs before or after the aggregation, whichever aggregates
+    the narrower features. ``fused`` (not in PyG): True runs the fused op ``gcn`` (no
+    ``N x F_in`` temporary), False spmm and the GEMM, None chooses by input
+    (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs).
     """
 
     def __init__(
@@ -117,8 +241,10 @@ class GCNConv(torch.nn.Module):
         normalize: bool = True,
         bias: bool = True,
         fused: Optional[bool] = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__()
+        _message_passing_args(self, "GCNConv", kwargs, -2)
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:
@@ -140,23 +266,44 @@ class GCNConv(torch.nn.Module):
     def _graph(
         self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype
     ) -> Tuple[Tensor, Tensor, Tensor]:
-        """(rowptr, col, normalised weights in CSR order)."""
+        """(rowptr, col, normalised weights in CSR order). PyG caches the normalised graph only
+        (``cached`` without ``normalize`` reads each call's graph)."""
         cache = self._cache
-        if self.cached and cache is not None:
+        if self.cached and self.normalize and cache is not None:
             return cache
-        out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, self.add_self_loops, self.normalize, dtype)
-        if self.cached:
+        add_self_loops = self.add_self_loops
+        if _is_sparse(edge_index):
+            edge_index, edge_weight = _sparse_edges("GCNConv", edge_index)
+            if add_self_loops:
+                # PyG's gcn_norm of a sparse adj_t adds a loop to every node, existing loops kept.
+                nodes = torch.arange(num_nodes, dtype=edge_index.dtype, device=edge_index.device)
+                edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
+                fill = 2.0 if self.improved else 1.0
+                edge_weight = torch.cat([edge_weight, edge_weight.new_full((num_nodes,), fill)])
+                add_self_loops = False
+        if edge_weight is not None:
+            edge_weight = edge_weight.to(dtype)
+        out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype)
+        if self.cached and self.normalize:
             self._cache = out
         return out
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
-        _check_edge_index("GCNConv", edge_index)
-        _ops.validate_edge_index(edge_index, x.size(0))
+        """``edge_index``: ``[2, E]`` (sources, targets) or a torch sparse ``adj_t`` ``[N, N]``."""
+        if not torch.jit.is_scripting():  # (a scripted layer is materialised)
+            if isinstance(self.lin, torch.nn.LazyLinear):  # a torch.nn.Linear once materialised
+                self.lin(x[:0])  # materialises the lazy weight (in_channels=-1) from x's width
+        if _is_sparse(edge_index):
+            _check_sparse_sizes("GCNConv", edge_index, x.size(0), x.size(0))
+        else:
+            _check_edge_index("GCNConv", edge_index)
+            _ops.validate_edge_index(edge_index, x.size(0))
         rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype)
+        in_channels = x.size(-1)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.lin.weight.requires_grad)
-        if gcn_fused_choice(self.fused, x.size(0), self.in_channels, self.out_channels, needs_grad):
+        if gcn_fused_choice(self.fused, x.size(0), in_channels, self.out_channels, needs_grad):
             out = _ops.gcn(rowptr, col, w, x.contiguous(), self.lin.weight.t().contiguous())
-        elif self.in_channels < self.out_channels:
+        elif in_channels < self.out_channels:
             out = self.lin(_ops.spmm(rowptr, col, w, x))
         else:
             out = _ops.spmm(rowptr, col, w, self.lin(x))
@@ -176,9 +323,15 @@ class GATConv(torch.nn.Module):
     Arguments: ``heads``, ``concat``, ``negative_slope``, ``dropout`` (on the attention
     coefficients, training only), ``add_self_loops``, ``edge_dim``, ``fill_value`` (edge
     features of the added self-loops: a number, a tensor, or ``"mean"``, ``"add"``, ``"max"``,
-    ``"min"`` of the incoming edges' features), ``bias``, ``residual``; ``in_channels`` may be a
-    pair (bipartite: sources, targets). ``fused`` (not in PyG): True runs the fused ``gat`` op
-    (no per-edge tensor), False the per-edge ops, None chooses by size (see ``_use_fused``).
+    ``"min"``, ``"mul"`` of the incoming edges' features), ``bias``, ``residual``, and the
+    ``MessagePassing`` keyword arguments (see ``_message_passing_args``); ``in_channels`` may be
+    -1 (lazy) or a pair (bipartite: sources, targets; -1 lazy) and ``x`` a tensor or a pair
+    ``(x_src, x_dst)``, ``x_dst`` possibly None (then no target term in the logits and no
+    residual), as PyG. ``edge_index`` may be a torch sparse ``adj_t`` (PyG: its values, unless
+    2-D or more, are ignored; with ``add_self_loops`` the loops are replaced and duplicates
+    merged, and the returned attention weights are ``(adj_t with the weights as values,
+    weights)``). ``fused`` (not in PyG): True runs the fused ``gat`` op (no per-edge tensor),
+    False the per-edge ops, None chooses by size (see ``_use_fused``).
     """
 
     def __init__(
@@ -195,8 +348,10 @@ class GATConv(torch.nn.Module):
         bias: bool = True,
         residual: bool = False,
         fused: Optional[bool] = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__()
+        _message_passing_args(self, "GATConv", kwargs, None)
         self.fused = fused
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
@@ -257,16 +412,42 @@ class GATConv(torch.nn.Module):
             reduce = "prod"
         else:
             raise ValueError("gnnfuse.nn.GATConv: unknown fill_value " + fill)
-        dst = torch.where(edge_index[0] == edge_index[1], num, edge_index[1])
+        # int64 index: scatter_reduce's backward is wrong with an int32 one
+        dst = torch.where(edge_index[0] == edge_index[1], num, edge_index[1].long())
         shape[0] = num + 1
         out = edge_attr.new_zeros(shape)
         index = dst.view([-1] + [1] * (edge_attr.dim() - 1)).expand_as(edge_attr)
         return out.scatter_reduce(0, index, edge_attr, reduce=reduce, include_self=False)[:n]
 
+    def _sparse_self_loops(
+        self, edge_index: Tensor, edge_attr: Optional[Tensor], num_src: int, num_dst: int
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """PyG's self-loops on a sparse ``adj_t``: the existing loops removed, one per node
+        ``< min(N_src, N_dst)`` added (features from ``fill_value``, over the other incoming edges)
+        and the edges coalesced (duplicates merged, their features summed), sorted by (target,
+        source)."""
+        keep = edge_index[0] != edge_index[1]
+        edge_index = edge_index[:, keep]
+        n = min(num_src, num_dst)
+        nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
+        if edge_attr is not None:
+            edge_attr = edge_attr[keep]
+            edge_attr = torch.cat([edge_attr, self._self_loop_attr(edge_attr, edge_index, n, max(num_src, num_dst))], 0)
+        edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
+        key, order = torch.sort(edge_index[1] * num_src + edge_index[0])
+        first = torch.ones_like(key, dtype=torch.bool)
+        first[1:] = key[1:] != key[:-1]
+        edge_index = edge_index[:, order][:, first]
+        if edge_attr is not None:
+            group = torch.cumsum(first.long(), 0) - 1
+            merged = edge_attr.new_zeros([edge_index.size(1)] + list(edge_attr.shape[1:]))
+            edge_attr = merged.index_add(0, group, edge_attr[order])
+        return edge_index, edge_attr
+
     @overload
     def forward(
         self,
-        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]],
         edge_index: Tensor,
         edge_attr: Optional[Tensor] = None,
         size: Optional[Tuple[int, int]] = None,
@@ -277,7 +458,7 @@ class GATConv(torch.nn.Module):
     @overload
     def forward(  # noqa: F811
         self,
-        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]],
         edge_index: Tensor,
         edge_attr: Optional[Tensor] = None,
         size: Optional[Tuple[int, int]] = None,
@@ -287,46 +468,78 @@ class GATConv(torch.nn.Module):
 
     def forward(  # noqa: F811
         self,
-        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]],
         edge_index: Tensor,
         edge_attr: Optional[Tensor] = None,
         size: Optional[Tuple[int, int]] = None,
         return_attention_weights: Optional[bool] = None,
     ):
         """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
-        ``return_attention_weights`` is a bool (as PyG; ``edge_index`` with the self-loops)."""
-        _check_edge_index("GATConv", edge_index)
+        ``return_attention_weights`` is True (as PyG 2.8; ``edge_index`` with the self-loops, the
+        coefficients after dropout, the ones aggregated). With False PyG returns the output
+        alone; a scripted layer returns the pair for any bool (TorchScript types the result by
+        the argument's type)."""
         H, C = self.heads, self.out_channels
+        single = False  # one x for sources and targets
         if isinstance(x, Tensor):
-            x_dst_in = x
-            lin = self.lin
-            if lin is None:
-                raise ValueError("gnnfuse.nn.GATConv: a bipartite layer takes x = (x_src, x_dst)")
-            x_src = lin(x).view(-1, H, C)
-            x_dst = x_src
+            single = True
+            x_src_in = x
+            x_dst_in: Optional[Tensor] = x
         else:
+            x_src_in = x[0]
             x_dst_in = x[1]
-            lin = self.lin
-            lin_src = self.lin_src
-            lin_dst = self.lin_dst
-            if lin is not None:
-                x_src = lin(x[0]).view(-1, H, C)
-                x_dst = lin(x[1]).view(-1, H, C)
-            elif lin_src is not None and lin_dst is not None:
-                x_src = lin_src(x[0]).view(-1, H, C)
-                x_dst = lin_dst(x[1]).view(-1, H, C)
+        # The projections, as PyG: one shared by sources and targets (int in_channels; a single
+        # x projected once), or lin_src / lin_dst (pair in_channels, even for a single x).
+        lin = self.lin
+        lin_src = self.lin_src
+        lin_dst = self.lin_dst
+        x_dst: Optional[Tensor] = None
+        if lin is not None:
+            x_src = lin(x_src_in).view(-1, H, C)
+            if single:
+                x_dst = x_src
+            elif x_dst_in is not None:
+                x_dst = lin(x_dst_in).view(-1, H, C)
+        elif lin_src is not None and lin_dst is not None:
+            x_src = lin_src(x_src_in).view(-1, H, C)
+            if x_dst_in is not None:
+                x_dst = lin_dst(x_dst_in).view(-1, H, C)
+        else:
+            raise ValueError("gnnfuse.nn.GATConv: no input projection")
+
+        adj_t: Optional[Tensor] = None
+        if _is_sparse(edge_index):
+            # PyG takes the sizes from adj_t [N_dst, N_src] and ignores `size`.
+            adj_t = edge_index
+            _check_sparse_sizes("GATConv", edge_index, x_src.size(0), None if x_dst is None else x_dst.size(0))
+            num_src, num_dst = edge_index.size(1), edge_index.size(0)
+            edge_index, values = _sparse_edges("GATConv", edge_index)
+            if edge_attr is None and values.dim() > 1:
+                edge_attr = values  # as PyG: multi-dimensional values are edge features
+        else:
+            _check_edge_index("GATConv", edge_index)
+            num_src = x_src.size(0) if size is None else size[0]
+            if size is not None:
+                num_dst = size[1]
+            elif x_dst is not None:
+                num_dst = x_dst.size(0)
             else:
-                raise ValueError("gnnfuse.nn.GATConv: no input projection")
-        num_src = x_src.size(0) if size is None else size[0]
-        num_dst = x_dst.size(0) if size is None else size[1]
-        _ops.validate_edge_index(edge_index, max(num_src, num_dst))
+                num_dst = num_src
+            _ops.validate_edge_index(edge_index, max(num_src, num_dst))
         a_src = (x_src * self.att_src).sum(-1)  # [N_src, H]
-        a_dst = (x_dst * self.att_dst).sum(-1)  # [N_dst, H]
+        if x_dst is not None:
+            a_dst = (x_dst * self.att_dst).sum(-1)  # [N_dst, H]
+        else:
+            a_dst = a_src.new_zeros((num_dst, H))  # PyG: no target term
 
         lin_edge = self.lin_edge
-        if lin_edge is None:
-            edge_attr = None  # as PyG: edge features are ignored without edge_dim
-        if self.add_self_loops:
+        # as PyG: edge features are ignored without edge_dim
+        edge_feat: Optional[Tensor] = edge_attr if lin_edge is not None else None
+        add_self_loops = self.add_self_loops
+        if add_self_loops and adj_t is not None:
+            edge_index, edge_feat = self._sparse_self_loops(edge_index, edge_feat, num_src, num_dst)
+            add_self_loops = False
+        if add_self_loops:
             # PyG drops the self-loops and adds one per node < n. Here, with fixed sizes (no
             # data-dependent shapes under torch.compile): an existing self-loop is redirected to
             # a padding source num_src whose logit is -inf (weight exactly 0), and the loops
@@ -334,14 +547,17 @@ class GATConv(torch.nn.Module):
             n = min(num_src, num_dst)
             loop = edge_index[0] == edge_index[1]
             nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
-            if edge_attr is not None:
-                edge_attr = torch.cat([edge_attr, self._self_loop_attr(edge_attr, edge_index, n, max(num_src, num_dst))], 0)
+            if edge_feat is not None:
+                edge_feat = torch.cat([edge_feat, self._self_loop_attr(edge_feat, edge_index, n, max(num_src, num_dst))], 0)
             edge_index = torch.cat(
                 [torch.stack([torch.where(loop, num_src, edge_index[0]), edge_index[1]]), torch.stack([nodes, nodes])], 1
             )
             a_src = torch.cat([a_src, a_src.new_full((1, H), float("-inf"))])
             x_src = torch.cat([x_src, x_src.new_zeros((1, H, C))])
             num_src = num_src + 1
+        need_alpha = False
+        if isinstance(return_attention_weights, bool):
+            need_alpha = return_attention_weights or torch.jit.is_scripting()
         # CSR over targets (sources bounded by num_src: the op is given the larger count).
         num = max(num_src, num_dst)
         rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
@@ -349,8 +565,8 @@ class GATConv(torch.nn.Module):
         if (
             # sized by the input edges, loops included
             _use_fused(self.fused, edge_index.size(1) * H)
-            and edge_attr is None
-            and return_attention_weights is None
+            and edge_feat is None
+            and not need_alpha
             and not (self.dropout > 0.0 and self.training)
         ):
             # The fused op: logits, softmax and weighted sum per destination, no [E, H] tensor.
@@ -359,27 +575,37 @@ class GATConv(torch.nn.Module):
         else:
             csc = _csc_for_backward(rowptr, col, num_src, x_src)
             score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous(), csc[0], csc[1], csc[2])  # [E, H], CSR order
-            if lin_edge is not None and edge_attr is not None:
-                e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)
+            if lin_edge is not None and edge_feat is not None:
+                if edge_feat.dim() == 1:
+                    edge_feat = edge_feat.view(-1, 1)
+                e = lin_edge(edge_feat).view(-1, H, C)
                 score = score + (e * self.att_edge).sum(-1)[perm]
             score = F.leaky_relu(score, self.negative_slope)
-            out, alpha, _ = _softmax_aggregate(rowptr, col, score, x_src, self.dropout, self.training, csc)
+            # PyG returns the coefficients after dropout (the ones aggregated)
+            out, _, alpha = _softmax_aggregate(rowptr, col, score, x_src, self.dropout, self.training, csc)
         out = self._finish(out, x_dst_in)  # from [N_dst, H, C]
         if isinstance(return_attention_weights, bool):
+            if not torch.jit.is_scripting() and not return_attention_weights:
+                return out  # PyG 2.8: `if return_attention_weights:`
             assert alpha is not None
             # Coefficients in edge_index order (with the appended self-loops); the redirected
             # input self-loops (weight 0) are left out, as in PyG's output.
             alpha = _to_input_order(alpha, perm)
-            if self.add_self_loops:
+            if add_self_loops:
                 kept = edge_index[0] != num_src - 1
-                return out, (edge_index[:, kept], alpha[kept])
+                edge_index = edge_index[:, kept]
+                alpha = alpha[kept]
+            if adj_t is not None:
+                # as PyG: adj_t (self-loops replaced, if added) with the coefficients as values
+                return out, (_sparse_like(adj_t, edge_index, alpha, num_dst, num_src), alpha)
             return out, (edge_index, alpha)
         return out
 
-    def _finish(self, out: Tensor, x_dst_in: Tensor) -> Tensor:
+    def _finish(self, out: Tensor, x_dst_in: Optional[Tensor]) -> Tensor:
         out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(1)
-        if self.res is not None:
-            out = out + self.res(x_dst_in)
+        res = self.res
+        if res is not None and x_dst_in is not None:
+            out = out + res(x_dst_in)
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -396,8 +622,11 @@ class TransformerConv(torch.nn.Module):
 
     Arguments: ``heads``, ``concat`` (else the mean over heads), ``beta`` (gated root weight),
     ``dropout`` (on the attention coefficients, training only), ``edge_dim``, ``bias``,
-    ``root_weight``; ``in_channels`` may be a pair (bipartite: sources, targets). Parameters
+    ``root_weight``, and the ``MessagePassing`` keyword arguments (see ``_message_passing_args``);
+    ``in_channels`` may be -1 (lazy) or a pair (bipartite: sources, targets; -1 lazy). Parameters
     ``lin_key``, ``lin_query``, ``lin_value``, ``lin_edge``, ``lin_skip``, ``lin_beta`` as PyG's.
+    ``edge_index`` may be a torch sparse ``adj_t`` (as PyG: multi-dimensional values are the edge
+    features; the returned attention weights are ``(adj_t, weights in its stored order)``).
     Without edge features, dropout or returned attention weights and with ``fused=True`` (not in
     PyG; None chooses by size, see ``_use_fused``) the layer runs the fused op
     ``graph_attention``: no per-edge tensor in forward or backward (memory O(N.H.C)); otherwise
@@ -416,23 +645,25 @@ class TransformerConv(torch.nn.Module):
         bias: bool = True,
         root_weight: bool = True,
         fused: Optional[bool] = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__()
+        _message_passing_args(self, "TransformerConv", kwargs, None)
         self.fused = fused
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.beta, self.root_weight, self.concat = beta and root_weight, root_weight, concat
         self.dropout, self.edge_dim = dropout, edge_dim
         src, dst = (in_channels, in_channels) if isinstance(in_channels, int) else in_channels
         hc = heads * out_channels
-        self.lin_key = torch.nn.Linear(src, hc, bias=bias)
-        self.lin_query = torch.nn.Linear(dst, hc, bias=bias)
-        self.lin_value = torch.nn.Linear(src, hc, bias=bias)
+        self.lin_key = _DefaultLinear(src, hc, bias=bias)
+        self.lin_query = _DefaultLinear(dst, hc, bias=bias)
+        self.lin_value = _DefaultLinear(src, hc, bias=bias)
         if edge_dim is not None:
-            self.lin_edge = torch.nn.Linear(edge_dim, hc, bias=False)
+            self.lin_edge = _DefaultLinear(edge_dim, hc, bias=False)
         else:
             self.register_parameter("lin_edge", None)
         width = hc if concat else out_channels
-        self.lin_skip = torch.nn.Linear(dst, width, bias=bias)
+        self.lin_skip = _DefaultLinear(dst, width, bias=bias)
         if self.beta:
             self.lin_beta = torch.nn.Linear(3 * width, 1, bias=False)
         else:
@@ -471,8 +702,7 @@ class TransformerConv(torch.nn.Module):
         return_attention_weights: Optional[bool] = None,
     ):
         """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
-        ``return_attention_weights`` is a bool (as PyG)."""
-        _check_edge_index("TransformerConv", edge_index)
+        ``return_attention_weights`` is a bool (as PyG; the coefficients before dropout)."""
         H, C = self.heads, self.out_channels
         if isinstance(x, Tensor):
             x_src, x_dst = x, x
@@ -483,7 +713,15 @@ class TransformerConv(torch.nn.Module):
         value = self.lin_value(x_src).view(-1, H, C)
         num_src, num_dst = x_src.size(0), x_dst.size(0)
         num = max(num_src, num_dst)
-        _ops.validate_edge_index(edge_index, num)
+        adj_t = edge_index
+        if _is_sparse(edge_index):
+            _check_sparse_sizes("TransformerConv", edge_index, num_src, num_dst)
+            edge_index, values = _sparse_edges("TransformerConv", edge_index)
+            if edge_attr is None and values.dim() > 1:
+                edge_attr = values  # as PyG: multi-dimensional values are edge features
+        else:
+            _check_edge_index("TransformerConv", edge_index)
+            _ops.validate_edge_index(edge_index, num)
         rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
         scale = 1.0 / math.sqrt(C)
@@ -494,7 +732,9 @@ class TransformerConv(torch.nn.Module):
         if lin_edge is not None and edge_attr is not None:
             # Per-edge scores (CSR order), as PyG computes them.
             rows = torch.repeat_interleave(torch.arange(num_dst, device=col.device), rowptr.diff())
-            e = lin_edge(edge_attr.view(edge_attr.size(0), -1)).view(-1, H, C)[perm]
+            if edge_attr.dim() == 1:
+                edge_attr = edge_attr.view(-1, 1)
+            e = lin_edge(edge_attr).view(-1, H, C)[perm]
             key_j = key[col.long()] + e
             score = (query[rows] * key_j).sum(-1) * scale
             csc = _csc_for_backward(rowptr, col, num_src, value)
@@ -519,7 +759,7 @@ class TransformerConv(torch.nn.Module):
                 out = out + x_r
         if isinstance(return_attention_weights, bool):
             assert alpha is not None
-            return out, (edge_index, _to_input_order(alpha, perm))
+            return out, (adj_t, _to_input_order(alpha, perm))  # adj_t: edge_index or the sparse input
         return out
 
     def __repr__(self) -> str:
@@ -552,14 +792,21 @@ class CoarsenPool(torch.nn.Module):
         from .cluster import heavy_edge_matching
         from .graph import Graph, _infer_num_nodes
         from .ops import spmm
-        from .sparse import _coarsen_csr, _coarsen_inputs, assignment_csr
+        from .sparse import _assignment, _coarsen_csr, _coarsen_inputs
 
         if cluster is None:
+            if num_clusters is not None:
+                raise ValueError("CoarsenPool: num_clusters given without cluster (the matching chooses its own count)")
             cluster, num_clusters = heavy_edge_matching(graph, edge_weight, num_nodes=x.size(0))
         elif num_clusters is None:
             num_clusters = _infer_num_nodes(cluster)
+        if x.dim() == 0 or x.size(0) != cluster.numel():
+            raise RuntimeError(
+                f"CoarsenPool: argument 'x' must have one row per node, {cluster.numel()} (the length of 'cluster') "
+                f"(got shape {tuple(x.shape)})"
+            )
         rowptr, col, w = _coarsen_inputs(graph, cluster, edge_weight)
-        assignment = assignment_csr(cluster, num_clusters, rowptr.dtype)
+        assignment = _assignment(cluster, num_clusters, rowptr.dtype)
         coarse, coarse_w = _coarsen_csr(rowptr, col, w, assignment, num_clusters, self.remove_self_loops)
         _, _, mrowptr, mcol = assignment
         members = Graph(mrowptr, mcol, num_clusters, cluster.numel())

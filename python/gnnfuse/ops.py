@@ -49,7 +49,7 @@ def _csc_for(graph: GraphLike, *inputs: Optional[Tensor]) -> Tuple[_Csc, _Csc, _
     """
     if isinstance(graph, Graph):
         needs = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
-        csc = graph.csc() if needs else graph._csc
+        csc = graph.csc() if needs else graph.cached_csc()
         if csc is not None:
             return csc[0], csc[1], csc[2]
     return None, None, None
@@ -66,25 +66,36 @@ def _convertible(graph) -> bool:
     )
 
 
+def _implicit_weights(values: Optional[Tensor], dtype: Optional[torch.dtype]) -> Optional[Tensor]:
+    """A graph's own values used as edge weights take the features' floating dtype (a scipy
+    matrix holds float64 or integers whatever the model's dtype); an explicit ``edge_weight``
+    is passed as given (the op checks it)."""
+    if values is None or dtype is None or values.dtype == dtype or not values.dtype.is_floating_point:
+        return values
+    return values.to(dtype)
+
+
 def _resolve(
-    graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str
+    graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str, dtype: Optional[torch.dtype] = None
 ) -> Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
-    """-> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None)."""
+    """-> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None).
+    Without ``edge_weight``, the values of a weighted graph are the weights (in ``dtype`` when
+    given)."""
     if _convertible(graph):
         graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph):
         if edge_weight is None:
-            edge_weight = graph.values
+            edge_weight = _implicit_weights(graph.values, dtype)
         return graph.rowptr, graph.col, edge_weight, None
     if isinstance(graph, torch.Tensor):
         if graph.layout == torch.sparse_csr:
             if edge_weight is None:
-                edge_weight = graph.values()
+                edge_weight = _implicit_weights(graph.values(), dtype)
             return graph.crow_indices(), graph.col_indices(), edge_weight, None
         if graph.layout in _SPARSE_LAYOUTS:
             g = Graph.from_sparse(graph, validate=False)  # the op validates anyway
             if edge_weight is None:
-                edge_weight = g.values
+                edge_weight = _implicit_weights(g.values, dtype)
             return g.rowptr, g.col, edge_weight, None
         # A strided tensor: a PyG-style edge_index; the op checks its shape and dtype.
         rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(graph, num_nodes)
@@ -96,6 +107,21 @@ def _resolve(
         f"gnnfuse.ops.{fn}: expected a gnnfuse.Graph, a torch sparse tensor or an "
         f"edge_index tensor, got {type(graph).__name__}"
     )
+
+
+def _check_rows(fn: str, graph: GraphLike, **tensors: Tuple[Optional[Tensor], bool]) -> None:
+    """A :class:`Graph` fixes its node counts: each ``name=(tensor, is_source)`` must have
+    ``num_src_nodes`` (source) or ``num_nodes`` (target) rows. (For other graph forms the
+    counts come from the tensors and the op checks the indices against them.)"""
+    if not isinstance(graph, Graph):
+        return
+    for name, (t, source) in tensors.items():
+        n = graph.num_src_nodes if source else graph.num_nodes
+        if t is not None and (t.dim() == 0 or t.size(0) != n):
+            raise RuntimeError(
+                f"gnnfuse.{fn}: argument '{name}' must have {n} rows, the graph's "
+                f"{'source' if source else 'target'} nodes (got shape {tuple(t.shape)})"
+            )
 
 
 _REDUCE_OPS = {"sum": "spmm", "add": "spmm", "mean": "spmm_mean", "max": "spmm_max", "min": "spmm_min"}
@@ -118,13 +144,14 @@ def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, redu
     op = _REDUCE_OPS.get(reduce)
     if op is None:
         raise ValueError(f"gnnfuse.spmm: reduce must be one of {sorted(_REDUCE_OPS)}, got {reduce!r}")
-    rowptr, col, w, _ = _resolve(graph, edge_weight, x.size(0), "spmm")
+    _check_rows("spmm", graph, x=(x, True))
+    rowptr, col, w, _ = _resolve(graph, edge_weight, x.size(0), "spmm", x.dtype)
     colptr, row, perm = _csc_for(graph, w, x)
     out = getattr(torch.ops.gnnfuse, op)(rowptr, col, w, x, colptr, row, perm)
     return out[0] if reduce in ("max", "min") else out
 
 
-def edge_softmax(graph: GraphLike, score: Tensor) -> Tensor:
+def edge_softmax(graph: GraphLike, score: Tensor, num_nodes: Optional[int] = None) -> Tensor:
     """Softmax of edge scores over each destination's incoming edges (GAT's normalisation).
 
     ``P[e] = exp(s[e] - m_i) / sum_{e' -> i} exp(s[e'] - m_i)`` for every edge ``e = j -> i``,
@@ -132,17 +159,19 @@ def edge_softmax(graph: GraphLike, score: Tensor) -> Tensor:
     no entries).
 
     Args:
-        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc; for an
-            ``edge_index`` the number of nodes is taken as ``max index + 1``).
+        graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
         score: ``[E]`` or ``[E, H]`` (one softmax per head) float32/float64 scores, in CSR
             order (``edge_index`` order for an ``edge_index`` graph).
+        num_nodes: for an ``edge_index``, the number of nodes (default ``max index + 1``, which
+            reads the data: give it under ``torch.compile(fullgraph=True)``); ignored otherwise.
 
     Returns:
         the shape and order of ``score``.
     """
-    num_nodes = 0
-    if isinstance(graph, torch.Tensor) and graph.layout == torch.strided:
-        num_nodes = int(graph.max()) + 1 if graph.numel() > 0 else 0
+    if num_nodes is None:
+        num_nodes = 0
+        if isinstance(graph, torch.Tensor) and graph.layout == torch.strided:
+            num_nodes = int(graph.max()) + 1 if graph.numel() > 0 else 0
     rowptr, col, _, perm = _resolve(graph, None, num_nodes, "edge_softmax")
     if perm is not None:
         score = score[perm] if score.dim() >= 1 and score.size(0) == perm.size(0) else score
@@ -178,7 +207,8 @@ def sddmm(
         raise ValueError(f"gnnfuse.sddmm: op must be 'dot', 'add' or 'mul', got {op!r}")
     if op != "dot" and edge_weight is not None:
         raise ValueError(f"gnnfuse.sddmm: op={op!r} takes no edge_weight")
-    rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm")
+    _check_rows("sddmm", graph, u=(u, False), v=(v, True))
+    rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm", u.dtype)
     colptr, row, cperm = _csc_for(graph, w, u, v)
     if op == "dot" and u.dim() == 3:
         if edge_weight is not None:
@@ -213,7 +243,8 @@ def sddmm_spmm(
     Returns:
         ``[num_nodes, F]``.
     """
-    rowptr, col, w, _ = _resolve(graph, edge_weight, u.size(0), "sddmm_spmm")
+    _check_rows("sddmm_spmm", graph, u=(u, False), v=(v, True), x=(x, True))
+    rowptr, col, w, _ = _resolve(graph, edge_weight, u.size(0), "sddmm_spmm", x.dtype)
     colptr, row, perm = _csc_for(graph, w, u, v, x)
     return torch.ops.gnnfuse.sddmm_spmm(rowptr, col, w, u, v, x, colptr, row, perm)
 
@@ -271,21 +302,32 @@ def gat(
         raise ValueError(f"gnnfuse.gat: x must be [num_src_nodes, heads, channels], got shape {tuple(x.shape)}")
     H, C = x.size(1), x.size(2)
     xd = x if x_dst is None else x_dst
+    _check_rows("gat", graph, x=(x, True), x_dst=(xd, False))
     a_src = (x * _heads_vector(att_src, H, C, "att_src")).sum(-1)
     a_dst = (xd * _heads_vector(att_dst, H, C, "att_dst")).sum(-1)
     rowptr, col, _, perm = _resolve(graph, None, xd.size(0), "gat")
     colptr, row, cperm = _csc_for(graph, x, a_src, a_dst)
+    if not 0.0 <= dropout <= 1.0:
+        raise ValueError(f"gnnfuse.gat: dropout must be a probability in [0, 1] (got {dropout})")
     use_dropout = dropout > 0.0 and training
     if not (use_dropout or edge_score is not None or return_attention):
         return torch.ops.gnnfuse.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x.contiguous(), float(negative_slope), colptr, row, cperm)
     score = torch.ops.gnnfuse.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous(), colptr, row, cperm)
     if edge_score is not None:
+        if edge_score.dim() != 2 or edge_score.size(0) != col.size(0) or edge_score.size(1) != H:
+            raise RuntimeError(
+                f"gnnfuse.gat: argument 'edge_score' must have shape [num_edges, heads] = [{col.size(0)}, {H}] "
+                f"(got {tuple(edge_score.shape)})"
+            )
         score = score + (edge_score[perm] if perm is not None else edge_score)
     alpha = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, torch.nn.functional.leaky_relu(score, negative_slope))
     used = alpha
     if use_dropout:
-        keep = torch.rand(alpha.shape, generator=generator, dtype=alpha.dtype, device=alpha.device) >= dropout
-        used = alpha * keep / (1.0 - dropout)
+        if dropout >= 1.0:
+            used = torch.zeros_like(alpha)  # every coefficient dropped (as torch.nn.functional.dropout)
+        else:
+            keep = torch.rand(alpha.shape, generator=generator, dtype=alpha.dtype, device=alpha.device) >= dropout
+            used = alpha * keep / (1.0 - dropout)
     out = torch.ops.gnnfuse.spmm_heads(rowptr, col, used, x.contiguous(), colptr, row, cperm)
     if return_attention:
         return out, _to_input_order(alpha, perm)
@@ -312,6 +354,7 @@ def graph_attention(graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Op
         raise ValueError(f"gnnfuse.graph_attention: q must be [num_nodes, heads, channels], got shape {tuple(q.shape)}")
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1)) if q.size(-1) > 0 else 1.0
+    _check_rows("graph_attention", graph, q=(q, False), k=(k, True), v=(v, True))
     rowptr, col, _, _ = _resolve(graph, None, q.size(0), "graph_attention")
     colptr, row, perm = _csc_for(graph, q, k, v)
     return torch.ops.gnnfuse.graph_attention(rowptr, col, (q * scale).contiguous(), k.contiguous(), v.contiguous(), colptr, row, perm)
@@ -410,6 +453,7 @@ def gcn(
         edge_weight: optional ``[E]`` weights in the graph's edge order.
     """
     edge_index, w = _edge_list(graph, edge_weight)
+    torch.ops.gnnfuse.validate_edge_index(edge_index, x.size(0))  # gcn_norm indexes with it
     rowptr, col, w = gcn_norm(edge_index, w, x.size(0), improved, add_self_loops, normalize, x.dtype)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (edge_weight is not None and edge_weight.requires_grad)

@@ -107,6 +107,14 @@ def _layer_grads(fn):
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.\\w+` is deprecated:DeprecationWarning")
+def test_python_api_gcn_names_bad_edge_index():
+    x, w = torch.randn(3, 2), torch.randn(2, 2)
+    with pytest.raises(RuntimeError, match=r"argument 'edge_index' must hold node indices in \[0, 3\)"):
+        gnnfuse.gcn(torch.tensor([[0, 1], [1, 5]]), x, w)
+    with pytest.raises(RuntimeError, match=r"argument 'edge_index' must be an int32 or int64 tensor"):
+        gnnfuse.gcn(torch.tensor([[0.0, 1.0], [1.0, 2.0]]), x, w)
+
+
 def test_gcn_torchscript():
     assert_frontend_matches_eager(Layer, _layer_grads, "torchscript")
 

@@ -352,6 +352,58 @@ def test_scipy_rectangular_int32():
     torch.testing.assert_close(gnnfuse.spmm(g, x), torch.from_numpy(m @ x.numpy()))
 
 
+def test_scipy_integer_and_boolean_values_are_weights():
+    """Integer (or boolean) entries are edge weights, not a pattern: they come in as the default
+    float dtype; a graph's own values follow the features' dtype (scipy stores float64)."""
+    sp = pytest.importorskip("scipy.sparse")
+    import numpy as np
+
+    m = sp.coo_matrix((np.array([2, 3, 1]), (np.array([0, 0, 1]), np.array([1, 1, 0]))), shape=(2, 2))  # (0, 1) twice: 5
+    g = gnnfuse.Graph.from_scipy(m)
+    assert g.values.dtype == torch.get_default_dtype() and g.values.tolist() == [5.0, 1.0]
+    x = torch.tensor([[1.0], [10.0]])
+    assert gnnfuse.spmm(m, x).tolist() == [[50.0], [1.0]]
+    assert gnnfuse.spmm(m, x.double()).dtype == torch.float64
+    assert gnnfuse.spmm(sp.csr_matrix(np.array([[0.0, 0.5], [0.0, 0.0]])), x).tolist() == [[5.0], [0.0]]  # float64 values, float32 x
+    assert gnnfuse.Graph.from_scipy(sp.csr_matrix(np.array([[False, True], [True, False]]))).values.tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="must be real numbers"):
+        gnnfuse.Graph.from_scipy(sp.csr_matrix(np.array([[0, 1j], [0, 0]])))
+
+
+def test_graph_csc_follows_in_place_changes():
+    """The CSC view a Graph caches belongs to its rowptr/col as they are: after an in-place
+    change of col (still a valid CSR) the next backward uses the new pattern."""
+    ei = torch.tensor([[0, 1, 2, 3, 1], [1, 2, 3, 0, 0]])
+    g = Graph.from_edge_index(ei, num_nodes=4)
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    gnnfuse.spmm(g, x).sum().backward()
+    with torch.no_grad():
+        g.col[0] = 2 if int(g.col[0]) != 2 else 3
+    x.grad = None
+    y = gnnfuse.spmm(g, x)
+    y.backward(torch.ones_like(y))
+    fresh = Graph(g.rowptr.clone(), g.col.clone(), 4)
+    x2 = x.detach().clone().requires_grad_()
+    torch.testing.assert_close(y, gnnfuse.spmm(fresh, x2))
+    gnnfuse.spmm(fresh, x2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+
+
+def test_graph_node_counts_are_checked_against_features():
+    """A Graph fixes its node counts; features with another number of rows are refused by name
+    (not accepted forward and then refused by the backward)."""
+    g = Graph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]))  # 3 nodes inferred
+    x = torch.randn(5, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"gnnfuse.spmm: argument 'x' must have 3 rows, the graph's source nodes"):
+        gnnfuse.spmm(g, x)
+    with pytest.raises(RuntimeError, match=r"gnnfuse.sddmm: argument 'u' must have 3 rows, the graph's target nodes"):
+        gnnfuse.sddmm(g, torch.randn(5, 2), torch.randn(3, 2))
+    with pytest.raises(RuntimeError, match=r"gnnfuse.graph_attention: argument 'k' must have 3 rows"):
+        gnnfuse.graph_attention(g, torch.randn(3, 1, 2), torch.randn(4, 1, 2), torch.randn(3, 1, 2))
+    with pytest.raises(RuntimeError, match=r"gnnfuse.gat: argument 'x' must have 3 rows"):
+        gnnfuse.gat(g, torch.randn(5, 1, 2), torch.randn(2), torch.randn(2))
+
+
 def test_pyg_edge_index_is_accepted():
     pyg = pytest.importorskip("torch_geometric")
     ei = torch.tensor([[0, 1, 2, 2, 4], [1, 2, 0, 1, 3]])

@@ -223,3 +223,264 @@ def test_bad_edge_index_is_a_clear_error():
         layer(torch.randn(4, 3), torch.tensor([[0, 7], [1, 2]]))
     with pytest.raises(RuntimeError, match=r"gnnfuse::validate_edge_index: argument 'edge_index'"):
         gnn.GATConv(3, 2)(torch.randn(4, 3), torch.tensor([[0, -1], [1, 2]]))
+
+
+# Regressions of an audit against PyG 2.8 (each failed before its fix in gnnfuse/nn.py).
+
+
+def test_gcnconv_cached_without_normalize_reads_each_graph():
+    # PyG caches the normalised graph only: cached=True with normalize=False uses each call's graph.
+    case = CASES["power_law"]
+    ours, theirs = _pair(gnn.GCNConv, pyg_nn.GCNConv, 4, 3, cached=True, normalize=False)
+    x = features(case.num_nodes, 4, torch.float64, seed=20)
+    w = edge_weights(case.num_edges // 2, torch.float64, seed=21)
+    other = case.edge_index[:, : case.num_edges // 2]
+    for args in ((x, case.edge_index), (x, other), (x, other, w)):
+        torch.testing.assert_close(ours(*args), theirs(*args), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("layer", ["GATConv", "TransformerConv"])
+def test_edge_features_on_an_empty_graph(layer):
+    x = features(4, 5, torch.float64, seed=22)
+    edge_index = torch.empty(2, 0, dtype=torch.long)
+    kwargs = {"heads": 2, "edge_dim": 3} | ({"add_self_loops": False} if layer == "GATConv" else {})
+    ours, theirs = _pair(getattr(gnn, layer), getattr(pyg_nn, layer), 5, 4, **kwargs)
+    e = torch.empty(0, 3, dtype=torch.float64)
+    _compare(ours, theirs, [x], lambda layer, x: layer(x, edge_index, e))
+
+
+@pytest.mark.parametrize("fill_value", ["mean", "add", "max", "min", "mul"])
+def test_gatconv_edge_features_int32_edge_index(fill_value):
+    # The self-loop features reduce with scatter_reduce, whose backward is wrong with an int32 index.
+    case = CASES["self_loops_duplicates"]
+    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, 5, 3, heads=2, edge_dim=4, fill_value=fill_value)
+    x = features(case.num_nodes, 5, torch.float64, seed=23)
+    e = features(case.num_edges, 4, torch.float64, seed=24)
+    ei32 = case.edge_index.int()
+    _compare(ours, theirs, [x, e], lambda layer, x, e: layer(x, ei32 if layer is ours else case.edge_index, e))
+
+
+def test_gatconv_bipartite_layer_takes_one_x_or_a_missing_target():
+    case = CASES["self_loops_duplicates"]
+    x = features(case.num_nodes, 5, torch.float64, seed=25)
+    # in_channels a pair, x a single tensor: PyG projects it with lin_src and lin_dst
+    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, (5, 5), 4, heads=2, residual=True)
+    _compare(ours, theirs, [x, case.edge_index], lambda layer, *t: layer(*t))
+    # x = (x_src, None): no target term in the logits and no residual, as PyG
+    for in_channels in (5, (5, 5)):
+        for kwargs in ({"add_self_loops": False}, {"residual": True}, {"edge_dim": 3}):
+            ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, in_channels, 4, heads=2, **kwargs)
+            e = features(case.num_edges, 3, torch.float64, seed=26)
+            inputs = [x, case.edge_index] + ([e] if "edge_dim" in kwargs else [])
+            _compare(ours, theirs, inputs, lambda layer, x, *t: layer((x, None), *t))
+    # with a size: targets from size[1]
+    case = CASES["bipartite_more_sources"]
+    xs = features(case.num_src_nodes, 5, torch.float64, seed=27)
+    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, (5, 3), 4, heads=2, add_self_loops=False)
+    size = (case.num_src_nodes, case.num_nodes)
+    _compare(ours, theirs, [xs, case.edge_index], lambda layer, x, ei: layer((x, None), ei, size=size))
+
+
+def test_gatconv_return_attention_weights_false_returns_the_output():
+    # PyG 2.8's GATConv: `if return_attention_weights:` -> the output alone for False.
+    case = CASES["power_law"]
+    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, 6, 4, heads=2)
+    x = features(case.num_nodes, 6, torch.float64, seed=28)
+    out, ref = ours(x, case.edge_index, return_attention_weights=False), theirs(x, case.edge_index, return_attention_weights=False)
+    assert isinstance(ref, torch.Tensor) and isinstance(out, torch.Tensor)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_gatconv_returned_attention_is_after_dropout():
+    # In training PyG returns the coefficients after dropout, the ones the output aggregates.
+    case = CASES["power_law"]
+    torch.manual_seed(0)
+    layer = gnn.GATConv(6, 4, heads=2, dropout=0.5, bias=False).double().train()
+    x = features(case.num_nodes, 6, torch.float64, seed=29)
+    out, (ei, alpha) = layer(x, case.edge_index, return_attention_weights=True)
+    assert (alpha == 0).any() and alpha.max() > 1.0  # dropped and rescaled by 1 / (1 - p)
+    h = layer.lin(x).view(-1, 2, 4)
+    expected = torch.zeros(case.num_nodes, 2, 4, dtype=x.dtype).index_add(0, ei[1], alpha[:, :, None] * h[ei[0]])
+    torch.testing.assert_close(out, expected.view(-1, 8), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "layer,args,kwargs",
+    [
+        ("GCNConv", (-1, 3), {}),
+        ("GATConv", (-1, 3), {"heads": 2, "residual": True, "edge_dim": -1}),
+        ("GATConv", ((-1, -1), 3), {"heads": 2}),
+        ("TransformerConv", (-1, 3), {"heads": 2, "edge_dim": -1, "beta": True}),
+        ("TransformerConv", ((-1, -1), 3), {"heads": 2}),
+    ],
+    ids=["gcn", "gat", "gat_pair", "transformer", "transformer_pair"],
+)
+def test_lazy_in_channels_match_pyg(layer, args, kwargs):
+    case = CASES["self_loops_duplicates"]
+    x = features(case.num_nodes, 5, torch.float64, seed=30)
+    e = features(case.num_edges, 3, torch.float64, seed=31)
+    pair = isinstance(args[0], tuple)
+    inputs = [x, case.edge_index] + ([e] if "edge_dim" in kwargs else [])
+
+    def call(layer, x, *t):
+        return layer((x, x) if pair else x, *t)
+
+    torch.manual_seed(0)
+    theirs = getattr(pyg_nn, layer)(*args, **kwargs).double()
+    ours = getattr(gnn, layer)(*args, **kwargs).double()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    # materialised by the first call: glorot / kaiming as PyG (same shapes, bounded by the same limits)
+    call(ours, *inputs)
+    call(theirs, *inputs)
+    for (k, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+        assert a.shape == b.shape, k
+    # an initialised PyG state loads into an uninitialised layer, as into PyG's
+    ours = getattr(gnn, layer)(*args, **kwargs).double()
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    theirs.eval()
+    ours.eval()
+    _compare(ours, theirs, inputs, call)
+
+
+def test_lazy_layer_scripts_once_materialised():
+    case = CASES["self_loops_duplicates"]
+    x = features(case.num_nodes, 5, torch.float64, seed=32)
+
+    class Wrap(torch.nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            return self.layer(x, edge_index)
+
+    for layer in (gnn.GCNConv(-1, 3), gnn.GATConv(-1, 3, heads=2), gnn.TransformerConv((-1, -1), 3)):
+        model = Wrap(layer.double().eval())
+        ref = model(x, case.edge_index)
+        torch.testing.assert_close(torch.jit.script(model)(x, case.edge_index), ref)
+
+
+def test_gcnconv_edge_weight_of_another_dtype():
+    # PyG promotes; gnnfuse casts the weights to x's dtype (the same dtype here, float64 x).
+    case = CASES["power_law"]
+    ours, theirs = _pair(gnn.GCNConv, pyg_nn.GCNConv, 5, 3)
+    x = features(case.num_nodes, 5, torch.float64, seed=33)
+    w = edge_weights(case.num_edges, torch.float32, seed=34).abs() + 0.1
+    out, ref = ours(x, case.edge_index, w), theirs(x, case.edge_index, w)
+    assert out.dtype == ref.dtype == torch.float64
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)  # PyG normalises in float32
+    out = ours.float()(x.float(), case.edge_index, w.double())
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, theirs.float()(x.float(), case.edge_index, w.double()).float(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layer", ["GCNConv", "GATConv", "TransformerConv"])
+def test_message_passing_kwargs(layer):
+    ours_cls, pyg_cls = getattr(gnn, layer), getattr(pyg_nn, layer)
+    defaults = [{"aggr": "add"}, {"aggr": "sum"}, {"flow": "source_to_target"}, {"aggr_kwargs": {}}]
+    if layer == "GCNConv":
+        defaults += [{"node_dim": 0}, {"decomposed_layers": 2}]  # (PyG's attention layers fail in forward with it)
+    else:
+        assert gnn.GATConv(5, 4, decomposed_layers=2).decomposed_layers == 2
+    case = CASES["self_loops_duplicates"]
+    x = features(case.num_nodes, 5, torch.float64, seed=35)
+    for kwargs in defaults:
+        ours, theirs = _pair(ours_cls, pyg_cls, 5, 4, **kwargs)
+        assert (ours.aggr, ours.flow, ours.node_dim) == (theirs.aggr, theirs.flow, theirs.node_dim)
+        _compare(ours, theirs, [x, case.edge_index], lambda layer, *t: layer(*t))
+    for kwargs in ({"aggr": "mean"}, {"aggr": "max"}, {"aggr": ["sum", "mean"]}, {"flow": "target_to_source"}):
+        pyg_cls(5, 4, **kwargs)
+        with pytest.raises(NotImplementedError, match=f"gnnfuse.nn.{layer}: {next(iter(kwargs))}="):
+            ours_cls(5, 4, **kwargs)
+    with pytest.raises(ValueError, match=f"gnnfuse.nn.{layer}: expected flow"):
+        ours_cls(5, 4, flow="sideways")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):
+        ours_cls(5, 4, foo=1)
+    if layer != "GCNConv":  # fixed to 0: PyG's TypeError
+        with pytest.raises(TypeError, match="node_dim"):
+            ours_cls(5, 4, node_dim=0)
+
+
+def _sparse_adjacencies(edge_index, n, values=None):
+    """adj_t of a graph (adj_t[i, j]: edge j -> i): coalesced COO, CSR, and the raw COO (duplicates)."""
+    from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
+
+    flipped = edge_index.flip(0)
+    if values is None:  # float64, as the features (PyG's spmm does not promote)
+        values = torch.ones(flipped.size(1), dtype=torch.float64)
+    raw = torch.sparse_coo_tensor(flipped, values, (n, n) + tuple(values.shape[1:]))
+    return {
+        "coo": to_torch_coo_tensor(flipped, values, size=(n, n)),
+        "csr": to_torch_csr_tensor(flipped, values, size=(n, n)),
+        "coo_uncoalesced": raw,
+    }
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csr", "coo_uncoalesced"])
+@pytest.mark.parametrize(
+    "layer,kwargs",
+    [
+        # (an uncoalesced COO fails in PyG's attention layers unless GATConv adds self-loops)
+        ("GCNConv", {}),
+        ("GCNConv", {"improved": True}),
+        ("GCNConv", {"normalize": False}),
+        ("GCNConv", {"cached": True}),
+        ("GATConv", {"heads": 2}),
+        ("GATConv", {"heads": 2, "add_self_loops": False}),
+        ("TransformerConv", {"heads": 2}),
+    ],
+    ids=["gcn", "gcn_improved", "gcn_raw", "gcn_cached", "gat", "gat_no_loops", "transformer"],
+)
+def test_sparse_adjacency_matches_pyg(fmt, layer, kwargs):
+    if fmt == "coo_uncoalesced" and (layer == "TransformerConv" or kwargs.get("add_self_loops") is False):
+        pytest.skip("PyG fails on an uncoalesced COO here")
+    case = CASES["self_loops_duplicates"]  # self-loops and duplicate edges
+    n = case.num_nodes
+    w = edge_weights(case.num_edges, torch.float64, seed=36).abs() + 0.1
+    adj = _sparse_adjacencies(case.edge_index, n, w)[fmt]
+    ours, theirs = _pair(getattr(gnn, layer), getattr(pyg_nn, layer), 5, 4, **kwargs)
+    x = features(n, 5, torch.float64, seed=37)
+    _compare(ours, theirs, [x], lambda layer, x: layer(x, adj))
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csr", "coo_uncoalesced"])
+@pytest.mark.parametrize("layer,kwargs", [("GATConv", {}), ("GATConv", {"add_self_loops": False}), ("TransformerConv", {})])
+def test_sparse_adjacency_attention_weights_match_pyg(fmt, layer, kwargs):
+    if fmt == "coo_uncoalesced" and (layer == "TransformerConv" or kwargs.get("add_self_loops") is False):
+        pytest.skip("PyG fails on an uncoalesced COO here")
+    case = CASES["self_loops_duplicates"]
+    n = case.num_nodes
+    adj = _sparse_adjacencies(case.edge_index, n)[fmt]
+    ours, theirs = _pair(getattr(gnn, layer), getattr(pyg_nn, layer), 5, 4, heads=2, **kwargs)
+    x = features(n, 5, torch.float64, seed=38)
+    out, (adj1, a1) = ours(x, adj, return_attention_weights=True)
+    ref, (adj2, a2) = theirs(x, adj, return_attention_weights=True)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    assert adj1.layout == adj2.layout and adj1.shape == adj2.shape
+    torch.testing.assert_close(adj1.to_dense(), adj2.to_dense(), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(a1, a2, rtol=1e-10, atol=1e-10)  # in the same edge order
+
+
+@pytest.mark.parametrize("layer,kwargs", [("GATConv", {"fill_value": "mean"}), ("GATConv", {"add_self_loops": False}), ("TransformerConv", {})])
+def test_sparse_adjacency_multidimensional_values_are_edge_features(layer, kwargs):
+    # PyG reads 2-D values of a sparse adj_t as edge_attr (duplicates of a coalesced COO summed).
+    case = CASES["self_loops_duplicates"]
+    n = case.num_nodes
+    e = features(case.num_edges, 3, torch.float64, seed=39)
+    adj = _sparse_adjacencies(case.edge_index, n, e)["coo"]
+    ours, theirs = _pair(getattr(gnn, layer), getattr(pyg_nn, layer), 5, 4, heads=2, edge_dim=3, **kwargs)
+    x = features(n, 5, torch.float64, seed=40)
+    _compare(ours, theirs, [x], lambda layer, x: layer(x, adj))
+
+
+def test_small_sparse_adjacency_and_bad_sizes():
+    # a 2 x 2 adjacency used to pass the [2, E] check
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    x = features(2, 5, torch.float64, seed=41)
+    for fmt, adj in _sparse_adjacencies(edge_index, 2).items():
+        for layer in ("GCNConv", "GATConv", "TransformerConv"):
+            ours, theirs = _pair(getattr(gnn, layer), getattr(pyg_nn, layer), 5, 4)
+            torch.testing.assert_close(ours(x, adj), theirs(x, adj), rtol=1e-10, atol=1e-10)
+    adj = _sparse_adjacencies(edge_index, 2)["csr"]
+    with pytest.raises(ValueError, match=r"gnnfuse.nn.GATConv: a sparse adjacency adj_t of shape \[2, 2\]"):
+        gnn.GATConv(5, 4).double()(features(3, 5, torch.float64, seed=42), adj)
