@@ -205,6 +205,17 @@ def dense_adjacency(case: GraphCase, weight: Optional[Tensor] = None) -> Tensor:
     return a
 
 
+def gcn_inputs(case: GraphCase, perm: Tensor, f_in: int, f_out: int, dtype: torch.dtype, seed: int):
+    """``(w, ew, x, W, gy)`` for a gcn test: weights ``w`` in edge_index order and ``ew`` in CSR
+    order (``perm``), features, weight matrix and incoming gradient (seeds ``seed..seed+3``); the
+    inputs require grad."""
+    w = edge_weights(case.num_edges, dtype, seed=seed)
+    x = features(case.num_src_nodes, f_in, dtype, seed=seed + 1).requires_grad_()
+    W = features(f_in, f_out, dtype, seed=seed + 2).requires_grad_()
+    gy = features(case.num_nodes, f_out, dtype, seed=seed + 3)
+    return w, w[perm].clone().requires_grad_(), x, W, gy
+
+
 def check_gcn_against_dense(case: GraphCase, perm: Tensor, w: Tensor, x: Tensor, W: Tensor, gy: Tensor, out: Tensor, grads) -> None:
     """``out`` = A x W and ``grads`` = its gradients (edge weights in CSR order, x, W) for the
     incoming gradient ``gy``, against dense float64 autograd; ``w`` in edge_index order."""

@@ -11,7 +11,7 @@ from torch import Tensor
 from torch.autograd import gradcheck
 
 import gnnfuse
-from graphs import CASE_NAMES, CASES, assert_frontend_matches_eager, check_gcn_against_dense, csr_of, dense_adjacency, edge_weights, features
+from graphs import CASE_NAMES, CASES, assert_frontend_matches_eager, check_gcn_against_dense, csr_of, dense_adjacency, edge_weights, features, gcn_inputs
 
 ops = torch.ops.gnnfuse
 INDEX_DTYPES = [torch.int32, torch.int64]
@@ -153,12 +153,7 @@ def test_python_api_gcn_matches_pyg(fused, channels, weighted):
 def test_gcn_row_blocks_match_dense(name, threads, dtype, dims):
     case = CASES[name]
     rowptr, col, perm = csr_of(name)
-    f_in, f_out = dims
-    w = edge_weights(case.num_edges, dtype, seed=21)
-    x = features(case.num_src_nodes, f_in, dtype, seed=22).requires_grad_()
-    W = features(f_in, f_out, dtype, seed=23).requires_grad_()
-    ew = w[perm].clone().requires_grad_()
-    gy = features(case.num_nodes, f_out, dtype, seed=24)
+    w, ew, x, W, gy = gcn_inputs(case, perm, *dims, dtype, seed=21)
     torch.set_num_threads(threads)
     try:
         out = ops.gcn(rowptr, col, ew, x, W)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import gnnfuse
-from graphs import CASES, check_gcn_against_dense, csr_of, dense_adjacency, edge_weights, features
+from graphs import CASES, check_gcn_against_dense, csr_of, dense_adjacency, edge_weights, features, gcn_inputs
 
 ops = torch.ops.gnnfuse
 FAMILY = ["gcn", "gcn_grad_x", "gcn_grad_edge_weight"]  # the gcn ops the generator gave two lowerings
@@ -46,12 +46,7 @@ def test_variant_counts():
 def test_every_lowering_matches_dense(name, index_dtype, dtype, dims, variant):
     case = CASES[name]
     rowptr, col, perm = csr_of(name, index_dtype)
-    f_in, f_out = dims
-    w = edge_weights(case.num_edges, dtype, seed=31)
-    x = features(case.num_src_nodes, f_in, dtype, seed=32).requires_grad_()
-    W = features(f_in, f_out, dtype, seed=33).requires_grad_()
-    ew = w[perm].clone().requires_grad_()
-    gy = features(case.num_nodes, f_out, dtype, seed=34)
+    w, ew, x, W, gy = gcn_inputs(case, perm, *dims, dtype, seed=31)
     with forced(variant):
         out = ops.gcn(rowptr, col, ew, x, W)
         grads = torch.autograd.grad(out, (ew, x, W), gy)
