@@ -731,7 +731,7 @@ class TransformerConv(torch.nn.Module):
         alpha: Optional[Tensor] = None
         if lin_edge is not None and edge_attr is not None:
             # Per-edge scores (CSR order), as PyG computes them.
-            rows = torch.repeat_interleave(torch.arange(num_dst, device=col.device), rowptr.diff())
+            rows = edge_index[1][perm]  # the target of each CSR position (no data-dependent size)
             if edge_attr.dim() == 1:
                 edge_attr = edge_attr.view(-1, 1)
             e = lin_edge(edge_attr).view(-1, H, C)[perm]
