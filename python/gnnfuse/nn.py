@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from .ops import _to_input_order, gcn_fused_choice, gcn_norm
+from .ops import _size_rule_applies, _to_input_order, gcn_fused_choice, gcn_norm
 
 if typing.TYPE_CHECKING:
     from typing import overload
@@ -176,7 +176,11 @@ def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Option
 # memory O(N.H.C), each backward kernel recomputing the softmax per edge) and the per-edge ops
 # (sddmm, edge_softmax_heads, spmm_heads: [E, H] tensors, fewer passes over the edges; faster on
 # this CPU at the sizes measured in bench/results). `fused=None` takes the fused ops once the
-# [E, H] tensors (several kept for backward) would pass 2^24 elements (64 MiB each in float32).
+# [E, H] tensors (several kept for backward) would pass 2^24 elements (64 MiB each in float32),
+# in eager and TorchScript (decided per call). A captured program (torch.compile, torch.export,
+# torch.jit.trace) would keep one side of that rule for every size (an exported program with a
+# dynamic E refused the graphs past it), so there `fused=None` takes the fused ops, right and
+# O(N.H.C) in memory at any size (see `_size_rule_applies`).
 def _softmax_aggregate(
     rowptr: Tensor,
     col: Tensor,
@@ -208,6 +212,8 @@ def _csc_for_backward(
 
 def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
     if fused is None:
+        if not _size_rule_applies(edge_heads):
+            return True
         return edge_heads >= 16777216  # 2^24 (a literal: TorchScript reads no module globals)
     return fused
 
@@ -228,7 +234,10 @@ class GCNConv(torch.nn.Module):
     loops included. The dense product runs before or after the aggregation, whichever aggregates
     the narrower features. ``fused`` (not in PyG): True runs the fused op ``gcn`` (no
     ``N x F_in`` temporary), False spmm and the GEMM, None chooses by input
-    (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs).
+    (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs in eager and
+    TorchScript; in a program captured by ``torch.compile``, ``torch.export`` or
+    ``torch.jit.trace``, fused in inference whatever the size, since the program must not keep
+    a choice made on the example's sizes).
     """
 
     def __init__(
@@ -331,7 +340,9 @@ class GATConv(torch.nn.Module):
     2-D or more, are ignored; with ``add_self_loops`` the loops are replaced and duplicates
     merged, and the returned attention weights are ``(adj_t with the weights as values,
     weights)``). ``fused`` (not in PyG): True runs the fused ``gat`` op (no per-edge tensor),
-    False the per-edge ops, None chooses by size (see ``_use_fused``).
+    False the per-edge ops, None chooses by size in eager and TorchScript (see ``_use_fused``:
+    the per-edge ops below 2^24 edge-heads, self-loops included) and takes the fused op at every
+    size in a program captured by ``torch.compile``, ``torch.export`` or ``torch.jit.trace``.
     """
 
     def __init__(
@@ -558,8 +569,10 @@ class GATConv(torch.nn.Module):
         need_alpha = False
         if isinstance(return_attention_weights, bool):
             need_alpha = return_attention_weights or torch.jit.is_scripting()
-        # CSR over targets (sources bounded by num_src: the op is given the larger count).
-        num = max(num_src, num_dst)
+        # CSR over targets (sources bounded by num_src: the op is given the larger count). One x
+        # and no size: num_src (the padding source included) is that count, with no max, whose
+        # symbolic form (max(N, N + 1)) torch.export cannot compare with num_dst + 1.
+        num = num_src if single and size is None and adj_t is None else max(num_src, num_dst)
         rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
         if (
@@ -628,9 +641,11 @@ class TransformerConv(torch.nn.Module):
     ``edge_index`` may be a torch sparse ``adj_t`` (as PyG: multi-dimensional values are the edge
     features; the returned attention weights are ``(adj_t, weights in its stored order)``).
     Without edge features, dropout or returned attention weights and with ``fused=True`` (not in
-    PyG; None chooses by size, see ``_use_fused``) the layer runs the fused op
-    ``graph_attention``: no per-edge tensor in forward or backward (memory O(N.H.C)); otherwise
-    ``sddmm_heads``, ``edge_softmax_heads`` and ``spmm_heads`` ([E, H] tensors).
+    PyG; None chooses by size in eager and TorchScript, see ``_use_fused``, and takes the fused
+    op at every size in a program captured by ``torch.compile``, ``torch.export`` or
+    ``torch.jit.trace``) the layer runs the fused op ``graph_attention``: no per-edge tensor in
+    forward or backward (memory O(N.H.C)); otherwise ``sddmm_heads``, ``edge_softmax_heads``
+    and ``spmm_heads`` ([E, H] tensors).
     """
 
     def __init__(

@@ -412,6 +412,19 @@ def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor]) -> Tuple[Tensor,
     raise TypeError(f"gnnfuse.gcn: expected a gnnfuse.Graph, a torch sparse tensor or an edge_index tensor, got {type(graph).__name__}")
 
 
+def _size_rule_applies(size: int) -> bool:
+    """Whether a rule over ``size`` may choose between two correct paths here: in eager and in
+    TorchScript (the branch stays in the script, decided per call), not in a captured program
+    (torch.compile, torch.export, torch.jit.trace), which would keep one side of the rule for
+    every size (an exported program refusing, or running out of memory on, the sizes past the
+    threshold; torch.jit.trace records the branch taken without its condition). Dynamo shows
+    a symbolic size as an int, so a capture is recognised as such, not its sizes."""
+    if torch.jit.is_scripting():
+        return True
+    else:
+        return not (torch.compiler.is_compiling() or torch.jit.is_tracing() or isinstance(size, torch.SymInt))
+
+
 def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> bool:
     """Input-sensitive fusion of a GCN product: whether the fused op ``gcn`` (aggregation and
     ``W`` in one pass over row blocks) runs instead of ``spmm`` and PyTorch's GEMM. ``fused``
@@ -420,9 +433,14 @@ def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, ou
     aggregation is on the narrower side (``F_in <= F_out``), and the output is large
     (``N * F_out >= 2^23``, 32 MiB in float32): there the split form's temporary and GEMM
     stream from memory while the fused op keeps each 32-row block in cache. The thresholds
-    come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``)."""
+    come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``). In a captured
+    program (:func:`_size_rule_applies`: ``torch.compile``, ``torch.export``, ``torch.jit.trace``)
+    the size term is left out: fused in inference whenever the aggregation is on the narrower
+    side, at every size."""
     if fused is not None:
         return fused
+    if not _size_rule_applies(num_nodes * out_channels):
+        return (not needs_grad) and in_channels <= out_channels
     return (not needs_grad) and in_channels <= out_channels and num_nodes * out_channels >= 8388608
 
 

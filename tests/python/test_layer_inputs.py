@@ -63,3 +63,71 @@ def test_transformerconv_edge_features_compile_with_dynamic_shapes(dynamo_reset)
     edge_index = torch.randint(0, 6, (2, 7), generator=torch.Generator().manual_seed(30))
     explained = torch._dynamo.explain(layer)(x, edge_index, features(7, 4, torch.float64, seed=31))
     assert explained.graph_break_count == 0, explained.break_reasons
+
+
+# Item 10: torch.export with dynamic sizes. GATConv failed for every `fused` setting (a guard on
+# max(N, N + 1)); with fused=None the fused-or-not choice on E x heads (and GCN's on N x F_out)
+# was a guard of the exported program, which then refused the graphs where the fused op
+# matters. A symbolic size now takes the fused op, right at every size.
+def _export(layer, x, edge_index):
+    return torch.export.export(layer, (x, edge_index), dynamic_shapes={"x": {0: Dim("N")}, "edge_index": {1: Dim("E")}})
+
+
+def _random_graph(n: int, e: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, n, (2, e), generator=gen)
+
+
+@pytest.mark.parametrize("fused", [True, False, None], ids=["fused", "per_edge", "auto"])
+def test_export_gatconv_with_dynamic_sizes(fused):
+    torch.manual_seed(0)
+    layer = gnn.GATConv(5, 3, heads=2, fused=fused).eval()
+    ep = _export(layer, features(20, 5, torch.float32, seed=40), _random_graph(20, 60, 41))
+    for n, e in [(3, 2), (20, 60), (500, 4000)]:
+        x, edge_index = features(n, 5, torch.float32, seed=n), _random_graph(n, e, e)
+        torch.testing.assert_close(ep.module()(x, edge_index), layer(x, edge_index), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make,size",
+    [
+        # eager takes the fused op from E x heads >= 2^24 (self-loops included for GAT) ...
+        (lambda: gnn.GATConv(4, 2, heads=8), (60000, 2100000)),
+        (lambda: gnn.TransformerConv(4, 2, heads=8), (60000, 2100000)),
+        # ... and the fused gcn in inference from N x F_out >= 2^23
+        (lambda: gnn.GCNConv(4, 64), (140000, 600000)),
+    ],
+    ids=["gat", "transformer", "gcn"],
+)
+@torch.no_grad()
+def test_export_fused_choice_is_not_baked_in(make, size):
+    torch.manual_seed(0)
+    layer = make().eval()
+    ep = _export(layer, features(30, 4, torch.float32, seed=50), _random_graph(30, 90, 51))
+    assert {"gnnfuse.gat.default", "gnnfuse.graph_attention.default", "gnnfuse.gcn.default"} & {
+        str(node.target) for node in ep.graph.nodes
+    }  # the fused op, at every size
+    for symbol, bounds in ep.range_constraints.items():
+        assert bool(bounds.upper > 2**40), (symbol, bounds)  # no size bound in the program (int_oo)
+    # much smaller and much larger than the example, past the eager threshold
+    for n, e in [(2, 1), (200, 50), size]:
+        x, edge_index = features(n, 4, torch.float32, seed=n), _random_graph(n, e, e)
+        torch.testing.assert_close(ep.module()(x, edge_index), layer(x, edge_index), rtol=1e-4, atol=1e-5)
+
+
+def test_fused_choice_on_symbolic_or_traced_sizes():
+    # A concrete size decides by the size rule; a symbolic one (dynamic shapes) or a jit trace
+    # (which records the branch without its condition) takes the path right at every size.
+    choice = gnnfuse.ops.gcn_fused_choice
+    assert not choice(None, 100, 4, 64, needs_grad=False)
+    assert choice(None, 1 << 20, 4, 64, needs_grad=False)
+    seen = []
+
+    def f(x):
+        seen.append(choice(None, x.size(0), 4, 64, needs_grad=False))
+        return x
+
+    torch.compile(f, fullgraph=True, dynamic=True, backend="eager")(torch.ones(100))
+    torch.jit.trace(lambda x: f(x) * 2, torch.ones(100), check_trace=False)
+    assert seen == [True, True]
+    torch._dynamo.reset()
