@@ -237,7 +237,8 @@ class GCNConv(torch.nn.Module):
     (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs in eager and
     TorchScript; in a program captured by ``torch.compile``, ``torch.export`` or
     ``torch.jit.trace``, fused in inference whatever the size, since the program must not keep
-    a choice made on the example's sizes).
+    a choice made on the example's sizes). With ``cached``, the cached graph follows the
+    layer's dtype and device (``.double()``, ``.to(device)`` after the first call).
     """
 
     def __init__(
@@ -272,14 +273,27 @@ class GCNConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
         self._cache = None
 
+    def _apply(self, fn, recurse: bool = True):
+        # .to(device), .cuda(), ...: the cached graph moves with the parameters (its weights are
+        # cast to the features' dtype where they are used, see _graph).
+        super()._apply(fn, recurse)
+        cache = self._cache
+        if cache is not None:
+            device = self.lin.weight.device
+            self._cache = (cache[0].to(device), cache[1].to(device), cache[2].to(device))
+        return self
+
     def _graph(
-        self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype
+        self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype, device: torch.device
     ) -> Tuple[Tensor, Tensor, Tensor]:
         """(rowptr, col, normalised weights in CSR order). PyG caches the normalised graph only
-        (``cached`` without ``normalize`` reads each call's graph)."""
+        (``cached`` without ``normalize`` reads each call's graph). The cached graph follows the
+        module: its weights, normalised in the first call's dtype, are cast to the features'
+        dtype and device at every use (``.double()``, ``.bfloat16()``, ``.to(device)`` after the
+        first call; a bfloat16 cache used in float32 keeps bfloat16's precision)."""
         cache = self._cache
         if self.cached and self.normalize and cache is not None:
-            return cache
+            return cache[0].to(device), cache[1].to(device), cache[2].to(device=device, dtype=dtype)
         add_self_loops = self.add_self_loops
         if _is_sparse(edge_index):
             edge_index, edge_weight = _sparse_edges("GCNConv", edge_index)
@@ -307,7 +321,7 @@ class GCNConv(torch.nn.Module):
         else:
             _check_edge_index("GCNConv", edge_index)
             _ops.validate_edge_index(edge_index, x.size(0))
-        rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype)
+        rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype, x.device)
         in_channels = x.size(-1)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.lin.weight.requires_grad)
         if gcn_fused_choice(self.fused, x.size(0), in_channels, self.out_channels, needs_grad):

@@ -35,6 +35,48 @@ class _WithEdges(torch.nn.Module):
         return self.layer(x, edge_index, edge_attr)
 
 
+# Item 5: GCNConv(cached=True) then .to(float64) / .bfloat16() / .half(): the cached normalised
+# graph kept the first call's dtype and the next forward failed in spmm.
+@pytest.mark.parametrize(
+    "convert,dtype,tol",
+    [
+        (lambda m: m.double(), torch.float64, 1e-6),  # the cache holds float32 weights
+        (lambda m: m.to(torch.float64), torch.float64, 1e-6),
+        (lambda m: m.bfloat16(), torch.bfloat16, 2e-2),
+        (lambda m: m.half(), torch.float16, 2e-3),
+        (lambda m: m.to(torch.bfloat16).float(), torch.float32, 1e-6),  # no precision lost on the way
+    ],
+    ids=["double", "to_float64", "bfloat16", "half", "bfloat16_and_back"],
+)
+def test_gcnconv_cached_graph_follows_the_module_dtype(convert, dtype, tol):
+    case = CASES["power_law"]
+    x = features(case.num_nodes, 6, torch.float64, seed=4)
+    torch.manual_seed(0)
+    layer = gnn.GCNConv(6, 4, cached=True)
+    uncached = gnn.GCNConv(6, 4)
+    uncached.load_state_dict(layer.state_dict())
+    layer(x.float(), case.edge_index)  # caches the float32 graph
+    other = case.edge_index[:, : case.num_edges // 2]  # ignored by the cache, as in PyG
+    out = convert(layer)(x.to(dtype), other)
+    assert out.dtype == dtype
+    want = convert(uncached)(x.to(dtype), case.edge_index)
+    torch.testing.assert_close(out.double(), want.double(), rtol=tol, atol=tol)
+    # a scripted layer with its cache, converted after scripting, casts at use as well
+    scripted = torch.jit.script(convert(copy.deepcopy(layer)).float())
+    torch.testing.assert_close(scripted(x.float(), other), convert(uncached).float()(x.float(), case.edge_index), rtol=tol, atol=tol)
+
+
+def test_gcnconv_cached_graph_follows_the_module_device():
+    # .to(device) moves the cached graph along (the meta device stands in for an accelerator)
+    layer = gnn.GCNConv(5, 3, cached=True)
+    layer(features(N, 5, torch.float32, seed=5), GRAPH.edge_index)
+    layer.to("meta")
+    assert layer.lin.weight.is_meta
+    assert layer._cache is not None and all(t.is_meta for t in layer._cache)
+    out = layer(torch.empty(N, 5, device="meta"), GRAPH.edge_index.to("meta"))
+    assert out.is_meta and out.shape == (N, 3)
+
+
 # Item 9: torch.compile(fullgraph=True, dynamic=True) of TransformerConv(edge_dim=...) failed on a
 # one-edge graph (a data-dependent guard Ne(u0, 1) from repeat_interleave) and on an empty graph
 # (in Inductor); without fullgraph, repeat_interleave was a graph break.
