@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from .ops import _size_rule_applies, _to_input_order, gcn_fused_choice, gcn_norm
+from .ops import _check_edge_weight, _size_rule_applies, _to_input_order, gcn_fused_choice, gcn_norm
 
 if typing.TYPE_CHECKING:
     from typing import overload
@@ -119,6 +119,44 @@ def _is_sparse(edge_index: Tensor) -> bool:
 def _check_edge_index(layer: str, edge_index: Tensor) -> None:
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError("gnnfuse.nn." + layer + ": edge_index must be a [2, E] tensor (sources, targets)")
+
+
+# Input checks of the layers. They run in eager, TorchScript, torch.compile(fullgraph=True,
+# dynamic=True) and torch.export: a condition on sizes is a guard there (an exported program with
+# dynamic sizes asserts it at run time), and the messages are f-strings of sizes only, which
+# TorchScript formats and Dynamo traces. A wrong rank is a ValueError (as `edge_index`'s), a wrong
+# size a RuntimeError (as the ops' own checks): "gnnfuse.nn.<Layer>: argument '<name>' ... (got ...)".
+def _check_features(layer: str, name: str, x: Tensor) -> None:
+    if x.dim() != 2:
+        raise ValueError(
+            f"gnnfuse.nn.{layer}: argument '{name}' must be 2-D [num_nodes, in_channels] (got a {x.dim()}-D tensor)"
+        )
+
+
+def _check_edge_attr(layer: str, edge_attr: Tensor, num_edges: int, edge_dim: Optional[int], x: Tensor) -> None:
+    """One row per edge of the input graph (before any self-loop is added), ``edge_dim`` columns
+    (a 1-D ``edge_attr`` is one column, as PyG), the dtype of ``x`` (the layer's)."""
+    if edge_attr.dim() != 1 and edge_attr.dim() != 2:
+        raise ValueError(
+            f"gnnfuse.nn.{layer}: argument 'edge_attr' must be [E, edge_dim] or [E] (got a {edge_attr.dim()}-D tensor)"
+        )
+    if edge_attr.size(0) != num_edges:
+        raise RuntimeError(
+            f"gnnfuse.nn.{layer}: argument 'edge_attr' must have one row per edge, E={num_edges} (got {edge_attr.size(0)})"
+        )
+    width = 1 if edge_attr.dim() == 1 else edge_attr.size(1)
+    if edge_dim is not None and edge_dim > 0 and width != edge_dim:
+        raise RuntimeError(
+            f"gnnfuse.nn.{layer}: argument 'edge_attr' must have edge_dim={edge_dim} columns (got {width})"
+        )
+    if edge_attr.dtype != x.dtype:
+        if torch.jit.is_scripting():  # (a dtype is an int in TorchScript)
+            raise RuntimeError("gnnfuse.nn." + layer + ": argument 'edge_attr' must have the dtype of 'x'")
+        else:
+            raise RuntimeError(
+                f"gnnfuse.nn.{layer}: argument 'edge_attr' must have the dtype of 'x', "
+                f"{str(x.dtype)[6:]} (got {str(edge_attr.dtype)[6:]})"
+            )
 
 
 def _sparse_edges(layer: str, adj_t: Tensor) -> Tuple[Tensor, Tensor]:
@@ -306,7 +344,8 @@ class GCNConv(torch.nn.Module):
                 add_self_loops = False
         if edge_weight is not None:
             edge_weight = edge_weight.to(dtype)
-        out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype)
+        # (forward validated edge_index; a sparse adj_t's edges are valid)
+        out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype, False)
         if self.cached and self.normalize:
             self._cache = out
         return out
@@ -316,11 +355,14 @@ class GCNConv(torch.nn.Module):
         if not torch.jit.is_scripting():  # (a scripted layer is materialised)
             if isinstance(self.lin, torch.nn.LazyLinear):  # a torch.nn.Linear once materialised
                 self.lin(x[:0])  # materialises the lazy weight (in_channels=-1) from x's width
+        _check_features("GCNConv", "x", x)
         if _is_sparse(edge_index):
             _check_sparse_sizes("GCNConv", edge_index, x.size(0), x.size(0))
         else:
             _check_edge_index("GCNConv", edge_index)
             _ops.validate_edge_index(edge_index, x.size(0))
+            if edge_weight is not None:
+                edge_weight = _check_edge_weight("gnnfuse.nn.GCNConv", edge_weight, edge_index.size(1))
         rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype, x.device)
         in_channels = x.size(-1)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.lin.weight.requires_grad)
@@ -357,6 +399,7 @@ class GATConv(torch.nn.Module):
     False the per-edge ops, None chooses by size in eager and TorchScript (see ``_use_fused``:
     the per-edge ops below 2^24 edge-heads, self-loops included) and takes the fused op at every
     size in a program captured by ``torch.compile``, ``torch.export`` or ``torch.jit.trace``.
+    ``edge_attr`` must have one row per edge of ``edge_index`` (a RuntimeError names it).
     """
 
     def __init__(
@@ -510,9 +553,13 @@ class GATConv(torch.nn.Module):
             single = True
             x_src_in = x
             x_dst_in: Optional[Tensor] = x
+            _check_features("GATConv", "x", x_src_in)
         else:
             x_src_in = x[0]
             x_dst_in = x[1]
+            _check_features("GATConv", "x[0]", x_src_in)
+            if x_dst_in is not None:
+                _check_features("GATConv", "x[1]", x_dst_in)
         # The projections, as PyG: one shared by sources and targets (int in_channels; a single
         # x projected once), or lin_src / lin_dst (pair in_channels, even for a single x).
         lin = self.lin
@@ -560,6 +607,8 @@ class GATConv(torch.nn.Module):
         lin_edge = self.lin_edge
         # as PyG: edge features are ignored without edge_dim
         edge_feat: Optional[Tensor] = edge_attr if lin_edge is not None else None
+        if edge_feat is not None:
+            _check_edge_attr("GATConv", edge_feat, edge_index.size(1), self.edge_dim, x_src_in)
         add_self_loops = self.add_self_loops
         if add_self_loops and adj_t is not None:
             edge_index, edge_feat = self._sparse_self_loops(edge_index, edge_feat, num_src, num_dst)
@@ -659,7 +708,8 @@ class TransformerConv(torch.nn.Module):
     op at every size in a program captured by ``torch.compile``, ``torch.export`` or
     ``torch.jit.trace``) the layer runs the fused op ``graph_attention``: no per-edge tensor in
     forward or backward (memory O(N.H.C)); otherwise ``sddmm_heads``, ``edge_softmax_heads``
-    and ``spmm_heads`` ([E, H] tensors).
+    and ``spmm_heads`` ([E, H] tensors). ``edge_attr`` must have one row per edge (a
+    RuntimeError names it).
     """
 
     def __init__(
@@ -735,8 +785,11 @@ class TransformerConv(torch.nn.Module):
         H, C = self.heads, self.out_channels
         if isinstance(x, Tensor):
             x_src, x_dst = x, x
+            _check_features("TransformerConv", "x", x)
         else:
             x_src, x_dst = x[0], x[1]
+            _check_features("TransformerConv", "x[0]", x_src)
+            _check_features("TransformerConv", "x[1]", x_dst)
         query = self.lin_query(x_dst).view(-1, H, C)
         key = self.lin_key(x_src).view(-1, H, C)
         value = self.lin_value(x_src).view(-1, H, C)
@@ -759,6 +812,7 @@ class TransformerConv(torch.nn.Module):
             raise ValueError("gnnfuse.nn.TransformerConv: a layer with edge_dim needs edge_attr")
         alpha: Optional[Tensor] = None
         if lin_edge is not None and edge_attr is not None:
+            _check_edge_attr("TransformerConv", edge_attr, edge_index.size(1), self.edge_dim, x_src)
             # Per-edge scores (CSR order), as PyG computes them.
             rows = edge_index[1][perm]  # the target of each CSR position (no data-dependent size)
             if edge_attr.dim() == 1:

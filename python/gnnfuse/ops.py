@@ -124,6 +124,41 @@ def _check_rows(fn: str, graph: GraphLike, **tensors: Tuple[Optional[Tensor], bo
             )
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _check_edge_weight(where: str, edge_weight: Tensor, num_edges: int) -> Tensor:
+    """``edge_weight``: one value per edge, ``[E]`` (or ``[E, 1]``, as PyG's GCNConv takes it),
+    returned as ``[E]``. TorchScript- and torch.compile-friendly: conditions on sizes, messages
+    of sizes (the layers cast its dtype)."""
+    if edge_weight.dim() == 2 and edge_weight.size(1) == 1:
+        edge_weight = edge_weight.view(-1)
+    if edge_weight.dim() != 1:
+        raise ValueError(f"{where}: argument 'edge_weight' must be 1-D [E] (got a {edge_weight.dim()}-D tensor)")
+    if edge_weight.size(0) != num_edges:
+        raise RuntimeError(f"{where}: argument 'edge_weight' must have one value per edge, E={num_edges} (got {edge_weight.size(0)})")
+    return edge_weight
+
+
+def _check_like(fn: str, name: str, t: Tensor, ref_name: str, ref: Tensor) -> None:
+    """``t`` has the dtype and device of ``ref``."""
+    if t.dtype != ref.dtype:
+        raise RuntimeError(
+            f"gnnfuse.{fn}: argument '{name}' must have the dtype of '{ref_name}', {_dtype_name(ref.dtype)} "
+            f"(got {_dtype_name(t.dtype)})"
+        )
+    if t.device != ref.device:
+        raise RuntimeError(f"gnnfuse.{fn}: argument '{name}' must be on the device of '{ref_name}', {ref.device} (got {t.device})")
+
+
+def _check_floating(fn: str, name: str, t: Tensor) -> None:
+    if t.dtype not in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        raise RuntimeError(
+            f"gnnfuse.{fn}: argument '{name}' must be a float32, float64, bfloat16 or float16 tensor (got {_dtype_name(t.dtype)})"
+        )
+
+
 _REDUCE_OPS = {"sum": "spmm", "add": "spmm", "mean": "spmm_mean", "max": "spmm_max", "min": "spmm_min"}
 
 
@@ -301,7 +336,19 @@ def gat(
     if x.dim() != 3:
         raise ValueError(f"gnnfuse.gat: x must be [num_src_nodes, heads, channels], got shape {tuple(x.shape)}")
     H, C = x.size(1), x.size(2)
+    _check_floating("gat", "x", x)
     xd = x if x_dst is None else x_dst
+    if x_dst is not None:
+        if x_dst.dim() != 3:
+            raise ValueError(f"gnnfuse.gat: x_dst must be [num_nodes, heads, channels], got shape {tuple(x_dst.shape)}")
+        if x_dst.size(1) != H or x_dst.size(2) != C:
+            raise RuntimeError(
+                f"gnnfuse.gat: argument 'x_dst' must have x's heads and channels, [num_nodes, {H}, {C}] "
+                f"(got {tuple(x_dst.shape)})"
+            )
+        _check_like("gat", "x_dst", x_dst, "x", x)
+    _check_like("gat", "att_src", att_src, "x", x)
+    _check_like("gat", "att_dst", att_dst, "x", x)
     _check_rows("gat", graph, x=(x, True), x_dst=(xd, False))
     a_src = (x * _heads_vector(att_src, H, C, "att_src")).sum(-1)
     a_dst = (xd * _heads_vector(att_dst, H, C, "att_dst")).sum(-1)
@@ -319,6 +366,7 @@ def gat(
                 f"gnnfuse.gat: argument 'edge_score' must have shape [num_edges, heads] = [{col.size(0)}, {H}] "
                 f"(got {tuple(edge_score.shape)})"
             )
+        _check_like("gat", "edge_score", edge_score, "x", x)
         score = score + (edge_score[perm] if perm is not None else edge_score)
     alpha = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, torch.nn.functional.leaky_relu(score, negative_slope))
     used = alpha
@@ -368,11 +416,23 @@ def gcn_norm(
     add_self_loops: bool = True,
     normalize: bool = True,
     dtype: torch.dtype = torch.float32,
+    validate: bool = True,
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """GCN's graph as torch_geometric 2.8's ``gcn_norm``: the missing self-loops added (existing
     ones keep their weights; new ones weigh 1, or 2 with ``improved`` on a weighted graph) and
     ``D^-1/2 A D^-1/2`` (in-degrees of the targets). Returns ``(rowptr, col, weight)``, weights
-    in CSR order."""
+    in CSR order. ``edge_weight``: ``[E]`` floating weights; ``validate=False`` skips the check of
+    ``edge_index``'s values (for callers that checked them)."""
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError("gnnfuse.gcn_norm: edge_index must be a [2, E] tensor (sources, targets)")
+    if validate:
+        torch.ops.gnnfuse.validate_edge_index(edge_index, num_nodes)
+    if edge_weight is not None:
+        edge_weight = _check_edge_weight("gnnfuse.gcn_norm", edge_weight, edge_index.size(1))
+        if not edge_weight.is_floating_point():
+            raise RuntimeError(
+                "gnnfuse.gcn_norm: argument 'edge_weight' must be a floating-point tensor (got " + str(edge_weight.dtype) + ")"
+            )
     fill = 2.0 if improved and edge_weight is not None else 1.0
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
@@ -400,13 +460,14 @@ def gcn_norm(
     return rowptr, col, edge_weight[perm]
 
 
-def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
-    """(edge_index, weights in its order) of any graph form (square graphs)."""
+def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor], dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Optional[Tensor]]:
+    """(edge_index, weights in its order) of any graph form (square graphs); a graph's own
+    values take ``dtype`` (see :func:`_implicit_weights`)."""
     if _convertible(graph):
         graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in _SPARSE_LAYOUTS):
         g = graph if isinstance(graph, Graph) else Graph.from_sparse(graph, validate=False)
-        return g.to_edge_index().long(), edge_weight if edge_weight is not None else g.values
+        return g.to_edge_index().long(), edge_weight if edge_weight is not None else _implicit_weights(g.values, dtype)
     if isinstance(graph, torch.Tensor):
         return graph, edge_weight
     raise TypeError(f"gnnfuse.gcn: expected a gnnfuse.Graph, a torch sparse tensor or an edge_index tensor, got {type(graph).__name__}")
@@ -468,11 +529,34 @@ def gcn(
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc; square).
-        edge_weight: optional ``[E]`` weights in the graph's edge order.
+        x: ``[N, F_in]`` features; ``weight``: ``[F_in, F_out]``, ``bias``: ``[F_out]``,
+            ``edge_weight``: optional ``[E]`` weights in the graph's edge order, all of ``x``'s
+            dtype and device (a RuntimeError names the argument that is not).
     """
-    edge_index, w = _edge_list(graph, edge_weight)
+    if x.dim() != 2:
+        raise ValueError(f"gnnfuse.gcn: argument 'x' must be 2-D [num_nodes, in_channels] (got a {x.dim()}-D tensor)")
+    if weight.dim() != 2:
+        raise ValueError(
+            f"gnnfuse.gcn: argument 'weight' must be 2-D [in_channels, out_channels] (got a {weight.dim()}-D tensor)"
+        )
+    _check_floating("gcn", "x", x)
+    if weight.size(0) != x.size(1):
+        raise RuntimeError(
+            f"gnnfuse.gcn: argument 'weight' must be [in_channels, out_channels] with in_channels={x.size(1)}, "
+            f"x's width (got [{weight.size(0)}, {weight.size(1)}]; x @ weight: a torch.nn.Linear's weight transposed)"
+        )
+    _check_like("gcn", "weight", weight, "x", x)
+    if bias is not None:
+        if bias.size(-1) != weight.size(1) or bias.numel() != weight.size(1):
+            raise RuntimeError(f"gnnfuse.gcn: argument 'bias' must have out_channels={weight.size(1)} values (got {tuple(bias.shape)})")
+        _check_like("gcn", "bias", bias, "x", x)
+    _check_rows("gcn", graph, x=(x, True))
+    edge_index, w = _edge_list(graph, edge_weight, x.dtype)
     torch.ops.gnnfuse.validate_edge_index(edge_index, x.size(0))  # gcn_norm indexes with it
-    rowptr, col, w = gcn_norm(edge_index, w, x.size(0), improved, add_self_loops, normalize, x.dtype)
+    if edge_weight is not None:
+        w = edge_weight = _check_edge_weight("gnnfuse.gcn", edge_weight, edge_index.size(1))
+        _check_like("gcn", "edge_weight", edge_weight, "x", x)
+    rowptr, col, w = gcn_norm(edge_index, w, x.size(0), improved, add_self_loops, normalize, x.dtype, False)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (edge_weight is not None and edge_weight.requires_grad)
     )

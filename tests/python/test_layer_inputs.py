@@ -35,6 +35,43 @@ class _WithEdges(torch.nn.Module):
         return self.layer(x, edge_index, edge_attr)
 
 
+EDGE_LAYERS = {
+    "gat_fill_number": lambda: gnn.GATConv(5, 3, heads=2, edge_dim=4, fill_value=0.5),
+    "gat_fill_mean": lambda: gnn.GATConv(5, 3, heads=2, edge_dim=4),
+    "gat_no_self_loops": lambda: gnn.GATConv(5, 3, heads=2, edge_dim=4, add_self_loops=False),
+    "transformer": lambda: gnn.TransformerConv(5, 3, heads=2, edge_dim=4),
+}
+
+
+# Item 2: edge_attr with more rows than edges was accepted (GATConv with a numeric fill_value
+# took the self-loops' features from the extra rows, TransformerConv ignored them), fewer rows
+# gave a bare IndexError. PyG raises for both; gnnfuse names the argument and E.
+@pytest.mark.parametrize("rows", [E + 3, E - 1, 0], ids=["more", "fewer", "none"])
+@pytest.mark.parametrize("name", sorted(EDGE_LAYERS))
+def test_edge_attr_rows_must_match_the_edges(name, rows):
+    layer = EDGE_LAYERS[name]().double()
+    cls = type(layer).__name__
+    x = features(N, 5, torch.float64, seed=1)
+    e = features(rows, 4, torch.float64, seed=2)
+    message = rf"gnnfuse.nn.{cls}: argument 'edge_attr' must have one row per edge, E={E} \(got {rows}\)"
+    with pytest.raises(RuntimeError, match=message):
+        layer(x, GRAPH.edge_index, e)
+    with pytest.raises(RuntimeError, match=message):  # a 1-D edge_attr is one column (edge_dim=1)
+        type(layer)(5, 3, heads=2, edge_dim=1).double()(x, GRAPH.edge_index, e[:, 0])
+    scripted = torch.jit.script(_WithEdges(layer))
+    with pytest.raises(Exception, match=message):  # torch.jit.Error, the same message
+        scripted(x, GRAPH.edge_index, e)
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    kwargs = {k: getattr(layer, k) for k in ("heads", "edge_dim")}
+    if cls == "GATConv":
+        kwargs.update(fill_value=layer.fill_value, add_self_loops=layer.add_self_loops)
+    with pytest.raises((RuntimeError, IndexError)):  # PyG raises too (an unnamed error)
+        getattr(pyg_nn, cls)(5, 3, **kwargs).double()(x, GRAPH.edge_index, e)
+    # the right number of rows still runs, eager and scripted alike
+    good = features(E, 4, torch.float64, seed=3)
+    torch.testing.assert_close(scripted(x, GRAPH.edge_index, good), layer(x, GRAPH.edge_index, good))
+
+
 # Item 5: GCNConv(cached=True) then .to(float64) / .bfloat16() / .half(): the cached normalised
 # graph kept the first call's dtype and the next forward failed in spmm.
 @pytest.mark.parametrize(
@@ -173,3 +210,93 @@ def test_fused_choice_on_symbolic_or_traced_sizes():
     torch.jit.trace(lambda x: f(x) * 2, torch.ones(100), check_trace=False)
     assert seen == [True, True]
     torch._dynamo.reset()
+
+
+# Item 11: errors that named nothing (matmul's message, a bare IndexError, "shape mismatch ...
+# index_put") now name the function or layer, the argument and the expected size or dtype.
+def _gcn(*args, **kwargs):
+    x = features(N, 5, torch.float32, seed=60)
+    return lambda: gnnfuse.gcn(GRAPH.edge_index, x, *args, **kwargs)
+
+
+W = features(5, 3, torch.float32, seed=61)
+BAD_INPUTS = {
+    # functional gcn: weight of the wrong shape, rank, dtype
+    "gcn_weight_rows": (_gcn(features(4, 3, torch.float32, seed=0)), RuntimeError,
+                        r"gnnfuse.gcn: argument 'weight' must be \[in_channels, out_channels\] with in_channels=5"),
+    "gcn_weight_rank": (_gcn(torch.ones(5)), ValueError, r"gnnfuse.gcn: argument 'weight' must be 2-D"),
+    "gcn_weight_3d": (_gcn(torch.ones(5, 3, 1)), ValueError, r"gnnfuse.gcn: argument 'weight' must be 2-D"),
+    "gcn_weight_dtype": (_gcn(W.double()), RuntimeError, r"gnnfuse.gcn: argument 'weight' must have the dtype of 'x', float32 \(got float64\)"),
+    "gcn_weight_int": (_gcn(W.long()), RuntimeError, r"gnnfuse.gcn: argument 'weight' must have the dtype of 'x'"),
+    "gcn_x_rank": (lambda: gnnfuse.gcn(GRAPH.edge_index, torch.ones(N), W), ValueError, r"gnnfuse.gcn: argument 'x' must be 2-D"),
+    "gcn_bias": (_gcn(W, bias=torch.ones(4)), RuntimeError, r"gnnfuse.gcn: argument 'bias' must have out_channels=3 values"),
+    # edge_weight of the wrong length, rank, dtype
+    "gcn_edge_weight_short": (_gcn(W, torch.ones(E - 1)), RuntimeError,
+                              rf"gnnfuse.gcn: argument 'edge_weight' must have one value per edge, E={E} \(got {E - 1}\)"),
+    "gcn_edge_weight_long": (_gcn(W, torch.ones(E + 1), fused=True), RuntimeError, r"gnnfuse.gcn: argument 'edge_weight' must have one value per edge"),
+    "gcn_edge_weight_rank": (_gcn(W, torch.ones(E, 2)), ValueError, r"gnnfuse.gcn: argument 'edge_weight' must be 1-D"),
+    "gcn_edge_weight_dtype": (_gcn(W, torch.ones(E, dtype=torch.float64)), RuntimeError,
+                              r"gnnfuse.gcn: argument 'edge_weight' must have the dtype of 'x'"),
+    "gcnconv_edge_weight": (lambda: gnn.GCNConv(5, 3)(features(N, 5, torch.float32, seed=62), GRAPH.edge_index, torch.ones(E - 2)),
+                            RuntimeError, rf"gnnfuse.nn.GCNConv: argument 'edge_weight' must have one value per edge, E={E} \(got {E - 2}\)"),
+    "gcnconv_raw_edge_weight": (
+        lambda: gnn.GCNConv(5, 3, normalize=False)(features(N, 5, torch.float32, seed=62), GRAPH.edge_index, torch.ones(E + 2)),
+        RuntimeError, r"gnnfuse.nn.GCNConv: argument 'edge_weight' must have one value per edge"),
+    "gcnconv_x_rank": (lambda: gnn.GCNConv(5, 3)(torch.ones(N), GRAPH.edge_index), ValueError, r"gnnfuse.nn.GCNConv: argument 'x' must be 2-D"),
+    "gcn_norm_edge_weight": (lambda: gnnfuse.ops.gcn_norm(GRAPH.edge_index, torch.ones(E - 1), N), RuntimeError,
+                             r"gnnfuse.gcn_norm: argument 'edge_weight' must have one value per edge"),
+    "gcn_norm_edge_index": (lambda: gnnfuse.ops.gcn_norm(GRAPH.edge_index, None, N - 5), RuntimeError,
+                            r"gnnfuse::validate_edge_index: argument 'edge_index' must hold node indices"),
+    # edge_attr to the attention layers: short, wrong width, rank, dtype
+    "gatconv_edge_attr_short": (lambda: gnn.GATConv(5, 3, edge_dim=4)(features(N, 5, torch.float32, seed=63), GRAPH.edge_index, torch.ones(3, 4)),
+                                RuntimeError, rf"gnnfuse.nn.GATConv: argument 'edge_attr' must have one row per edge, E={E} \(got 3\)"),
+    "gatconv_edge_attr_width": (lambda: gnn.GATConv(5, 3, edge_dim=4)(features(N, 5, torch.float32, seed=63), GRAPH.edge_index, torch.ones(E, 3)),
+                                RuntimeError, r"gnnfuse.nn.GATConv: argument 'edge_attr' must have edge_dim=4 columns \(got 3\)"),
+    "gatconv_edge_attr_dtype": (lambda: gnn.GATConv(5, 3, edge_dim=4)(features(N, 5, torch.float32, seed=63), GRAPH.edge_index, torch.ones(E, 4).double()),
+                                RuntimeError, r"gnnfuse.nn.GATConv: argument 'edge_attr' must have the dtype of 'x', float32 \(got float64\)"),
+    "transformerconv_edge_attr_short": (
+        lambda: gnn.TransformerConv(5, 3, edge_dim=4)(features(N, 5, torch.float32, seed=64), GRAPH.edge_index, torch.ones(E - 1, 4)),
+        RuntimeError, rf"gnnfuse.nn.TransformerConv: argument 'edge_attr' must have one row per edge, E={E} \(got {E - 1}\)"),
+    "transformerconv_edge_attr_rank": (
+        lambda: gnn.TransformerConv(5, 3, edge_dim=4)(features(N, 5, torch.float32, seed=64), GRAPH.edge_index, torch.ones(E, 4, 1)),
+        ValueError, r"gnnfuse.nn.TransformerConv: argument 'edge_attr' must be \[E, edge_dim\] or \[E\]"),
+    "gatconv_x_rank": (lambda: gnn.GATConv(5, 3)(torch.ones(N), GRAPH.edge_index), ValueError, r"gnnfuse.nn.GATConv: argument 'x' must be 2-D"),
+    "transformerconv_x_rank": (lambda: gnn.TransformerConv(5, 3)((torch.ones(N, 5), torch.ones(N)), GRAPH.edge_index), ValueError,
+                               r"gnnfuse.nn.TransformerConv: argument 'x\[1\]' must be 2-D"),
+    # functional gat
+    "gat_x_dst": (lambda: gnnfuse.gat(GRAPH.edge_index, torch.ones(N, 2, 4), torch.ones(8), torch.ones(8), x_dst=torch.ones(N, 2, 3)),
+                  RuntimeError, r"gnnfuse.gat: argument 'x_dst' must have x's heads and channels"),
+    "gat_att_dtype": (lambda: gnnfuse.gat(GRAPH.edge_index, torch.ones(N, 2, 4), torch.ones(8).double(), torch.ones(8)),
+                      RuntimeError, r"gnnfuse.gat: argument 'att_src' must have the dtype of 'x'"),
+    "gat_x_int": (lambda: gnnfuse.gat(GRAPH.edge_index, torch.ones(N, 2, 4, dtype=torch.long), torch.ones(8), torch.ones(8)),
+                  RuntimeError, r"gnnfuse.gat: argument 'x' must be a float32, float64, bfloat16 or float16 tensor"),
+    "gat_edge_score_dtype": (lambda: gnnfuse.gat(GRAPH.edge_index, torch.ones(N, 2, 4), torch.ones(8), torch.ones(8), edge_score=torch.ones(E, 2).double()),
+                             RuntimeError, r"gnnfuse.gat: argument 'edge_score' must have the dtype of 'x'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_errors_name_the_argument(name):
+    call, error, message = BAD_INPUTS[name]
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_errors_name_the_argument_when_scripted_or_compiled(dynamo_reset):
+    x = features(N, 5, torch.float32, seed=70)
+    short = torch.ones(E - 1)
+    message = rf"gnnfuse.nn.GCNConv: argument 'edge_weight' must have one value per edge, E={E} \(got {E - 1}\)"
+    layer = gnn.GCNConv(5, 3)
+    with pytest.raises(Exception, match=message):
+        torch.jit.script(_WithEdges(layer))(x, GRAPH.edge_index, short)
+    for fullgraph in (False, True):
+        torch._dynamo.reset()
+        compiled = torch.compile(layer, fullgraph=fullgraph, dynamic=True, backend="eager")
+        compiled(x, GRAPH.edge_index, torch.ones(E))
+        # the message reaches the user: the error itself, or (fullgraph) the one Dynamo reports
+        with pytest.raises(Exception, match=message):
+            compiled(x, GRAPH.edge_index, short)
+    # still accepted: [E, 1] weights (as PyG) and the right shapes
+    torch.testing.assert_close(layer(x, GRAPH.edge_index, torch.ones(E, 1)), layer(x, GRAPH.edge_index, torch.ones(E)))
+    w = edge_weights(E, torch.float32, seed=71).abs()
+    torch.testing.assert_close(gnnfuse.gcn(GRAPH.edge_index, x, layer.lin.weight.T, w[:, None]), gnnfuse.gcn(GRAPH.edge_index, x, layer.lin.weight.T, w))
