@@ -300,3 +300,16 @@ def test_errors_name_the_argument_when_scripted_or_compiled(dynamo_reset):
     torch.testing.assert_close(layer(x, GRAPH.edge_index, torch.ones(E, 1)), layer(x, GRAPH.edge_index, torch.ones(E)))
     w = edge_weights(E, torch.float32, seed=71).abs()
     torch.testing.assert_close(gnnfuse.gcn(GRAPH.edge_index, x, layer.lin.weight.T, w[:, None]), gnnfuse.gcn(GRAPH.edge_index, x, layer.lin.weight.T, w))
+
+
+def test_gcn_takes_a_graph_values_in_the_features_dtype():
+    # A scipy matrix holds float64 values whatever the model's dtype: as the other functional ops,
+    # gnnfuse.gcn casts a graph's own values to x's dtype (spmm rejected them before).
+    sp = pytest.importorskip("scipy.sparse")
+    import numpy as np
+
+    adj = sp.random(N, N, density=0.3, format="csr", random_state=0, dtype=np.float64)
+    x, weight = features(N, 5, torch.float32, seed=80), features(5, 3, torch.float32, seed=81)
+    out = gnnfuse.gcn(adj, x, weight)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, gnnfuse.gcn(adj, x.double(), weight.double()).float(), rtol=1e-5, atol=1e-6)
