@@ -472,7 +472,7 @@ class GCNConv(_Base):
             out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
         else:  # the explain mode alone: the mask scales each message, i.e. its edge weight
             mask = _explain_mask(self, edge_index.size(1), num_nodes)
-            weight = mask if edge_weight is None else edge_weight * mask
+            weight = (mask if edge_weight is None else edge_weight * mask).to(x.dtype)
             rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num_nodes)
             out = _ops.spmm(rowptr, col, weight[perm], x)
         if self.bias is not None:
