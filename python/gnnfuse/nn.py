@@ -332,8 +332,8 @@ class GCNConv(_Base):
     A ``torch_geometric.nn.MessagePassing`` when PyG is installed: in PyG's explain mode the
     edge mask multiplies the normalised edge weights of the aggregation (PyG's message order:
     the input's edges other than self-loops, then one loop per node), and with a message passing
-    hook registered the messages ``w_ij x_j W`` go through ``MessagePassing.propagate`` (hooks on
-    ``message_and_aggregate``, which PyG runs for a sparse ``adj_t`` only, are not supported).
+    hook registered the messages ``w_ij x_j W`` go through ``MessagePassing.propagate`` (not for a
+    sparse ``adj_t``, which PyG runs through ``message_and_aggregate``: a clear error).
     Traced (``torch.jit.trace``), the layer reads the graph's sizes at run time; a cached layer
     traced after its first call records its cached graph and rejects ``x`` of another node count.
     """
@@ -416,7 +416,8 @@ class GCNConv(_Base):
                 )
             if isinstance(self.lin, torch.nn.LazyLinear):  # a torch.nn.Linear once materialised
                 self.lin(x[:0])  # materialises the lazy weight (in_channels=-1) from x's width
-            if _pyg_path(self, "GCNConv", _PYG_HOOKS + _PYG_FUSED_HOOKS):
+            # (PyG runs message_and_aggregate, and its hooks, for a sparse adj_t only)
+            if _pyg_path(self, "GCNConv", _PYG_HOOKS + (_PYG_FUSED_HOOKS if _is_sparse(edge_index) else ())):
                 return self._forward_pyg(x, edge_index, edge_weight)
         edge_index = self._check_graph(x, edge_index)
         rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype)
@@ -443,13 +444,14 @@ class GCNConv(_Base):
     def _forward_pyg(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
         """PyG's GCNConv on PyG's normalised edges (the input's edges other than self-loops, then a
         loop per node), for its explain mode and hooks (see ``_pyg_path``)."""
+        if _is_sparse(edge_index):
+            raise NotImplementedError(
+                "gnnfuse.nn.GCNConv: PyG's explain mode and message passing hooks need an edge_index here (PyG runs "
+                "a sparse adj_t through message_and_aggregate instead of messages); pass the adjacency's edge_index "
+                "and edge_weight"
+            )
         self._check_graph(x, edge_index)
         num_nodes = x.size(0)
-        if _is_sparse(edge_index) and _pyg_hooked(self, _PYG_FUSED_HOOKS):
-            raise NotImplementedError(
-                "gnnfuse.nn.GCNConv: message_and_aggregate hooks are not supported (PyG runs them for a sparse adj_t; "
-                "gnnfuse materialises the messages here): register message or aggregate hooks instead"
-            )
         cache = self._cached_edge_index
         if self.cached and self.normalize and cache is not None:
             edge_index, edge_weight = cache

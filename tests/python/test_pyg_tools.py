@@ -266,16 +266,23 @@ def test_custom_explain_message_runs_as_in_pyg():
         torch.testing.assert_close(outs[0], outs[1], rtol=1e-10, atol=1e-12)
 
 
-def test_message_and_aggregate_hook_on_a_sparse_gcn_input_is_a_clear_error():
-    layer = gnn.GCNConv(5, 3).double()
+def test_gcn_hooks_on_a_sparse_adjacency_are_a_clear_error():
+    # PyG's GCNConv runs a sparse adj_t through message_and_aggregate (its hooks, not the message
+    # hooks): gnnfuse refuses hooks there rather than run other ones. With an edge_index PyG never
+    # runs message_and_aggregate hooks, nor does gnnfuse.
+    ours, theirs = _models("gcn")
+    layer, ref = ours.conv1, theirs.conv1
     x, edge_index, _ = _inputs()
     n = GRAPH.num_nodes
     adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1), dtype=torch.float64), (n, n))
-    handle = layer.register_message_and_aggregate_forward_hook(lambda module, inputs, out: None)
-    with pytest.raises(NotImplementedError, match="gnnfuse.nn.GCNConv: message_and_aggregate hooks are not supported"):
-        layer(x, adj_t)
-    handle.remove()
-    layer(x, adj_t)
+    for register in ("register_message_and_aggregate_forward_hook", "register_message_forward_hook"):
+        handles = [getattr(module, register)(lambda module, inputs, out: out * 2.0) for module in (layer, ref)]
+        with pytest.raises(NotImplementedError, match="gnnfuse.nn.GCNConv: PyG's explain mode and message passing hooks need an edge_index"):
+            layer(x, adj_t)
+        torch.testing.assert_close(layer(x, edge_index), ref(x, edge_index), rtol=1e-10, atol=1e-12)
+        for handle in handles:
+            handle.remove()
+    torch.testing.assert_close(layer(x, adj_t), ref(x, adj_t), rtol=1e-10, atol=1e-12)
 
 
 def _profiled_ops(fn):
