@@ -24,6 +24,7 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from .ops import (
+    _cached_rows,
     _concrete,
     _edge_index_to_csr,
     _gcn_norm_edges,
@@ -31,7 +32,6 @@ from .ops import (
     _minimum,
     _to_input_order,
     _tracing,
-    _cached_rows,
     _validate_edge_index,
     gcn_fused_choice,
     gcn_norm,
@@ -451,6 +451,7 @@ class GCNConv(_Base):
                 "and edge_weight"
             )
         self._check_graph(x, edge_index)
+        edge_index = edge_index.long()  # (PyG's aggregation scatters with int64 indices only)
         num_nodes = x.size(0)
         cache = self._cached_edge_index
         if self.cached and self.normalize and cache is not None:
@@ -806,6 +807,8 @@ class GATConv(_Base):
         edges other than self-loops, then a loop per node < min(N_src, N_dst)): the coefficients
         by ``edge_updater``, the messages ``alpha x_j`` by ``propagate``, where PyG's explain mode
         masks them and its hooks run (see ``_pyg_path``)."""
+        index_dtype = edge_index.dtype
+        edge_index = edge_index.long()  # (PyG's softmax and aggregation scatter with int64 indices only)
         edge_feat = edge_attr if self.lin_edge is not None else None
         if self.add_self_loops and adj_t is not None:
             edge_index, edge_feat = self._sparse_self_loops(edge_index, edge_feat, num_src, num_dst)
@@ -830,7 +833,7 @@ class GATConv(_Base):
             return out
         if adj_t is not None:
             return out, (_sparse_like(adj_t, edge_index, alpha, num_dst, num_src), alpha)
-        return out, (edge_index, alpha)
+        return out, (edge_index.to(index_dtype), alpha)
 
     def edge_update(
         self,
@@ -1033,6 +1036,7 @@ class TransformerConv(_Base):
         """PyG's TransformerConv message passing from the projections on: the messages
         ``alpha_ij (v_j [+ e_ij])`` by ``propagate``, where PyG's explain mode masks them and its
         hooks run (see ``_pyg_path``); the coefficients are ``self._alpha`` meanwhile, as PyG's."""
+        edge_index = edge_index.long()  # (PyG's softmax and aggregation scatter with int64 indices only)
         if self.lin_edge is None:
             edge_attr = None  # as the fused path: edge features are ignored without edge_dim
         elif edge_attr is None:

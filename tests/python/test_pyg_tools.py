@@ -248,6 +248,21 @@ def test_message_passing_hooks_run_as_in_pyg(name):
     torch.testing.assert_close(ours(x, edge_index, edge_attr), theirs(x, edge_index, edge_attr), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["gcn", "gat_edges_no_loops", "transformer_edges"])
+def test_explain_mode_and_hooks_take_an_int32_edge_index(name):
+    # (PyG's own layers need int64 there: its scatters take int64 indices only)
+    ours, _ = _models(name)
+    x, edge_index, edge_attr = _inputs()
+    ref = ours(x, edge_index, edge_attr)
+    mask = torch.nn.Parameter(torch.full((edge_index.size(1),), 50.0, dtype=torch.float64))  # sigmoid: 1
+    set_masks(ours, mask, edge_index.int())
+    torch.testing.assert_close(ours(x, edge_index.int(), edge_attr), ref, rtol=1e-12, atol=1e-12)
+    clear_masks(ours)
+    handle = ours.conv1.register_message_forward_hook(lambda module, inputs, out: None)
+    torch.testing.assert_close(ours(x, edge_index.int(), edge_attr), ref, rtol=1e-12, atol=1e-12)
+    handle.remove()
+
+
 def test_custom_explain_message_runs_as_in_pyg():
     # An explain_message replaced on the instance (as GraphMaskExplainer does) runs on the messages.
     def explain_message(self, inputs, dim_size):
