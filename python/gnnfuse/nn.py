@@ -824,9 +824,11 @@ class GATConv(_Base):
             size = (num_src, num_dst)  # PyG reads them from adj_t
         alpha_src = (x_src * self.att_src).sum(-1)
         alpha_dst = None if x_dst is None else (x_dst * self.att_dst).sum(-1)
-        # edge_updater_type: (alpha: Tuple[Tensor, Optional[Tensor]], edge_attr: Optional[Tensor])
+        # (PyG generates propagate / edge_updater from these comments; `typing.`: gnnfuse.nn's
+        # __all__ leaves Tuple out of the generated module's star import)
+        # edge_updater_type: (alpha: typing.Tuple[Tensor, typing.Optional[Tensor]], edge_attr: Optional[Tensor])
         alpha = self.edge_updater(edge_index, alpha=(alpha_src, alpha_dst), edge_attr=edge_feat, size=size)
-        # propagate_type: (x: Tuple[Tensor, Optional[Tensor]], alpha: Tensor)
+        # propagate_type: (x: typing.Tuple[Tensor, typing.Optional[Tensor]], alpha: Tensor)
         out = self.propagate(edge_index, x=(x_src, x_dst), alpha=alpha, size=size)
         out = self._finish(out, x_dst_in)
         if not return_attention_weights:

@@ -101,6 +101,11 @@ def test_layers_are_message_passing_with_pygs_state(name):
         assert isinstance(layer, MessagePassing)
         assert list(layer.state_dict()) == list(ref.state_dict())
         assert (layer.aggr, layer.flow, layer.node_dim, layer.explain) == (ref.aggr, ref.flow, ref.node_dim, ref.explain)
+        # PyG generated the class's propagate (and GATConv's edge_updater) once; a failed
+        # generation would be retried, writing a module, at every construction
+        assert type(layer).propagate.__module__ == f"gnnfuse.nn_{type(layer).__name__}_propagate"
+        if isinstance(layer, gnn.GATConv):
+            assert type(layer).edge_updater.__module__ == "gnnfuse.nn_GATConv_edge_updater"
     # deepcopy and pickle (MessagePassing's __setstate__) keep a working layer
     x, edge_index, edge_attr = _inputs()
     ref = ours(x, edge_index, edge_attr)
