@@ -112,6 +112,17 @@ def _pyg_propagates(module: torch.nn.Module, hooks: Tuple[str, ...]) -> bool:
     return _pyg_hooked(module, hooks) or "explain_message" in module.__dict__
 
 
+def _check_no_relation_weights(module: torch.nn.Module, layer: str) -> None:
+    """to_hetero_with_bases (its HeteroBasisConv sets ``_edge_type`` during the call) weights each
+    message ``[E, F]`` by its relation; an attention layer's messages are ``[E, heads, F]``: PyG's
+    layer fails there with a count mismatch, this says why."""
+    if "_edge_type" in module.__dict__:
+        raise NotImplementedError(
+            f"gnnfuse.nn.{layer}: to_hetero_with_bases weights messages of shape [E, F] by relation, and "
+            f"{layer}'s messages are [E, heads, F] (PyG's {layer} fails there too); use to_hetero"
+        )
+
+
 def _explain_mask(module: torch.nn.Module, num_messages: int, dim_size: int) -> Tensor:
     """The factor of each message in PyG's ``MessagePassing.explain_message``: the edge mask
     (after a sigmoid if ``_apply_sigmoid``), and, when the layer added self-loops, the mask of
@@ -807,6 +818,7 @@ class GATConv(_Base):
         edges other than self-loops, then a loop per node < min(N_src, N_dst)): the coefficients
         by ``edge_updater``, the messages ``alpha x_j`` by ``propagate``, where PyG's explain mode
         masks them and its hooks run (see ``_pyg_path``)."""
+        _check_no_relation_weights(self, "GATConv")
         index_dtype = edge_index.dtype
         edge_index = edge_index.long()  # (PyG's softmax and aggregation scatter with int64 indices only)
         edge_feat = edge_attr if self.lin_edge is not None else None
@@ -1038,6 +1050,7 @@ class TransformerConv(_Base):
         """PyG's TransformerConv message passing from the projections on: the messages
         ``alpha_ij (v_j [+ e_ij])`` by ``propagate``, where PyG's explain mode masks them and its
         hooks run (see ``_pyg_path``); the coefficients are ``self._alpha`` meanwhile, as PyG's."""
+        _check_no_relation_weights(self, "TransformerConv")
         edge_index = edge_index.long()  # (PyG's softmax and aggregation scatter with int64 indices only)
         if self.lin_edge is None:
             edge_attr = None  # as the fused path: edge features are ignored without edge_dim

@@ -446,12 +446,16 @@ def _same_width(data: HeteroData) -> HeteroData:
 @pytest.mark.parametrize("name", ["gat", "transformer"])
 def test_to_hetero_with_bases_attention_fails_as_pyg(name):
     # to_hetero_with_bases weights each message [E, F] by its relation; the attention layers'
-    # messages are [E, heads, F]: PyG's layers and gnnfuse's fail the same way.
+    # messages are [E, heads, F]: PyG's layers fail on a count mismatch, gnnfuse's say why.
     data = _same_width(_hetero(True))
-    for nn in (pyg_nn, gnn):
+    layer = {"gat": "GATConv", "transformer": "TransformerConv"}[name]
+    for nn, error, match in (
+        (pyg_nn, ValueError, "Number of messages"),
+        (gnn, NotImplementedError, f"gnnfuse.nn.{layer}: to_hetero_with_bases weights messages of shape .*use to_hetero"),
+    ):
         torch.manual_seed(0)
         model = to_hetero_with_bases(_Hetero(nn, name, 1), data.metadata(), num_bases=2, in_channels={"x": 4}).double()
-        with pytest.raises(ValueError, match="Number of messages"):
+        with pytest.raises(error, match=match):
             model(data.x_dict, data.edge_index_dict)
 
 
