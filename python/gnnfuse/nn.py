@@ -23,7 +23,22 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from .ops import _check_edge_weight, _size_rule_applies, _to_input_order, gcn_fused_choice, gcn_norm
+from .ops import (
+    _cached_rows,
+    _check_edge_weight,
+    _check_per_edge,
+    _concrete,
+    _edge_index_to_csr,
+    _gcn_norm_edges,
+    _maximum,
+    _minimum,
+    _size_rule_applies,
+    _to_input_order,
+    _tracing,
+    _validate_edge_index,
+    gcn_fused_choice,
+    gcn_norm,
+)
 
 if typing.TYPE_CHECKING:
     from typing import overload
@@ -35,6 +50,98 @@ else:
 __all__ = ["GCNConv", "GATConv", "TransformerConv", "CoarsenPool"]
 
 _ops = torch.ops.gnnfuse
+
+# PyG's tools (the explainers, to_hetero, to_hetero_with_bases, AttentionExplainer) find message
+# passing layers by isinstance(module, MessagePassing) and drive them through MessagePassing's
+# state: the explain mode (an edge mask on every message) and the propagate / message /
+# aggregate / edge_update hooks. With torch_geometric installed the layers subclass it (its
+# __init__ adds no parameter or buffer: the state_dict is PyG's); their forward stays gnnfuse's
+# fused one, and switches to PyG's per-edge message passing (MessagePassing.propagate over
+# PyG's edge order, with the layer's message / edge_update) only while the explain mode is on or
+# a hook is registered (`_pyg_path`). Without torch_geometric the base is torch.nn.Module.
+try:
+    from torch_geometric.nn.conv import MessagePassing as _MessagePassing
+    from torch_geometric.utils import softmax as _pyg_softmax
+except ImportError:
+    _MessagePassing = None
+_Base = torch.nn.Module if _MessagePassing is None else _MessagePassing
+
+# The MessagePassing hooks that PyG's propagate (and, for GATConv, edge_updater) runs.
+_PYG_HOOKS = (
+    "_propagate_forward_pre_hooks",
+    "_propagate_forward_hooks",
+    "_message_forward_pre_hooks",
+    "_message_forward_hooks",
+    "_aggregate_forward_pre_hooks",
+    "_aggregate_forward_hooks",
+)
+_PYG_EDGE_UPDATE_HOOKS = ("_edge_update_forward_pre_hooks", "_edge_update_forward_hooks")
+_PYG_FUSED_HOOKS = ("_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks")
+
+
+def _init_base(module: torch.nn.Module, node_dim: int) -> None:
+    if _MessagePassing is None:
+        torch.nn.Module.__init__(module)
+    else:
+        _MessagePassing.__init__(module, aggr="add", node_dim=node_dim)
+
+
+def _pyg_hooked(module: torch.nn.Module, names: Tuple[str, ...]) -> bool:
+    for name in names:
+        if getattr(module, name):
+            return True
+    return False
+
+
+def _pyg_path(module: torch.nn.Module, layer: str, hooks: Tuple[str, ...]) -> bool:
+    """Whether PyG's explain mode is on or one of ``hooks`` is registered (Python only): the layer
+    then runs PyG's message passing. A trace cannot record it (Python hooks, masks applied by
+    data-dependent branches): refused."""
+    if _MessagePassing is None or not (module._explain is True or _pyg_hooked(module, hooks)):
+        return False
+    if torch.jit.is_tracing():
+        raise RuntimeError(
+            f"gnnfuse.nn.{layer}: torch.jit.trace cannot record PyG's explain mode or message passing hooks "
+            "(Python hooks and data-dependent branches); trace the layer without them, or use torch.jit.script, "
+            "torch.compile or torch.export"
+        )
+    return True
+
+
+def _pyg_propagates(module: torch.nn.Module, hooks: Tuple[str, ...]) -> bool:
+    """Whether the messages must go through ``MessagePassing.propagate``: a hook is registered or
+    ``explain_message`` is replaced on the instance (as PyG's GraphMaskExplainer does); the explain
+    mode alone applies its mask without materialising the messages where the layer can."""
+    return _pyg_hooked(module, hooks) or "explain_message" in module.__dict__
+
+
+def _check_no_relation_weights(module: torch.nn.Module, layer: str) -> None:
+    """to_hetero_with_bases (its HeteroBasisConv sets ``_edge_type`` during the call) weights each
+    message ``[E, F]`` by its relation; an attention layer's messages are ``[E, heads, F]``: PyG's
+    layer fails there with a count mismatch, this says why."""
+    if "_edge_type" in module.__dict__:
+        raise NotImplementedError(
+            f"gnnfuse.nn.{layer}: to_hetero_with_bases weights messages of shape [E, F] by relation, and "
+            f"{layer}'s messages are [E, heads, F] (PyG's {layer} fails there too); use to_hetero"
+        )
+
+
+def _explain_mask(module: torch.nn.Module, num_messages: int, dim_size: int) -> Tensor:
+    """The factor of each message in PyG's ``MessagePassing.explain_message``: the edge mask
+    (after a sigmoid if ``_apply_sigmoid``), and, when the layer added self-loops, the mask of
+    the input's other edges (``_loop_mask``) followed by a 1 for each of ``dim_size`` loops."""
+    edge_mask = module._edge_mask
+    if edge_mask is None:
+        raise ValueError("Could not find a pre-defined 'edge_mask' to explain. Did you forget to initialize it?")
+    if module._apply_sigmoid:
+        edge_mask = edge_mask.sigmoid()
+    if num_messages != edge_mask.size(0):
+        edge_mask = torch.cat([edge_mask[module._loop_mask], edge_mask.new_ones(dim_size)], 0)
+    if num_messages != edge_mask.size(0):
+        raise ValueError(
+            f"{type(module).__name__}: the edge mask has {edge_mask.size(0)} entries for {num_messages} messages"
+        )
+    return edge_mask
 
 
 def _glorot(t: Optional[Tensor]) -> None:
@@ -117,7 +224,7 @@ def _is_sparse(edge_index: Tensor) -> bool:
 
 
 def _check_edge_index(layer: str, edge_index: Tensor) -> None:
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+    if edge_index.dim() != 2 or _concrete(edge_index.size(0)) != 2:
         raise ValueError("gnnfuse.nn." + layer + ": edge_index must be a [2, E] tensor (sources, targets)")
 
 
@@ -126,6 +233,21 @@ def _check_edge_index(layer: str, edge_index: Tensor) -> None:
 # dynamic sizes asserts it at run time), and the messages are f-strings of sizes only, which
 # TorchScript formats and Dynamo traces. A wrong rank is a ValueError (as `edge_index`'s), a wrong
 # size a RuntimeError (as the ops' own checks): "gnnfuse.nn.<Layer>: argument '<name>' ... (got ...)".
+def _cached_rows_eager(rowptr: Tensor, num_nodes: int) -> Tensor:
+    """``rowptr`` of GCNConv's cached graph for ``x`` of ``num_nodes`` rows: as PyG, rows past the
+    cached graph's nodes receive no messages (empty rows appended); fewer rows than the cached
+    graph's nodes is an error (its edges would read past ``x``)."""
+    cached = rowptr.size(0) - 1
+    if num_nodes < cached:
+        raise RuntimeError(
+            f"gnnfuse.nn.GCNConv: argument 'x' has {num_nodes} rows, fewer than the {cached} nodes of the graph "
+            "cached by the first call (cached=True); call reset_parameters() or use cached=False for another graph"
+        )
+    if num_nodes > cached:
+        rowptr = torch.cat([rowptr, rowptr[-1:].expand(num_nodes - cached)])
+    return rowptr
+
+
 def _check_features(layer: str, name: str, x: Tensor) -> None:
     if x.dim() != 2:
         raise ValueError(
@@ -133,18 +255,16 @@ def _check_features(layer: str, name: str, x: Tensor) -> None:
         )
 
 
-def _check_edge_attr(layer: str, edge_attr: Tensor, num_edges: int, edge_dim: Optional[int], x: Tensor) -> None:
+def _check_edge_attr(layer: str, edge_attr: Tensor, num_edges: int, edge_dim: Optional[int], x: Tensor) -> Tensor:
     """One row per edge of the input graph (before any self-loop is added), ``edge_dim`` columns
-    (a 1-D ``edge_attr`` is one column, as PyG), the dtype of ``x`` (the layer's)."""
+    (a 1-D ``edge_attr`` is one column, as PyG), the dtype of ``x`` (the layer's). Returns
+    ``edge_attr`` (traced, the row check stays in the trace: use the returned tensor)."""
     if edge_attr.dim() != 1 and edge_attr.dim() != 2:
         raise ValueError(
             f"gnnfuse.nn.{layer}: argument 'edge_attr' must be [E, edge_dim] or [E] (got a {edge_attr.dim()}-D tensor)"
         )
-    if edge_attr.size(0) != num_edges:
-        raise RuntimeError(
-            f"gnnfuse.nn.{layer}: argument 'edge_attr' must have one row per edge, E={num_edges} (got {edge_attr.size(0)})"
-        )
-    width = 1 if edge_attr.dim() == 1 else edge_attr.size(1)
+    edge_attr = _check_per_edge("gnnfuse.nn." + layer, "edge_attr", "row", edge_attr, num_edges)
+    width = 1 if edge_attr.dim() == 1 else _concrete(edge_attr.size(1))
     if edge_dim is not None and edge_dim > 0 and width != edge_dim:
         raise RuntimeError(
             f"gnnfuse.nn.{layer}: argument 'edge_attr' must have edge_dim={edge_dim} columns (got {width})"
@@ -157,6 +277,7 @@ def _check_edge_attr(layer: str, edge_attr: Tensor, num_edges: int, edge_dim: Op
                 f"gnnfuse.nn.{layer}: argument 'edge_attr' must have the dtype of 'x', "
                 f"{str(x.dtype)[6:]} (got {str(edge_attr.dtype)[6:]})"
             )
+    return edge_attr
 
 
 def _sparse_edges(layer: str, adj_t: Tensor) -> Tuple[Tensor, Tensor]:
@@ -203,6 +324,12 @@ def _sparse_like(adj_t: Tensor, edge_index: Tensor, values: Tensor, num_dst: int
 
 def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Optional[int]) -> None:
     """PyG takes the graph's sizes from a sparse adjacency ``[N_dst, N_src]``: the features must match."""
+    if _tracing():
+        raise RuntimeError(
+            "gnnfuse.nn." + layer + ": torch.jit.trace of a layer given a sparse adjacency is not supported (its "
+            "conversion branches on the layout and on coalescing); trace with an edge_index, or use "
+            "torch.jit.script, torch.compile or torch.export"
+        )
     if adj_t.size(1) != num_src or (num_dst is not None and adj_t.size(0) != num_dst):
         raise ValueError(
             "gnnfuse.nn." + layer + ": a sparse adjacency adj_t of shape [" + str(adj_t.size(0)) + ", "
@@ -241,8 +368,8 @@ def _csc_for_backward(
 ) -> Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
     """The CSC view of the layer's graph when a backward will run (the adjoints of the edge ops
     walk by columns), built once per forward and given to every op: each would otherwise build
-    its own in backward."""
-    if torch.is_grad_enabled() and x.requires_grad:
+    its own in backward. Not in a trace (it would record the grad mode of the example call)."""
+    if torch.is_grad_enabled() and x.requires_grad and not _tracing():
         colptr, row, perm = _ops.csr_transpose(rowptr, col, num_cols)
         return colptr, row, perm
     return None, None, None
@@ -252,11 +379,11 @@ def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
     if fused is None:
         if not _size_rule_applies(edge_heads):
             return True
-        return edge_heads >= 16777216  # 2^24 (a literal: TorchScript reads no module globals)
+        return _concrete(edge_heads) >= 16777216  # 2^24 (a literal: TorchScript reads no module globals)
     return fused
 
 
-class GCNConv(torch.nn.Module):
+class GCNConv(_Base):
     _cache: Optional[Tuple[Tensor, Tensor, Tensor]]
 
     """Graph convolution (Kipf & Welling): ``X' = D^-1/2 (A + I) D^-1/2 X W + b``.
@@ -276,7 +403,17 @@ class GCNConv(torch.nn.Module):
     TorchScript; in a program captured by ``torch.compile``, ``torch.export`` or
     ``torch.jit.trace``, fused in inference whatever the size, since the program must not keep
     a choice made on the example's sizes). With ``cached``, the cached graph follows the
-    layer's dtype and device (``.double()``, ``.to(device)`` after the first call).
+    layer's dtype and device (``.double()``, ``.to(device)`` after the first call); given ``x``
+    with more rows than the cached graph's nodes, the extra rows receive no messages (as PyG),
+    with fewer it is a RuntimeError.
+
+    A ``torch_geometric.nn.MessagePassing`` when PyG is installed: in PyG's explain mode the
+    edge mask multiplies the normalised edge weights of the aggregation (PyG's message order:
+    the input's edges other than self-loops, then one loop per node), and with a message passing
+    hook registered the messages ``w_ij x_j W`` go through ``MessagePassing.propagate`` (not for a
+    sparse ``adj_t``, which PyG runs through ``message_and_aggregate``: a clear error).
+    Traced (``torch.jit.trace``), the layer reads the graph's sizes at run time; a cached layer
+    traced after its first call records its cached graph and rejects ``x`` of another node count.
     """
 
     def __init__(
@@ -291,7 +428,7 @@ class GCNConv(torch.nn.Module):
         fused: Optional[bool] = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
+        _init_base(self, -2)
         _message_passing_args(self, "GCNConv", kwargs, -2)
         if add_self_loops is None:
             add_self_loops = normalize
@@ -304,12 +441,14 @@ class GCNConv(torch.nn.Module):
         self.lin = _Linear(in_channels, out_channels)
         self.bias = Parameter(torch.zeros(out_channels)) if bias else None
         self._cache: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+        self._cached_edge_index: Optional[Tuple[Tensor, Optional[Tensor]]] = None  # PyG's (see _forward_pyg)
 
     def reset_parameters(self) -> None:
         _glorot(self.lin.weight)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
         self._cache = None
+        self._cached_edge_index = None
 
     def _apply(self, fn, recurse: bool = True):
         # .to(device), .cuda(), ...: the cached graph moves with the parameters (its weights are
@@ -331,7 +470,23 @@ class GCNConv(torch.nn.Module):
         first call; a bfloat16 cache used in float32 keeps bfloat16's precision)."""
         cache = self._cache
         if self.cached and self.normalize and cache is not None:
-            return cache[0].to(device), cache[1].to(device), cache[2].to(device=device, dtype=dtype)
+            rowptr = cache[0]
+            if _tracing():  # the trace records the cached graph: x must have its node count
+                rowptr = _cached_rows(rowptr, num_nodes)
+            else:
+                rowptr = _cached_rows_eager(rowptr, num_nodes)
+            return rowptr.to(device), cache[1].to(device), cache[2].to(device=device, dtype=dtype)
+        edge_index, edge_weight, add_self_loops = self._edges(edge_index, edge_weight, num_nodes, dtype)
+        # (forward validated edge_index; a sparse adj_t's edges are valid)
+        out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype, False)
+        if self.cached and self.normalize and not _tracing():  # (a trace reads each call's graph)
+            self._cache = out
+        return out
+
+    def _edges(
+        self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype
+    ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        """(edge_index, edge_weight in x's dtype, whether gcn_norm still adds the self-loops)."""
         add_self_loops = self.add_self_loops
         if _is_sparse(edge_index):
             edge_index, edge_weight = _sparse_edges("GCNConv", edge_index)
@@ -344,28 +499,29 @@ class GCNConv(torch.nn.Module):
                 add_self_loops = False
         if edge_weight is not None:
             edge_weight = edge_weight.to(dtype)
-        # (forward validated edge_index; a sparse adj_t's edges are valid)
-        out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype, False)
-        if self.cached and self.normalize:
-            self._cache = out
-        return out
+        return edge_index, edge_weight, add_self_loops
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
         """``edge_index``: ``[2, E]`` (sources, targets) or a torch sparse ``adj_t`` ``[N, N]``."""
         if not torch.jit.is_scripting():  # (a scripted layer is materialised)
+            if isinstance(x, (tuple, list)):
+                raise ValueError(
+                    "gnnfuse.nn.GCNConv: received a tuple of node features (bipartite message passing), which "
+                    "GCNConv does not support (as PyG's); use GATConv or TransformerConv"
+                )
             if isinstance(self.lin, torch.nn.LazyLinear):  # a torch.nn.Linear once materialised
                 self.lin(x[:0])  # materialises the lazy weight (in_channels=-1) from x's width
+            # (PyG runs message_and_aggregate, and its hooks, for a sparse adj_t only)
+            if _pyg_path(self, "GCNConv", _PYG_HOOKS + (_PYG_FUSED_HOOKS if _is_sparse(edge_index) else ())):
+                return self._forward_pyg(x, edge_index, edge_weight)
         _check_features("GCNConv", "x", x)
-        if _is_sparse(edge_index):
-            _check_sparse_sizes("GCNConv", edge_index, x.size(0), x.size(0))
-        else:
-            _check_edge_index("GCNConv", edge_index)
-            _ops.validate_edge_index(edge_index, x.size(0))
-            if edge_weight is not None:
-                edge_weight = _check_edge_weight("gnnfuse.nn.GCNConv", edge_weight, edge_index.size(1))
+        edge_index = self._check_graph(x, edge_index)
+        if not _is_sparse(edge_index) and edge_weight is not None:
+            edge_weight = _check_edge_weight("gnnfuse.nn.GCNConv", edge_weight, edge_index.size(1))
         rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype, x.device)
-        in_channels = x.size(-1)
-        needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.lin.weight.requires_grad)
+        in_channels = _concrete(x.size(-1))
+        # (a trace records one path: by the tensors, whatever the grad mode of the example call)
+        needs_grad = (torch.is_grad_enabled() or _tracing()) and (x.requires_grad or self.lin.weight.requires_grad)
         if gcn_fused_choice(self.fused, x.size(0), in_channels, self.out_channels, needs_grad):
             out = _ops.gcn(rowptr, col, w, x.contiguous(), self.lin.weight.t().contiguous())
         elif in_channels < self.out_channels:
@@ -376,11 +532,63 @@ class GCNConv(torch.nn.Module):
             out = out + self.bias
         return out
 
+    def _check_graph(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        if _is_sparse(edge_index):
+            _check_sparse_sizes("GCNConv", edge_index, x.size(0), x.size(0))
+            return edge_index
+        _check_edge_index("GCNConv", edge_index)
+        return _validate_edge_index(edge_index, x.size(0))
+
+    def _forward_pyg(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
+        """PyG's GCNConv on PyG's normalised edges (the input's edges other than self-loops, then a
+        loop per node), for its explain mode and hooks (see ``_pyg_path``)."""
+        if _is_sparse(edge_index):
+            raise NotImplementedError(
+                "gnnfuse.nn.GCNConv: PyG's explain mode and message passing hooks need an edge_index here (PyG runs "
+                "a sparse adj_t through message_and_aggregate instead of messages); pass the adjacency's edge_index "
+                "and edge_weight"
+            )
+        self._check_graph(x, edge_index)
+        edge_index = edge_index.long()  # (PyG's aggregation scatters with int64 indices only)
+        num_nodes = x.size(0)
+        cache = self._cached_edge_index
+        if self.cached and self.normalize and cache is not None:
+            edge_index, edge_weight = cache
+        else:
+            edge_index, edge_weight, add_self_loops = self._edges(edge_index, edge_weight, num_nodes, x.dtype)
+            if self.normalize:
+                num_input = edge_index.size(1)
+                edge_index, edge_weight = _gcn_norm_edges(
+                    edge_index, edge_weight, num_nodes, self.improved, add_self_loops, True, x.dtype
+                )
+                if add_self_loops:  # PyG drops the input's self-loops (here weighing 0): its message order
+                    keep = torch.ones(edge_index.size(1), dtype=torch.bool, device=edge_index.device)
+                    keep[:num_input] = edge_index[0, :num_input] != edge_index[1, :num_input]
+                    edge_index, edge_weight = edge_index[:, keep], edge_weight[keep]
+                if self.cached:
+                    self._cached_edge_index = (edge_index, edge_weight)
+        x = self.lin(x)
+        if _pyg_propagates(self, _PYG_HOOKS):
+            # propagate_type: (x: Tensor, edge_weight: Optional[Tensor])
+            out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
+        else:  # the explain mode alone: the mask scales each message, i.e. its edge weight
+            mask = _explain_mask(self, edge_index.size(1), num_nodes)
+            weight = (mask if edge_weight is None else edge_weight * mask).to(x.dtype)
+            rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num_nodes)
+            out = _ops.spmm(rowptr, col, weight[perm], x)
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def message(self, x_j: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
+        """PyG's message (``MessagePassing.propagate``, see ``_forward_pyg``)."""
+        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
 
 
-class GATConv(torch.nn.Module):
+class GATConv(_Base):
     """Graph attention (Velickovic et al.), multi-head, as ``torch_geometric.nn.GATConv``:
 
     ``alpha_ij = softmax_j(leaky_relu(a_src . W x_j + a_dst . W x_i [+ a_edge . W_e e_ij]))``,
@@ -418,7 +626,7 @@ class GATConv(torch.nn.Module):
         fused: Optional[bool] = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
+        _init_base(self, 0)
         _message_passing_args(self, "GATConv", kwargs, None)
         self.fused = fused
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
@@ -597,7 +805,12 @@ class GATConv(torch.nn.Module):
                 num_dst = x_dst.size(0)
             else:
                 num_dst = num_src
-            _ops.validate_edge_index(edge_index, max(num_src, num_dst))
+            edge_index = _validate_edge_index(edge_index, _maximum(num_src, num_dst))
+        if not torch.jit.is_scripting():  # (nested: TorchScript then compiles no part of it)
+            if _pyg_path(self, "GATConv", _PYG_HOOKS + _PYG_EDGE_UPDATE_HOOKS):
+                return self._forward_pyg(
+                    x_src, x_dst, x_dst_in, edge_index, edge_attr, size, num_src, num_dst, adj_t, return_attention_weights
+                )
         a_src = (x_src * self.att_src).sum(-1)  # [N_src, H]
         if x_dst is not None:
             a_dst = (x_dst * self.att_dst).sum(-1)  # [N_dst, H]
@@ -608,7 +821,7 @@ class GATConv(torch.nn.Module):
         # as PyG: edge features are ignored without edge_dim
         edge_feat: Optional[Tensor] = edge_attr if lin_edge is not None else None
         if edge_feat is not None:
-            _check_edge_attr("GATConv", edge_feat, edge_index.size(1), self.edge_dim, x_src_in)
+            edge_feat = _check_edge_attr("GATConv", edge_feat, edge_index.size(1), self.edge_dim, x_src_in)
         add_self_loops = self.add_self_loops
         if add_self_loops and adj_t is not None:
             edge_index, edge_feat = self._sparse_self_loops(edge_index, edge_feat, num_src, num_dst)
@@ -618,11 +831,11 @@ class GATConv(torch.nn.Module):
             # data-dependent shapes under torch.compile): an existing self-loop is redirected to
             # a padding source num_src whose logit is -inf (weight exactly 0), and the loops
             # (v, v) are appended.
-            n = min(num_src, num_dst)
+            n = _minimum(num_src, num_dst)
             loop = edge_index[0] == edge_index[1]
             nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
             if edge_feat is not None:
-                edge_feat = torch.cat([edge_feat, self._self_loop_attr(edge_feat, edge_index, n, max(num_src, num_dst))], 0)
+                edge_feat = torch.cat([edge_feat, self._self_loop_attr(edge_feat, edge_index, n, _maximum(num_src, num_dst))], 0)
             edge_index = torch.cat(
                 [torch.stack([torch.where(loop, num_src, edge_index[0]), edge_index[1]]), torch.stack([nodes, nodes])], 1
             )
@@ -635,8 +848,8 @@ class GATConv(torch.nn.Module):
         # CSR over targets (sources bounded by num_src: the op is given the larger count). One x
         # and no size: num_src (the padding source included) is that count, with no max, whose
         # symbolic form (max(N, N + 1)) torch.export cannot compare with num_dst + 1.
-        num = num_src if single and size is None and adj_t is None else max(num_src, num_dst)
-        rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
+        num = num_src if single and size is None and adj_t is None else _maximum(num_src, num_dst)
+        rowptr, col, perm = _edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
         if (
             # sized by the input edges, loops included
@@ -686,11 +899,86 @@ class GATConv(torch.nn.Module):
             out = out + self.bias
         return out
 
+    def _forward_pyg(
+        self,
+        x_src: Tensor,
+        x_dst: Optional[Tensor],
+        x_dst_in: Optional[Tensor],
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor],
+        size: Optional[Tuple[int, int]],
+        num_src: int,
+        num_dst: int,
+        adj_t: Optional[Tensor],
+        return_attention_weights: Optional[bool],
+    ):
+        """PyG's GATConv message passing from the projections on (PyG's edge order: the input's
+        edges other than self-loops, then a loop per node < min(N_src, N_dst)): the coefficients
+        by ``edge_updater``, the messages ``alpha x_j`` by ``propagate``, where PyG's explain mode
+        masks them and its hooks run (see ``_pyg_path``)."""
+        _check_no_relation_weights(self, "GATConv")
+        index_dtype = edge_index.dtype
+        edge_index = edge_index.long()  # (PyG's softmax and aggregation scatter with int64 indices only)
+        edge_feat = edge_attr if self.lin_edge is not None else None
+        if self.add_self_loops and adj_t is not None:
+            edge_index, edge_feat = self._sparse_self_loops(edge_index, edge_feat, num_src, num_dst)
+        elif self.add_self_loops:
+            n = min(num_src, num_dst)
+            keep = edge_index[0] != edge_index[1]
+            if edge_feat is not None:
+                loop_attr = self._self_loop_attr(edge_feat, edge_index, n, max(num_src, num_dst))
+                edge_feat = torch.cat([edge_feat[keep], loop_attr], 0)
+            nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
+            edge_index = torch.cat([edge_index[:, keep], torch.stack([nodes, nodes])], 1)
+        if adj_t is not None:
+            size = (num_src, num_dst)  # PyG reads them from adj_t
+        alpha_src = (x_src * self.att_src).sum(-1)
+        alpha_dst = None if x_dst is None else (x_dst * self.att_dst).sum(-1)
+        # (PyG generates propagate / edge_updater from these comments; `typing.`: gnnfuse.nn's
+        # __all__ leaves Tuple out of the generated module's star import)
+        # edge_updater_type: (alpha: typing.Tuple[Tensor, typing.Optional[Tensor]], edge_attr: Optional[Tensor])
+        alpha = self.edge_updater(edge_index, alpha=(alpha_src, alpha_dst), edge_attr=edge_feat, size=size)
+        # propagate_type: (x: typing.Tuple[Tensor, typing.Optional[Tensor]], alpha: Tensor)
+        out = self.propagate(edge_index, x=(x_src, x_dst), alpha=alpha, size=size)
+        out = self._finish(out, x_dst_in)
+        if not return_attention_weights:
+            return out
+        if adj_t is not None:
+            return out, (_sparse_like(adj_t, edge_index, alpha, num_dst, num_src), alpha)
+        return out, (edge_index.to(index_dtype), alpha)
+
+    def edge_update(
+        self,
+        alpha_j: Tensor,
+        alpha_i: Optional[Tensor],
+        edge_attr: Optional[Tensor],
+        index: Tensor,
+        ptr: Optional[Tensor],
+        dim_size: Optional[int],
+    ) -> Tensor:
+        """PyG's attention coefficients of each edge (``MessagePassing.edge_updater``, see
+        ``_forward_pyg``): softmax over the target's edges, then dropout."""
+        alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
+        if index.numel() == 0:
+            return alpha
+        if edge_attr is not None and self.lin_edge is not None:
+            if edge_attr.dim() == 1:
+                edge_attr = edge_attr.view(-1, 1)
+            e = self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
+            alpha = alpha + (e * self.att_edge).sum(-1)
+        alpha = F.leaky_relu(alpha, self.negative_slope)
+        alpha = _pyg_softmax(alpha, index, ptr, dim_size)
+        return F.dropout(alpha, p=self.dropout, training=self.training)
+
+    def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
+        """PyG's message (``MessagePassing.propagate``, see ``_forward_pyg``)."""
+        return alpha.unsqueeze(-1) * x_j
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
 
 
-class TransformerConv(torch.nn.Module):
+class TransformerConv(_Base):
     """Graph transformer layer (Shi et al.), as ``torch_geometric.nn.TransformerConv``:
 
     ``x'_i = W_1 x_i + ||_h sum_j alpha_ij^h (W_3 x_j [+ W_e e_ij])``, with
@@ -726,12 +1014,13 @@ class TransformerConv(torch.nn.Module):
         fused: Optional[bool] = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
+        _init_base(self, 0)
         _message_passing_args(self, "TransformerConv", kwargs, None)
         self.fused = fused
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.beta, self.root_weight, self.concat = beta and root_weight, root_weight, concat
         self.dropout, self.edge_dim = dropout, edge_dim
+        self._alpha: Optional[Tensor] = None  # PyG's: the coefficients while _forward_pyg runs
         src, dst = (in_channels, in_channels) if isinstance(in_channels, int) else in_channels
         hc = heads * out_channels
         self.lin_key = _DefaultLinear(src, hc, bias=bias)
@@ -794,7 +1083,7 @@ class TransformerConv(torch.nn.Module):
         key = self.lin_key(x_src).view(-1, H, C)
         value = self.lin_value(x_src).view(-1, H, C)
         num_src, num_dst = x_src.size(0), x_dst.size(0)
-        num = max(num_src, num_dst)
+        num = _maximum(num_src, num_dst)
         adj_t = edge_index
         if _is_sparse(edge_index):
             _check_sparse_sizes("TransformerConv", edge_index, num_src, num_dst)
@@ -803,8 +1092,11 @@ class TransformerConv(torch.nn.Module):
                 edge_attr = values  # as PyG: multi-dimensional values are edge features
         else:
             _check_edge_index("TransformerConv", edge_index)
-            _ops.validate_edge_index(edge_index, num)
-        rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num)
+            edge_index = _validate_edge_index(edge_index, num)
+        if not torch.jit.is_scripting():  # (nested: TorchScript then compiles no part of it)
+            if _pyg_path(self, "TransformerConv", _PYG_HOOKS):
+                return self._forward_pyg(query, key, value, edge_index, edge_attr, x_dst, adj_t, return_attention_weights)
+        rowptr, col, perm = _edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
         scale = 1.0 / math.sqrt(C)
         lin_edge = self.lin_edge
@@ -812,7 +1104,7 @@ class TransformerConv(torch.nn.Module):
             raise ValueError("gnnfuse.nn.TransformerConv: a layer with edge_dim needs edge_attr")
         alpha: Optional[Tensor] = None
         if lin_edge is not None and edge_attr is not None:
-            _check_edge_attr("TransformerConv", edge_attr, edge_index.size(1), self.edge_dim, x_src)
+            edge_attr = _check_edge_attr("TransformerConv", edge_attr, edge_index.size(1), self.edge_dim, x_src)
             # Per-edge scores (CSR order), as PyG computes them.
             rows = edge_index[1][perm]  # the target of each CSR position (no data-dependent size)
             if edge_attr.dim() == 1:
@@ -832,7 +1124,14 @@ class TransformerConv(torch.nn.Module):
             csc = _csc_for_backward(rowptr, col, num_src, value)
             score = _ops.sddmm_heads(rowptr, col, (query * scale).contiguous(), key.contiguous(), csc[0], csc[1], csc[2])
             out, alpha, _ = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)
-        out = out.reshape(-1, H * C) if self.concat else out.mean(1)
+        out = self._finish(out, x_dst)
+        if isinstance(return_attention_weights, bool):
+            assert alpha is not None
+            return out, (adj_t, _to_input_order(alpha, perm))  # adj_t: edge_index or the sparse input
+        return out
+
+    def _finish(self, out: Tensor, x_dst: Tensor) -> Tensor:
+        out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(1)
         if self.root_weight:
             x_r = self.lin_skip(x_dst)
             if self.lin_beta is not None:
@@ -840,10 +1139,60 @@ class TransformerConv(torch.nn.Module):
                 out = b * x_r + (1 - b) * out
             else:
                 out = out + x_r
-        if isinstance(return_attention_weights, bool):
-            assert alpha is not None
-            return out, (adj_t, _to_input_order(alpha, perm))  # adj_t: edge_index or the sparse input
         return out
+
+    def _forward_pyg(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        edge_index: Tensor,
+        edge_attr: Optional[Tensor],
+        x_dst: Tensor,
+        adj_t: Tensor,
+        return_attention_weights: Optional[bool],
+    ):
+        """PyG's TransformerConv message passing from the projections on: the messages
+        ``alpha_ij (v_j [+ e_ij])`` by ``propagate``, where PyG's explain mode masks them and its
+        hooks run (see ``_pyg_path``); the coefficients are ``self._alpha`` meanwhile, as PyG's."""
+        _check_no_relation_weights(self, "TransformerConv")
+        edge_index = edge_index.long()  # (PyG's softmax and aggregation scatter with int64 indices only)
+        if self.lin_edge is None:
+            edge_attr = None  # as the fused path: edge features are ignored without edge_dim
+        elif edge_attr is None:
+            raise ValueError("gnnfuse.nn.TransformerConv: a layer with edge_dim needs edge_attr")
+        elif edge_attr.dim() == 1:
+            edge_attr = edge_attr.view(-1, 1)
+        # propagate_type: (query: Tensor, key: Tensor, value: Tensor, edge_attr: Optional[Tensor])
+        out = self.propagate(edge_index, query=query, key=key, value=value, edge_attr=edge_attr)
+        alpha = self._alpha
+        self._alpha = None
+        out = self._finish(out, x_dst)
+        if isinstance(return_attention_weights, bool):
+            return out, (adj_t, alpha)
+        return out
+
+    def message(
+        self,
+        query_i: Tensor,
+        key_j: Tensor,
+        value_j: Tensor,
+        edge_attr: Optional[Tensor],
+        index: Tensor,
+        ptr: Optional[Tensor],
+        size_i: Optional[int],
+    ) -> Tensor:
+        """PyG's message (``MessagePassing.propagate``, see ``_forward_pyg``)."""
+        if self.lin_edge is not None:
+            assert edge_attr is not None
+            edge_attr = self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
+            key_j = key_j + edge_attr
+        alpha = (query_i * key_j).sum(dim=-1) / math.sqrt(self.out_channels)
+        alpha = _pyg_softmax(alpha, index, ptr, size_i)
+        self._alpha = alpha
+        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        out = value_j if edge_attr is None else value_j + edge_attr
+        return out * alpha.view(-1, self.heads, 1)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator, Optional, Tuple, Union
+import warnings
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -132,13 +133,32 @@ def _check_edge_weight(where: str, edge_weight: Tensor, num_edges: int) -> Tenso
     """``edge_weight``: one value per edge, ``[E]`` (or ``[E, 1]``, as PyG's GCNConv takes it),
     returned as ``[E]``. TorchScript- and torch.compile-friendly: conditions on sizes, messages
     of sizes (the layers cast its dtype)."""
-    if edge_weight.dim() == 2 and edge_weight.size(1) == 1:
+    if edge_weight.dim() == 2 and _concrete(edge_weight.size(1)) == 1:
         edge_weight = edge_weight.view(-1)
     if edge_weight.dim() != 1:
         raise ValueError(f"{where}: argument 'edge_weight' must be 1-D [E] (got a {edge_weight.dim()}-D tensor)")
-    if edge_weight.size(0) != num_edges:
-        raise RuntimeError(f"{where}: argument 'edge_weight' must have one value per edge, E={num_edges} (got {edge_weight.size(0)})")
-    return edge_weight
+    return _check_per_edge(where, "edge_weight", "value", edge_weight, num_edges)
+
+
+def _trace_check_per_edge(where: str, name: str, what: str, t: Tensor, num_edges: Tensor) -> Tensor:
+    if t.size(0) != int(num_edges):
+        raise RuntimeError(
+            where + ": argument '" + name + "' must have one " + what + " per edge, E=" + str(int(num_edges))
+            + " (got " + str(t.size(0)) + ")"
+        )
+    return t
+
+
+def _check_per_edge(where: str, name: str, what: str, t: Tensor, num_edges: int) -> Tensor:
+    """``t`` (argument ``name``) has one ``what`` (value, row) per edge: ``t.size(0) == num_edges``.
+    Returns ``t``; traced, the check stays in the trace, on the sizes of each call (use the
+    returned tensor)."""
+    if not torch.jit.is_scripting():
+        if torch.jit.is_tracing():
+            return _scripted(_trace_check_per_edge)(where, name, what, t, _size_tensor(num_edges))
+    if t.size(0) != num_edges:
+        raise RuntimeError(f"{where}: argument '{name}' must have one {what} per edge, E={num_edges} (got {t.size(0)})")
+    return t
 
 
 def _check_like(fn: str, name: str, t: Tensor, ref_name: str, ref: Tensor) -> None:
@@ -408,6 +428,111 @@ def graph_attention(graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Op
     return torch.ops.gnnfuse.graph_attention(rowptr, col, (q * scale).contiguous(), k.contiguous(), v.contiguous(), colptr, row, perm)
 
 
+# ---------------------------------------------------------------------------------------------
+# torch.jit.trace. A traced function sees every size as a 0-dim tensor and records the ops that
+# use it, so that the trace takes its sizes from its inputs; but a size handed to a registered
+# op's int argument, or turned into a Python int or bool, is recorded as the constant it was
+# for the example input. The helpers below keep the layers' traces general: the int arguments of
+# the graph ops go through small TorchScript functions (recorded as calls that read the size at
+# run time), and the choices made once per trace (fused or not) read their size without the
+# tracer's warning. Outside tracing each is the plain call (no cost); TorchScript compiles the
+# plain call only (the tracing branch sits under `not torch.jit.is_scripting()`).
+
+
+def _tracing() -> bool:
+    if not torch.jit.is_scripting():
+        return torch.jit.is_tracing()
+    return False
+
+
+def _concrete(n: int) -> int:
+    """``n`` as a Python int for a choice made once (a trace records the choice made for the
+    example input; it must not change the result, only the path)."""
+    if not torch.jit.is_scripting():
+        if torch.jit.is_tracing() and isinstance(n, Tensor):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                return int(n)
+    return n
+
+
+def _trace_edge_index_to_csr(edge_index: Tensor, num_nodes: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    return torch.ops.gnnfuse.edge_index_to_csr(edge_index, int(num_nodes))
+
+
+def _trace_validate_edge_index(edge_index: Tensor, num_nodes: Tensor) -> Tensor:
+    torch.ops.gnnfuse.validate_edge_index(edge_index, int(num_nodes))
+    return edge_index  # used downstream, so that the trace keeps the check
+
+
+def _size_tensor(n: Any) -> Tensor:
+    """A size as the traced 0-dim tensor it is in a trace (a Python int: a constant)."""
+    return n if isinstance(n, Tensor) else torch.full((), n, dtype=torch.long)
+
+
+_SCRIPTED: Dict[str, Any] = {}
+
+
+def _scripted(fn: Any) -> Any:
+    """``torch.jit.script(fn)``, compiled on first use (only traces need it)."""
+    out = _SCRIPTED.get(fn.__name__)
+    if out is None:
+        out = _SCRIPTED[fn.__name__] = torch.jit.script(fn)
+    return out
+
+
+def _edge_index_to_csr(edge_index: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """``torch.ops.gnnfuse.edge_index_to_csr``; traced, with ``num_nodes`` read at run time."""
+    if not torch.jit.is_scripting():
+        if torch.jit.is_tracing():
+            return _scripted(_trace_edge_index_to_csr)(edge_index, _size_tensor(num_nodes))
+    return torch.ops.gnnfuse.edge_index_to_csr(edge_index, num_nodes)
+
+
+def _validate_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """``torch.ops.gnnfuse.validate_edge_index``, returning ``edge_index``; traced, the check
+    stays in the trace with ``num_nodes`` read at run time."""
+    if not torch.jit.is_scripting():
+        if torch.jit.is_tracing():
+            return _scripted(_trace_validate_edge_index)(edge_index, _size_tensor(num_nodes))
+    torch.ops.gnnfuse.validate_edge_index(edge_index, num_nodes)
+    return edge_index
+
+
+def _trace_cached_rows(rowptr: Tensor, num_nodes: Tensor) -> Tensor:
+    if rowptr.size(0) - 1 != int(num_nodes):
+        raise RuntimeError(
+            "gnnfuse.nn.GCNConv: this trace recorded the layer's cached graph (cached=True), of "
+            + str(rowptr.size(0) - 1) + " nodes; x has " + str(int(num_nodes)) + " rows"
+        )
+    return rowptr
+
+
+def _cached_rows(rowptr: Tensor, num_nodes: int) -> Tensor:
+    """``rowptr`` of a cached graph; traced, with a check that ``num_nodes`` is its node count
+    (the trace holds the cached graph as a constant)."""
+    if not torch.jit.is_scripting():
+        if torch.jit.is_tracing():
+            return _scripted(_trace_cached_rows)(rowptr, _size_tensor(num_nodes))
+    return rowptr
+
+
+def _maximum(a: int, b: int) -> int:
+    """``max(a, b)`` of two sizes, recorded by a trace (a Python ``max`` of traced sizes is not)."""
+    if not torch.jit.is_scripting():
+        if torch.jit.is_tracing():
+            return torch.maximum(_size_tensor(a), _size_tensor(b))
+    return max(a, b)
+
+
+def _minimum(a: int, b: int) -> int:
+    """``min(a, b)`` of two sizes, recorded by a trace."""
+    if not torch.jit.is_scripting():
+        if torch.jit.is_tracing():
+            return torch.minimum(_size_tensor(a), _size_tensor(b))
+    return min(a, b)
+
+
 def gcn_norm(
     edge_index: Tensor,
     edge_weight: Optional[Tensor],
@@ -423,16 +548,32 @@ def gcn_norm(
     ``D^-1/2 A D^-1/2`` (in-degrees of the targets). Returns ``(rowptr, col, weight)``, weights
     in CSR order. ``edge_weight``: ``[E]`` floating weights; ``validate=False`` skips the check of
     ``edge_index``'s values (for callers that checked them)."""
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+    if edge_index.dim() != 2 or _concrete(edge_index.size(0)) != 2:
         raise ValueError("gnnfuse.gcn_norm: edge_index must be a [2, E] tensor (sources, targets)")
     if validate:
-        torch.ops.gnnfuse.validate_edge_index(edge_index, num_nodes)
+        edge_index = _validate_edge_index(edge_index, num_nodes)
     if edge_weight is not None:
         edge_weight = _check_edge_weight("gnnfuse.gcn_norm", edge_weight, edge_index.size(1))
         if not edge_weight.is_floating_point():
             raise RuntimeError(
                 "gnnfuse.gcn_norm: argument 'edge_weight' must be a floating-point tensor (got " + str(edge_weight.dtype) + ")"
             )
+    edge_index, edge_weight = _gcn_norm_edges(edge_index, edge_weight, num_nodes, improved, add_self_loops, normalize, dtype)
+    rowptr, col, perm = _edge_index_to_csr(edge_index, num_nodes)
+    return rowptr, col, edge_weight[perm]
+
+
+def _gcn_norm_edges(
+    edge_index: Tensor,
+    edge_weight: Optional[Tensor],
+    num_nodes: int,
+    improved: bool,
+    add_self_loops: bool,
+    normalize: bool,
+    dtype: torch.dtype,
+) -> Tuple[Tensor, Tensor]:
+    """:func:`gcn_norm`'s edges and weights before the CSR: the input edges (with
+    ``add_self_loops``, its self-loops weighing 0), then one self-loop per node."""
     fill = 2.0 if improved and edge_weight is not None else 1.0
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
@@ -456,8 +597,7 @@ def gcn_norm(
         dis = deg.pow(-0.5)
         dis = dis.masked_fill(torch.isinf(dis), 0.0)
         edge_weight = (dis[edge_index[0]] * w * dis[edge_index[1]]).to(edge_weight.dtype)
-    rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(edge_index, num_nodes)
-    return rowptr, col, edge_weight[perm]
+    return edge_index, edge_weight
 
 
 def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor], dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Optional[Tensor]]:
@@ -501,8 +641,8 @@ def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, ou
     if fused is not None:
         return fused
     if not _size_rule_applies(num_nodes * out_channels):
-        return (not needs_grad) and in_channels <= out_channels
-    return (not needs_grad) and in_channels <= out_channels and num_nodes * out_channels >= 8388608
+        return (not needs_grad) and _concrete(in_channels) <= out_channels
+    return (not needs_grad) and _concrete(in_channels) <= out_channels and _concrete(num_nodes) * out_channels >= 8388608
 
 
 def gcn(

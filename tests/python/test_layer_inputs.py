@@ -313,3 +313,27 @@ def test_gcn_takes_a_graph_values_in_the_features_dtype():
     out = gnnfuse.gcn(adj, x, weight)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, gnnfuse.gcn(adj, x.double(), weight.double()).float(), rtol=1e-5, atol=1e-6)
+
+
+# A cached GCNConv given x of another node count returned the cached graph's row count. As PyG:
+# more rows than the cached graph's nodes get no messages (the bias only), fewer are an error.
+def test_gcnconv_cached_graph_with_another_node_count():
+    torch.manual_seed(0)
+    ei = GRAPH.edge_index
+    ours = gnn.GCNConv(5, 3, cached=True).double()
+    import torch_geometric.nn as pyg_nn
+
+    ref = pyg_nn.GCNConv(5, 3, cached=True).double()
+    ref.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        ref.bias.normal_()
+        ours.bias.copy_(ref.bias)
+    x = torch.randn(N, 5, dtype=torch.float64)
+    torch.testing.assert_close(ours(x, ei), ref(x, ei))
+    bigger = torch.randn(N + 4, 5, dtype=torch.float64)
+    out = ours(bigger, ei)
+    assert out.shape == (N + 4, 3)
+    torch.testing.assert_close(out, ref(bigger, ei))
+    torch.testing.assert_close(out[N:], ours.bias.expand(4, 3))
+    with pytest.raises(RuntimeError, match=r"gnnfuse.nn.GCNConv: argument 'x' has 3 rows, fewer than the"):
+        ours(x[:3], torch.tensor([[0, 1], [1, 2]]))  # (a graph of 3 nodes: the cached one is used)
