@@ -111,15 +111,22 @@ void csr_values(const char* op, const index_t* rowptr, int64_t rows, const index
 }
 
 template <typename index_t>
-void edge_index_values(const char* op, const index_t* ei, int64_t num_edges, int64_t num_nodes) {
-  const auto bound = static_cast<uint64_t>(num_nodes);
-  const int64_t bad = first_violation(2 * num_edges, [ei, bound](int64_t p) {
-    return static_cast<uint64_t>(static_cast<int64_t>(ei[p])) >= bound;
+void edge_index_values(const char* op, const index_t* ei, int64_t num_edges, int64_t num_nodes, int64_t num_dst) {
+  const auto src_bound = static_cast<uint64_t>(num_nodes), dst_bound = static_cast<uint64_t>(num_dst);
+  const int64_t bad = first_violation(2 * num_edges, [ei, num_edges, src_bound, dst_bound](int64_t p) {
+    return static_cast<uint64_t>(static_cast<int64_t>(ei[p])) >= (p < num_edges ? src_bound : dst_bound);
   });
-  if (bad < 2 * num_edges) {
+  if (bad >= 2 * num_edges) return;
+  if (num_dst == num_nodes) {
     fail(op, "edge_index", "must hold node indices in [0, ", num_nodes, ") (got edge_index[",
          bad / num_edges, ", ", bad % num_edges, "] = ", ei[bad], ")");
   }
+  if (bad < num_edges) {
+    fail(op, "edge_index", "must hold source node indices (row 0) in [0, ", num_nodes, ") (got edge_index[0, ", bad,
+         "] = ", ei[bad], ")");
+  }
+  fail(op, "edge_index", "must hold target node indices (row 1) in [0, ", num_dst, ") (got edge_index[1, ",
+       bad - num_edges, "] = ", ei[bad], ")");
 }
 
 template <typename index_t>
@@ -300,7 +307,7 @@ void one_of(const char* op, const char* arg, const std::string& value, const std
   fail(op, arg, "must name ", what, " (", list.empty() ? "none" : list, ") (got '", value, "')");
 }
 
-void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes) {
+void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes, int64_t num_dst_nodes) {
   defined(op, "edge_index", edge_index);
   const at::ScalarType s = edge_index.scalar_type();
   if (s != at::kInt && s != at::kLong) {
@@ -310,6 +317,7 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes)
     fail(op, "edge_index", "must have shape [2, E] (got shape ", edge_index.sym_sizes(), ")");
   }
   non_negative(op, "num_nodes", num_nodes);
+  if (num_dst_nodes < 0) num_dst_nodes = num_nodes;
   // Symbolic sizes (tracing) are checked when the CPU kernel runs on real ones.
   if (!edge_index.device().is_cpu()) return;
   const int64_t num_edges = edge_index.size(1);
@@ -322,7 +330,7 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes)
 
   const at::Tensor ei = edge_index.contiguous();
   AT_DISPATCH_INDEX_TYPES(s, "gnnfuse::checks::edge_index", [&] {
-    edge_index_values<index_t>(op, ei.const_data_ptr<index_t>(), num_edges, num_nodes);
+    edge_index_values<index_t>(op, ei.const_data_ptr<index_t>(), num_edges, num_nodes, num_dst_nodes);
   });
 }
 

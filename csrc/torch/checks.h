@@ -81,7 +81,7 @@ void size_eq(const char* op, const char* arg, const at::Tensor& t, int64_t dim, 
 // A PyG edge_index: int32 or int64, shape [2, E] (row 0 sources, row 1 targets), every value
 // in [0, num_nodes), num_nodes >= 0, and E small enough for int32 row pointers when int32.
 // Values are checked for CPU tensors only.
-void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes);
+void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes, int64_t num_dst_nodes = -1);
 
 // A scalar argument that counts something: value >= 0.
 void non_negative(const char* op, const char* arg, int64_t value);

@@ -312,13 +312,17 @@ Triple csr_transpose_meta(const at::Tensor& rowptr, const at::Tensor& col, c10::
 
 // Raises the edge_index_to_csr errors (dtype, shape, indices outside [0, num_nodes)) for
 // callers that transform an edge_index before converting it (self-loops, normalisation).
-void validate_edge_index_cpu(const at::Tensor& edge_index, int64_t num_nodes) {
+// With num_dst_nodes (a bipartite graph), sources (row 0) are checked against num_nodes and
+// targets (row 1) against num_dst_nodes.
+void validate_edge_index_cpu(const at::Tensor& edge_index, int64_t num_nodes, std::optional<int64_t> num_dst_nodes) {
   checks::non_negative("validate_edge_index", "num_nodes", num_nodes);
-  checks::edge_index("validate_edge_index", edge_index, num_nodes);
+  if (num_dst_nodes) checks::non_negative("validate_edge_index", "num_dst_nodes", *num_dst_nodes);
+  checks::edge_index("validate_edge_index", edge_index, num_nodes, num_dst_nodes.value_or(num_nodes));
 }
 
-void validate_edge_index_meta(const at::Tensor& edge_index, c10::SymInt num_nodes) {
+void validate_edge_index_meta(const at::Tensor& edge_index, c10::SymInt num_nodes, std::optional<c10::SymInt> num_dst_nodes) {
   (void)num_nodes;
+  (void)num_dst_nodes;
   if (edge_index.dim() != 2 || edge_index.sym_size(0) != 2)
     checks::edge_index("validate_edge_index", edge_index, 0);  // raises the shape error
 }
@@ -329,7 +333,7 @@ void validate_edge_index_meta(const at::Tensor& edge_index, c10::SymInt num_node
 TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("edge_index_to_csr(Tensor edge_index, SymInt num_nodes) -> (Tensor rowptr, Tensor col, Tensor perm)");
   m.def("csr_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)");
-  m.def("validate_edge_index(Tensor edge_index, SymInt num_nodes) -> ()");
+  m.def("validate_edge_index(Tensor edge_index, SymInt num_nodes, SymInt? num_dst_nodes=None) -> ()");
   m.def("heavy_edge_matching(Tensor rowptr, Tensor col, Tensor? edge_weight, Tensor order) -> Tensor");
 }
 

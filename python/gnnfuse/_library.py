@@ -88,6 +88,7 @@ def load_library() -> str:
             f"gnnfuse: loaded {path}, but it registered no torch.ops.gnnfuse.spmm"
         )
     _register_fakes()
+    _register_checks_as_effects()
     _LOADED_PATH = path
     return path
 
@@ -116,6 +117,24 @@ def _register_fakes() -> None:
     @torch.library.register_fake("gnnfuse::heavy_edge_matching")
     def _(rowptr, col, edge_weight, order):
         return rowptr.new_empty(rowptr.size(0) - 1, dtype=torch.long)
+
+
+def _register_checks_as_effects() -> None:
+    """The ops that return nothing (``validate_edge_index``: they only raise on bad input) are
+    effects to torch.compile and torch.export, as PyTorch's own ``aten::_linalg_check_errors``:
+    without this AOTAutograd removes them as dead code and a compiled layer loses the check
+    (a bipartite GATConv with a source index past the sources then returned NaN rows)."""
+    try:
+        from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+    except ImportError:  # pragma: no cover (an older torch: no effect tokens)
+        return
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("gnnfuse::"):
+            continue
+        op, _, overload = name[len("gnnfuse::"):].partition(".")
+        if not torch._C._get_schema(name.split(".")[0], overload).returns:
+            _register_effectful_op(getattr(torch.ops.gnnfuse, op).default if not overload else
+                                   getattr(getattr(torch.ops.gnnfuse, op), overload), _EffectType.ORDERED)
 
 
 def library_path() -> Optional[str]:

@@ -248,6 +248,22 @@ def _cached_rows_eager(rowptr: Tensor, num_nodes: int) -> Tensor:
     return rowptr
 
 
+def _check_width(layer: str, name: str, x: Tensor, in_features: int, weight: Tensor) -> None:
+    """``x`` has the projection's input width and (outside autocast) its dtype: a named error
+    instead of matmul's (a lazy projection not yet materialised, ``in_features`` 0, checks
+    nothing)."""
+    if in_features > 0 and _concrete(x.size(-1)) != in_features:
+        raise RuntimeError(
+            f"gnnfuse.nn.{layer}: argument '{name}' must have in_channels={in_features} columns (got {x.size(-1)})"
+        )
+    if not torch.jit.is_scripting():
+        if in_features > 0 and x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
+            raise RuntimeError(
+                f"gnnfuse.nn.{layer}: argument '{name}' must have the layer's dtype, {str(weight.dtype)[6:]} "
+                f"(got {str(x.dtype)[6:]}; convert the layer with .to(dtype) or the features)"
+            )
+
+
 def _check_features(layer: str, name: str, x: Tensor) -> None:
     if x.dim() != 2:
         raise ValueError(
@@ -384,8 +400,6 @@ def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
 
 
 class GCNConv(_Base):
-    _cache: Optional[Tuple[Tensor, Tensor, Tensor]]
-
     """Graph convolution (Kipf & Welling): ``X' = D^-1/2 (A + I) D^-1/2 X W + b``.
 
     Arguments as ``torch_geometric.nn.GCNConv``: ``in_channels`` (-1: lazy), ``improved`` fills
@@ -416,6 +430,9 @@ class GCNConv(_Base):
     traced after its first call records its cached graph and rejects ``x`` of another node count.
     """
 
+    _cache: Optional[Tuple[Tensor, Tensor, Tensor]]
+    _cached_edge_index: Optional[Tuple[Tensor, Tensor]]
+
     def __init__(
         self,
         in_channels: int,
@@ -441,7 +458,8 @@ class GCNConv(_Base):
         self.lin = _Linear(in_channels, out_channels)
         self.bias = Parameter(torch.zeros(out_channels)) if bias else None
         self._cache: Optional[Tuple[Tensor, Tensor, Tensor]] = None
-        self._cached_edge_index: Optional[Tuple[Tensor, Optional[Tensor]]] = None  # PyG's (see _forward_pyg)
+        # PyG's form of the cached graph (see _forward_pyg), normalised: (edge_index, weights)
+        self._cached_edge_index: Optional[Tuple[Tensor, Tensor]] = None
 
     def reset_parameters(self) -> None:
         _glorot(self.lin.weight)
@@ -454,10 +472,17 @@ class GCNConv(_Base):
         # .to(device), .cuda(), ...: the cached graph moves with the parameters (its weights are
         # cast to the features' dtype where they are used, see _graph).
         super()._apply(fn, recurse)
-        cache = self._cache
+        device = self.lin.weight.device
+        cache, pyg = self._cache, self._cached_edge_index
+        if (cache is not None and cache[0].is_meta) or (pyg is not None and pyg[0].is_meta):
+            # A cache on the meta device has no values to move (e.g. .to("meta") then
+            # .to_empty(device=...)): dropped, the next call normalises its graph again.
+            self._cache = self._cached_edge_index = None
+            return self
         if cache is not None:
-            device = self.lin.weight.device
             self._cache = (cache[0].to(device), cache[1].to(device), cache[2].to(device))
+        if pyg is not None:
+            self._cached_edge_index = (pyg[0].to(device), pyg[1].to(device))
         return self
 
     def _graph(
@@ -476,11 +501,25 @@ class GCNConv(_Base):
             else:
                 rowptr = _cached_rows_eager(rowptr, num_nodes)
             return rowptr.to(device), cache[1].to(device), cache[2].to(device=device, dtype=dtype)
+        pyg = self._cached_edge_index
+        if self.cached and self.normalize and pyg is not None:
+            # The graph cached by PyG's path (explain mode or a hook in the first call): one cached
+            # graph for both paths, as PyG has one.
+            rowptr, col, perm = _edge_index_to_csr(pyg[0], num_nodes)
+            out = (rowptr, col, pyg[1].to(dtype)[perm])
+            if not _tracing():
+                self._cache = out
+            return out
         edge_index, edge_weight, add_self_loops = self._edges(edge_index, edge_weight, num_nodes, dtype)
         # (forward validated edge_index; a sparse adj_t's edges are valid)
         out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype, False)
         if self.cached and self.normalize and not _tracing():  # (a trace reads each call's graph)
             self._cache = out
+            if not torch.jit.is_scripting():
+                if not torch.compiler.is_compiling() and not _is_sparse(edge_index):
+                    # PyG's form of the same graph, for the PyG path of a later call (explain
+                    # mode, hooks): its message order, which a compiled program does not need.
+                    self._cached_edge_index = self._pyg_norm(edge_index.long(), edge_weight, num_nodes, dtype)
         return out
 
     def _edges(
@@ -515,9 +554,14 @@ class GCNConv(_Base):
             if _pyg_path(self, "GCNConv", _PYG_HOOKS + (_PYG_FUSED_HOOKS if _is_sparse(edge_index) else ())):
                 return self._forward_pyg(x, edge_index, edge_weight)
         _check_features("GCNConv", "x", x)
+        _check_width("GCNConv", "x", x, self.lin.in_features, self.lin.weight)
         edge_index = self._check_graph(x, edge_index)
         if not _is_sparse(edge_index) and edge_weight is not None:
             edge_weight = _check_edge_weight("gnnfuse.nn.GCNConv", edge_weight, edge_index.size(1))
+            if edge_weight.device != x.device:
+                raise RuntimeError(
+                    f"gnnfuse.nn.GCNConv: argument 'edge_weight' must be on x's device, {x.device} (got {edge_weight.device})"
+                )
         rowptr, col, w = self._graph(edge_index, edge_weight, x.size(0), x.dtype, x.device)
         in_channels = _concrete(x.size(-1))
         # (a trace records one path: by the tensors, whatever the grad mode of the example call)
@@ -551,20 +595,21 @@ class GCNConv(_Base):
         self._check_graph(x, edge_index)
         edge_index = edge_index.long()  # (PyG's aggregation scatters with int64 indices only)
         num_nodes = x.size(0)
-        cache = self._cached_edge_index
+        cache, fused_cache = self._cached_edge_index, self._cache
         if self.cached and self.normalize and cache is not None:
-            edge_index, edge_weight = cache
+            edge_index, edge_weight = cache[0], cache[1]
+        elif self.cached and self.normalize and fused_cache is not None:
+            # The graph cached by the fused path (a compiled first call: no PyG form kept), its
+            # edges in CSR order.
+            rowptr, col, w = fused_cache
+            rows = torch.arange(rowptr.size(0) - 1, device=rowptr.device)
+            target = torch.repeat_interleave(rows, rowptr.diff())
+            edge_index, edge_weight = torch.stack([col.long(), target]), w
+            self._cached_edge_index = (edge_index, edge_weight)
         else:
             edge_index, edge_weight, add_self_loops = self._edges(edge_index, edge_weight, num_nodes, x.dtype)
             if self.normalize:
-                num_input = edge_index.size(1)
-                edge_index, edge_weight = _gcn_norm_edges(
-                    edge_index, edge_weight, num_nodes, self.improved, add_self_loops, True, x.dtype
-                )
-                if add_self_loops:  # PyG drops the input's self-loops (here weighing 0): its message order
-                    keep = torch.ones(edge_index.size(1), dtype=torch.bool, device=edge_index.device)
-                    keep[:num_input] = edge_index[0, :num_input] != edge_index[1, :num_input]
-                    edge_index, edge_weight = edge_index[:, keep], edge_weight[keep]
+                edge_index, edge_weight = self._pyg_norm(edge_index, edge_weight, num_nodes, x.dtype, add_self_loops)
                 if self.cached:
                     self._cached_edge_index = (edge_index, edge_weight)
         x = self.lin(x)
@@ -579,6 +624,26 @@ class GCNConv(_Base):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _pyg_norm(
+        self,
+        edge_index: Tensor,
+        edge_weight: Optional[Tensor],
+        num_nodes: int,
+        dtype: torch.dtype,
+        add_self_loops: Optional[bool] = None,
+    ) -> Tuple[Tensor, Tensor]:
+        """PyG's normalised edges, in its message order: the input's edges other than self-loops
+        (with ``add_self_loops``), then one loop per node."""
+        if add_self_loops is None:
+            add_self_loops = self.add_self_loops
+        num_input = edge_index.size(1)
+        edge_index, edge_weight = _gcn_norm_edges(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, True, dtype)
+        if add_self_loops:  # PyG drops the input's self-loops (here weighing 0): its message order
+            keep = torch.ones(edge_index.size(1), dtype=torch.bool, device=edge_index.device)
+            keep[:num_input] = edge_index[0, :num_input] != edge_index[1, :num_input]
+            edge_index, edge_weight = edge_index[:, keep], edge_weight[keep]
+        return edge_index, edge_weight
 
     def message(self, x_j: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
         """PyG's message (``MessagePassing.propagate``, see ``_forward_pyg``)."""
@@ -775,14 +840,18 @@ class GATConv(_Base):
         lin_dst = self.lin_dst
         x_dst: Optional[Tensor] = None
         if lin is not None:
+            _check_width("GATConv", "x" if single else "x[0]", x_src_in, lin.in_features, lin.weight)
             x_src = lin(x_src_in).view(-1, H, C)
             if single:
                 x_dst = x_src
             elif x_dst_in is not None:
+                _check_width("GATConv", "x[1]", x_dst_in, lin.in_features, lin.weight)
                 x_dst = lin(x_dst_in).view(-1, H, C)
         elif lin_src is not None and lin_dst is not None:
+            _check_width("GATConv", "x" if single else "x[0]", x_src_in, lin_src.in_features, lin_src.weight)
             x_src = lin_src(x_src_in).view(-1, H, C)
             if x_dst_in is not None:
+                _check_width("GATConv", "x" if single else "x[1]", x_dst_in, lin_dst.in_features, lin_dst.weight)
                 x_dst = lin_dst(x_dst_in).view(-1, H, C)
         else:
             raise ValueError("gnnfuse.nn.GATConv: no input projection")
@@ -805,7 +874,7 @@ class GATConv(_Base):
                 num_dst = x_dst.size(0)
             else:
                 num_dst = num_src
-            edge_index = _validate_edge_index(edge_index, _maximum(num_src, num_dst))
+            edge_index = _validate_edge_index(edge_index, num_src, num_dst)
         if not torch.jit.is_scripting():  # (nested: TorchScript then compiles no part of it)
             if _pyg_path(self, "GATConv", _PYG_HOOKS + _PYG_EDGE_UPDATE_HOOKS):
                 return self._forward_pyg(
@@ -882,7 +951,7 @@ class GATConv(_Base):
             alpha = _to_input_order(alpha, perm)
             if add_self_loops:
                 kept = edge_index[0] != num_src - 1
-                edge_index = edge_index[:, kept]
+                edge_index = edge_index[:, kept].long()  # (PyG's self-loops make it int64)
                 alpha = alpha[kept]
             if adj_t is not None:
                 # as PyG: adj_t (self-loops replaced, if added) with the coefficients as values
@@ -1072,13 +1141,17 @@ class TransformerConv(_Base):
         """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
         ``return_attention_weights`` is a bool (as PyG; the coefficients before dropout)."""
         H, C = self.heads, self.out_channels
+        single = False
         if isinstance(x, Tensor):
+            single = True
             x_src, x_dst = x, x
             _check_features("TransformerConv", "x", x)
         else:
             x_src, x_dst = x[0], x[1]
             _check_features("TransformerConv", "x[0]", x_src)
             _check_features("TransformerConv", "x[1]", x_dst)
+        _check_width("TransformerConv", "x" if single else "x[1]", x_dst, self.lin_query.in_features, self.lin_query.weight)
+        _check_width("TransformerConv", "x" if single else "x[0]", x_src, self.lin_key.in_features, self.lin_key.weight)
         query = self.lin_query(x_dst).view(-1, H, C)
         key = self.lin_key(x_src).view(-1, H, C)
         value = self.lin_value(x_src).view(-1, H, C)
@@ -1092,7 +1165,7 @@ class TransformerConv(_Base):
                 edge_attr = values  # as PyG: multi-dimensional values are edge features
         else:
             _check_edge_index("TransformerConv", edge_index)
-            edge_index = _validate_edge_index(edge_index, num)
+            edge_index = _validate_edge_index(edge_index, num_src, num_dst)
         if not torch.jit.is_scripting():  # (nested: TorchScript then compiles no part of it)
             if _pyg_path(self, "TransformerConv", _PYG_HOOKS):
                 return self._forward_pyg(query, key, value, edge_index, edge_attr, x_dst, adj_t, return_attention_weights)

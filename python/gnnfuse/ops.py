@@ -71,7 +71,7 @@ def _implicit_weights(values: Optional[Tensor], dtype: Optional[torch.dtype]) ->
     """A graph's own values used as edge weights take the features' floating dtype (a scipy
     matrix holds float64 or integers whatever the model's dtype); an explicit ``edge_weight``
     is passed as given (the op checks it)."""
-    if values is None or dtype is None or values.dtype == dtype or not values.dtype.is_floating_point:
+    if values is None or dtype is None or values.dtype == dtype:
         return values
     return values.to(dtype)
 
@@ -460,8 +460,8 @@ def _trace_edge_index_to_csr(edge_index: Tensor, num_nodes: Tensor) -> Tuple[Ten
     return torch.ops.gnnfuse.edge_index_to_csr(edge_index, int(num_nodes))
 
 
-def _trace_validate_edge_index(edge_index: Tensor, num_nodes: Tensor) -> Tensor:
-    torch.ops.gnnfuse.validate_edge_index(edge_index, int(num_nodes))
+def _trace_validate_edge_index(edge_index: Tensor, num_nodes: Tensor, num_dst_nodes: Tensor) -> Tensor:
+    torch.ops.gnnfuse.validate_edge_index(edge_index, int(num_nodes), int(num_dst_nodes))
     return edge_index  # used downstream, so that the trace keeps the check
 
 
@@ -489,13 +489,16 @@ def _edge_index_to_csr(edge_index: Tensor, num_nodes: int) -> Tuple[Tensor, Tens
     return torch.ops.gnnfuse.edge_index_to_csr(edge_index, num_nodes)
 
 
-def _validate_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """``torch.ops.gnnfuse.validate_edge_index``, returning ``edge_index``; traced, the check
-    stays in the trace with ``num_nodes`` read at run time."""
+def _validate_edge_index(edge_index: Tensor, num_nodes: int, num_dst_nodes: Optional[int] = None) -> Tensor:
+    """``torch.ops.gnnfuse.validate_edge_index``, returning ``edge_index``: node indices in
+    ``[0, num_nodes)``, or with ``num_dst_nodes`` (bipartite) sources in ``[0, num_nodes)`` and
+    targets in ``[0, num_dst_nodes)``. Traced, the check stays in the trace with the sizes read
+    at run time."""
     if not torch.jit.is_scripting():
         if torch.jit.is_tracing():
-            return _scripted(_trace_validate_edge_index)(edge_index, _size_tensor(num_nodes))
-    torch.ops.gnnfuse.validate_edge_index(edge_index, num_nodes)
+            dst = num_nodes if num_dst_nodes is None else num_dst_nodes
+            return _scripted(_trace_validate_edge_index)(edge_index, _size_tensor(num_nodes), _size_tensor(dst))
+    torch.ops.gnnfuse.validate_edge_index(edge_index, num_nodes, num_dst_nodes)
     return edge_index
 
 
@@ -607,6 +610,11 @@ def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor], dtype: Optional[
         graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in _SPARSE_LAYOUTS):
         g = graph if isinstance(graph, Graph) else Graph.from_sparse(graph, validate=False)
+        if g.num_src_nodes != g.num_nodes:
+            raise RuntimeError(
+                f"gnnfuse.gcn: argument 'graph' must be square, one node set (GCN adds self-loops and normalises by "
+                f"degree; got a bipartite graph of {g.num_nodes} targets and {g.num_src_nodes} sources)"
+            )
         return g.to_edge_index().long(), edge_weight if edge_weight is not None else _implicit_weights(g.values, dtype)
     if isinstance(graph, torch.Tensor):
         return graph, edge_weight
