@@ -2275,6 +2275,169 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
   }
 }
 
+// ---------------------------------------------------------------- vmap
+// An index the batch of a vmap can be folded into: free in the output (never reduced), no
+// sparse operand's row or column, no extent argument's, bound to the same dimension in every
+// read of each tensor carrying it. With every batched argument carrying it, the op runs once
+// on the folded tensors ([.., B * n, ..]), the arguments without a batch that carry it repeated.
+struct FoldIndex {
+  std::string var;
+  std::vector<std::pair<std::string, int>> dims;  // schema argument carrying it -> its dimension
+  int out_dim = 0;                                // the output's dimension holding it
+};
+
+std::vector<FoldIndex> fold_indices(const OpSpec& s) {
+  std::set<std::string> excluded;
+  for (auto& t : s.tensors) {
+    if (t.role == Role::SparseInput || t.role == Role::CountInput) excluded.insert(t.vars.begin(), t.vars.end());
+    if (t.role == Role::EdgeInput || t.role == Role::SelectInput || (t.role == Role::Output && !t.pattern.empty())) {
+      excluded.insert(t.vars[0]);
+      excluded.insert(t.vars[1]);
+    }
+  }
+  for (auto& [v, a] : s.extents) excluded.insert(v);
+  std::vector<const Expr*> reads;
+  std::function<void(const ExprP&)> walk = [&](const ExprP& e) {
+    if (e->kind == Expr::Kind::Reduce) excluded.insert(e->idx.begin(), e->idx.end());
+    if (e->kind == Expr::Kind::Access) {
+      reads.push_back(e.get());
+      const TensorDecl* t = s.find(e->name);
+      if (t && t->role != Role::DenseInput)  // a sparse walk's row and (renamed) column
+        for (size_t d = 0; d < e->idx.size() && d < 2; ++d) excluded.insert(e->idx[d]);
+    }
+    for (auto& a : e->args) walk(a);
+  };
+  walk(s.expr.rhs);
+  const TensorDecl& out = s.output();
+  std::vector<FoldIndex> found;
+  for (size_t p = 0; p < s.expr.lhs_idx.size(); ++p) {
+    const std::string& v = s.expr.lhs_idx[p];
+    if (excluded.count(v)) continue;
+    FoldIndex fi;
+    fi.var = v;
+    fi.out_dim = out.pattern.empty() ? static_cast<int>(p) : static_cast<int>(p) - 1;
+    bool ok = true;
+    for (auto& t : s.tensors) {
+      if (t.role != Role::DenseInput && t.role != Role::EdgeInput && t.role != Role::SelectInput) continue;
+      const auto pos = std::find(t.vars.begin(), t.vars.end(), v) - t.vars.begin();
+      const bool carries = pos < static_cast<long>(t.vars.size());
+      for (const Expr* e : reads) {
+        if (e->name != t.name) continue;
+        const auto uses = std::count(e->idx.begin(), e->idx.end(), v);
+        if (carries ? (uses != 1 || static_cast<long>(e->idx.size()) <= pos || e->idx[pos] != v) : uses != 0) ok = false;
+      }
+      if (!carries) continue;
+      const SchemaArg* a = s.schema.arg(t.arg);
+      if (!a || a->optional) ok = false;  // (a carrier that may be None: not folded)
+      // edge [nnz, extra...] and select [n_row, extra...] tensors hold one dimension for two indices
+      fi.dims.push_back({t.arg, t.role == Role::DenseInput ? static_cast<int>(pos) : static_cast<int>(pos) - 1});
+    }
+    if (ok && !fi.dims.empty()) found.push_back(fi);
+  }
+  // Fewest carriers first: the fewest arguments without a batch to repeat.
+  std::stable_sort(found.begin(), found.end(), [](const FoldIndex& a, const FoldIndex& b) { return a.dims.size() < b.dims.size(); });
+  return found;
+}
+
+// The index arguments of an op (csr patterns, CSC views): a batched one runs element by element.
+std::set<std::string> index_args(const OpSpec& s) {
+  std::set<std::string> out;
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput)
+      for (auto* n : {&t.rowptr, &t.col, &t.colptr, &t.row, &t.perm})
+        if (!n->empty()) out.insert(*n);
+  return out;
+}
+
+// The prologue of a batching rule: the level, every tensor argument unwrapped (`<arg>_u`, batch
+// dimension `<arg>_bd`), the batch size B_; without a batched argument at this level, the op.
+void emit_batch_prologue(const std::string& op, const std::vector<std::pair<std::string, bool>>& tensors, const std::string& plain_call,
+                         std::ostream& r) {
+  r << "  c10::impl::ExcludeDispatchKeyGuard no_batching_(c10::DispatchKey::FuncTorchBatched);\n";
+  std::string ptrs;
+  for (auto& [n, opt] : tensors) ptrs += std::string(ptrs.empty() ? "" : ", ") + "detail::ptr(" + n + ")";
+  r << "  const int64_t level_ = detail::vmap_level(\"" << op << "\", {" << ptrs << "});\n";
+  for (auto& [n, opt] : tensors) r << "  auto [" << n << "_u, " << n << "_bd] = detail::unwrap(" << n << ", level_);\n";
+  r << "  c10::SymInt B_ = 0;\n  bool batched_ = false;\n";
+  for (auto& [n, opt] : tensors) r << "  detail::batch_size(&B_, &batched_, " << n << "_u, " << n << "_bd);\n";
+  r << "  if (!batched_) return " << plain_call << ";\n";
+}
+
+// The element-by-element part of a batching rule (after emit_batch_prologue): `call`, the op on
+// batch element b_'s arguments, once per element, its `results` (1: a tensor; more: a tuple)
+// stacked along a new leading batch dimension. Where `shared_when` holds, the first `shared`
+// results (an output pattern computed from index tensors without a batch) are the same for every
+// element and returned once, without a batch.
+void emit_batch_loop(const std::string& op, const std::string& call, size_t results, const std::string& shared_when, size_t shared,
+                     std::ostream& r) {
+  r << "  const int64_t batch_ = B_.guard_int(__FILE__, __LINE__);\n";
+  r << "  std::vector<std::vector<at::Tensor>> outs_(" << results << ");\n";
+  r << "  for (int64_t b_ = 0; b_ < batch_; ++b_) {\n";
+  r << "    auto res_ = " << call << ";\n";
+  if (results == 1) r << "    outs_[0].push_back(std::move(res_));\n";
+  for (size_t k = 0; results > 1 && k < results; ++k) r << "    outs_[" << k << "].push_back(std::get<" << k << ">(res_));\n";
+  r << "  }\n";
+  auto stacked = [&](size_t k) { return "detail::make_batched(detail::stack_batch(\"" + op + "\", outs_[" + std::to_string(k) + "]), 0, level_)"; };
+  auto all = [&](size_t first_stacked) {
+    std::string t;
+    for (size_t k = 0; k < results; ++k) t += (k ? ",\n          " : "") + (k < first_stacked ? "outs_[" + std::to_string(k) + "][0]" : stacked(k));
+    return results == 1 ? t : "{" + t + "}";
+  };
+  if (shared) r << "  if (batch_ > 0 && " << shared_when << ") return " << all(shared) << ";\n";
+  r << "  return " << all(0) << ";\n}\n\n";
+}
+
+// The batching rule (FuncTorchBatched key) of an op: the batch folded into an index when the
+// batched arguments allow (fold_indices), else the op per batch element, results stacked.
+void emit_batching_rule(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  std::vector<std::pair<std::string, bool>> tensors;
+  for (auto& a : s.schema.args)
+    if (a.type == "Tensor") tensors.push_back({a.name, a.optional});
+  auto call_with = [&](const std::function<std::string(const SchemaArg&)>& arg) {
+    std::string t = "gnnfuse::" + op + "(";
+    for (size_t k = 0; k < s.schema.args.size(); ++k) t += (k ? ", " : "") + arg(s.schema.args[k]);
+    return t + ")";
+  };
+  auto unwrapped = [](const SchemaArg& a) { return a.type == "Tensor" ? a.name + "_u" : a.name; };
+  r << ret_type(s) << " " << op << "_batched(" << signature(s.schema, true) << ") {\n";
+  emit_batch_prologue(op, tensors, call_with(unwrapped), r);
+  const std::set<std::string> idx = index_args(s);
+  const std::vector<FoldIndex> folds = fold_indices(s);
+  if (!folds.empty()) {
+    std::string unbatched_idx;
+    for (auto& a : s.schema.args)
+      if (idx.count(a.name)) unbatched_idx += std::string(unbatched_idx.empty() ? "" : " && ") + "!" + a.name + "_bd";
+    r << "  if (" << (unbatched_idx.empty() ? "true" : unbatched_idx) << ") {\n";
+    for (const FoldIndex& fi : folds) {
+      std::map<std::string, int> dim(fi.dims.begin(), fi.dims.end());
+      std::string others;  // batched arguments not carrying the index rule it out
+      for (auto& [n, opt] : tensors)
+        if (!idx.count(n) && !dim.count(n)) others += std::string(others.empty() ? "" : " && ") + "!" + n + "_bd";
+      r << "    " << (others.empty() ? std::string() : "if (" + others + ") ") << "{  // the batch folded into index " << fi.var << "\n";
+      const auto& [first, first_dim] = fi.dims[0];
+      r << "      const c10::SymInt n_ = detail::logical_size(" << first << "_u, " << first << "_bd, " << first_dim << ");\n";
+      r << "      const auto res_ = " << call_with([&](const SchemaArg& a) {
+        auto d = dim.find(a.name);
+        if (d == dim.end()) return unwrapped(a);
+        return "detail::fold(" + a.name + "_u, " + a.name + "_bd, " + std::to_string(d->second) + ", B_)";
+      }) << ";\n";
+      const std::string od = std::to_string(fi.out_dim);
+      if (s.selects())
+        r << "      return {detail::make_batched(detail::unfold(std::get<0>(res_), " << od << ", B_, n_), " << od << ", level_),\n"
+          << "              detail::make_batched(detail::unfold(std::get<1>(res_), " << od << ", B_, n_), " << od << ", level_)};\n";
+      else
+        r << "      return detail::make_batched(detail::unfold(res_, " << od << ", B_, n_), " << od << ", level_);\n";
+      r << "    }\n";
+    }
+    r << "  }\n";
+  }
+  r << "  // element by element (a batched graph, edge weight or contracted operand), results stacked\n";
+  emit_batch_loop(op, call_with([&](const SchemaArg& a) { return a.type == "Tensor" ? "detail::slice(" + a.name + "_u, " + a.name + "_bd, b_)" : a.name; }),
+                  s.selects() ? 2 : 1, "", 0, r);
+}
+
 }  // namespace
 
 // The ATen adapter of `<op>_symbolic`: checks, the cache of patterns already computed (the
@@ -2469,6 +2632,43 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "    return gnnfuse::" << op << "(" << arg_names(sc) << ");\n  }\n";
   r << "  auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
   r << "  return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n}\n\n";
+  // vmap: element by element (the pattern may differ per element); with the csr patterns
+  // unbatched (a batch of values only) every element has the same pattern, returned once.
+  std::vector<std::pair<std::string, bool>> tensors;
+  std::string unwrapped, sliced, unbatched_idx;
+  for (auto& a : sc.args) {
+    unwrapped += std::string(unwrapped.empty() ? "" : ", ") + (a.type == "Tensor" ? a.name + "_u" : a.name);
+    sliced += std::string(sliced.empty() ? "" : ", ") + (a.type == "Tensor" ? "detail::slice(" + a.name + "_u, " + a.name + "_bd, b_)" : a.name);
+    if (a.type != "Tensor") continue;
+    tensors.push_back({a.name, a.optional});
+    if (index_args(s).count(a.name)) unbatched_idx += std::string(unbatched_idx.empty() ? "" : " && ") + "!" + a.name + "_bd";
+  }
+  r << ret << " " << op << "_batched(" << signature(sc, true) << ") {\n";
+  emit_batch_prologue(op, tensors, "gnnfuse::" + op + "(" + unwrapped + ")", r);
+  emit_batch_loop(op, "gnnfuse::" + op + "(" + sliced + ")", 3, unbatched_idx.empty() ? "true" : unbatched_idx, 2, r);
+}
+
+// The batching rule of `<op>_symbolic`: a batch of patterns, element by element, stacked (the
+// elements' patterns must have one number of entries).
+void emit_symbolic_batching_rule(const Compiled& c, std::ostream& r) {
+  SymbolicEmitter se(c);
+  const std::string op = se.name();
+  std::vector<std::pair<std::string, bool>> tensors;
+  std::string sig, unwrapped, sliced;
+  auto add = [&](const std::string& type, const std::string& name) {
+    sig += std::string(sig.empty() ? "" : ", ") + type + " " + name;
+    unwrapped += std::string(unwrapped.empty() ? "" : ", ") + (type == "int64_t" ? name : name + "_u");
+    sliced += std::string(sliced.empty() ? "" : ", ") + (type == "int64_t" ? name : "detail::slice(" + name + "_u, " + name + "_bd, b_)");
+    if (type != "int64_t") tensors.push_back({name, false});
+  };
+  for (auto* t : se.inputs()) {
+    add("const at::Tensor&", t->rowptr);
+    add("const at::Tensor&", t->col);
+  }
+  for (auto& [v, a] : c.spec.extents) add("int64_t", a);
+  r << "std::tuple<at::Tensor, at::Tensor> " << op << "_batched(" << sig << ") {\n";
+  emit_batch_prologue(op, tensors, "gnnfuse::" + op + "(" + unwrapped + ")", r);
+  emit_batch_loop(op, "gnnfuse::" + op + "(" + sliced + ")", 2, "", 0, r);
 }
 
 std::vector<GeneratedFile> emit_op_registration(const Family& f) {
@@ -2476,7 +2676,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   std::ostringstream r;
   r << banner(fam);
   r << "// ATen adapters (checks, contiguous inputs, output allocation), Meta kernels, autograd\n";
-  r << "// Nodes and the registration of " << fam << " and of the\n";
+  r << "// Nodes, vmap batching rules and the registration of " << fam << " and of the\n";
   r << "// ops derived from it.\n";
   r << "#include <array>\n#include <cstdint>\n#include <mutex>\n#include <optional>\n#include <tuple>\n#include <vector>\n\n";
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
@@ -2492,6 +2692,9 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   if (symbolic) emit_symbolic_adapter(*f.ops[0], r);
   r << "// ---------------------------------------------------------------- autograd\n";
   for (auto& c : f.ops) emit_autograd(f, *c, r);
+  r << "// ---------------------------------------------------------------- vmap\n";
+  for (auto& c : f.ops) emit_batching_rule(*c, r);
+  if (symbolic) emit_symbolic_batching_rule(*f.ops[0], r);
   if (symbolic) emit_assemble_adapter(*f.ops[0], r);
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
@@ -2499,14 +2702,14 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   if (symbolic) r << "  m.def(\"" << SymbolicEmitter(*f.ops[0]).schema() << "\");\n";
   if (symbolic) r << "  m.def(\"" << assemble_schema(f.ops[0]->spec).text << "\");\n";
   const std::string fam_op = f.ops[0]->spec.name;
-  for (std::string key : {"CPU", "Meta", "Autograd"}) {
-    std::string suffix = key == "CPU" ? "_cpu_kernel" : key == "Meta" ? "_meta" : "_autograd";
+  for (std::string key : {"CPU", "Meta", "Autograd", "FuncTorchBatched"}) {
+    std::string suffix = key == "CPU" ? "_cpu_kernel" : key == "Meta" ? "_meta" : key == "Autograd" ? "_autograd" : "_batched";
     r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
     for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
     // The symbolic pass has no Meta kernel here: its output size is data-dependent, which the
     // Python fake (gnnfuse._library) expresses with an unbacked size. Index tensors only: no
     // autograd kernel either (it falls through).
-    if (symbolic && key == "CPU")
+    if (symbolic && (key == "CPU" || key == "FuncTorchBatched"))
       r << "  m.impl(\"" << fam_op << "_symbolic\", &gnnfuse::generated::" << fam_op << "_symbolic" << suffix << ");\n";
     // The assembling op likewise (fake in gnnfuse._library), and the other kernels.
     if (symbolic && key != "Meta")

@@ -1,11 +1,21 @@
-// Helpers the generated autograd kernels share (torch.func support); csrc/codegen/emit_cpu.cpp
-// emits calls to them.
+// Helpers the generated autograd kernels and batching rules (vmap: the FuncTorchBatched key)
+// share; csrc/codegen/emit_cpu.cpp emits calls to them.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <tuple>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/functorch/BatchedTensorImpl.h>
+#include <ATen/ops/stack.h>
+#include <c10/core/SymInt.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include "torch/checks.h"
 
 namespace gnnfuse::detail {
 
@@ -21,6 +31,95 @@ inline void no_forward_ad(const char* op, std::initializer_list<const at::Tensor
     TORCH_CHECK_NOT_IMPLEMENTED(!(t && t->defined() && t->_fw_grad(/*level=*/0).defined()), "gnnfuse::", op,
                                 ": forward-mode AD (torch.func.jvp, torch.func.jacfwd, torch.autograd.forward_ad) is not supported: "
                                 "the generated derivatives are reverse-mode adjoints (use torch.func.vjp, jacrev or grad)");
+}
+
+// ---------------------------------------------------------------- vmap
+// (ATen/functorch/DynamicLayer.h, and PlumbingHelper.h through it, include nlohmann/json.hpp,
+// which the torch wheels do not ship (pytorch/pytorch#181565): only BatchedTensorImpl.h is used.)
+//
+// The vmap level a batching rule runs at: the innermost level any argument is batched at. The
+// rule runs when an argument is a BatchedTensor and a vmap layer is being processed; when the
+// current layer batches none of them (a tensor captured from an outer vmap), computing at that
+// outer level gives what redispatching down to it would.
+inline int64_t vmap_level(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+  int64_t level = -1;
+  for (const at::Tensor* t : tensors)
+    if (t && t->defined())
+      if (const auto* b = at::functorch::maybeGetBatchedImpl(*t)) level = std::max(level, b->level());
+  TORCH_CHECK(level >= 0 && c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerBackMode), "gnnfuse::", op,
+              ": called with a tensor batched by torch.func.vmap outside of its vmap (the tensor escaped the transform)");
+  return level;
+}
+
+// A tensor argument at vmap level `level`: its value without that level's batching, and the
+// dimension of that value holding the batch (none: the argument is the same for every element).
+inline std::tuple<at::Tensor, std::optional<int64_t>> unwrap(const at::Tensor& t, int64_t level) {
+  if (const auto* b = at::functorch::maybeGetBatchedImpl(t))
+    if (b->level() == level) return {b->value(), b->bdim()};
+  return {t, std::nullopt};
+}
+inline std::tuple<std::optional<at::Tensor>, std::optional<int64_t>> unwrap(const std::optional<at::Tensor>& t, int64_t level) {
+  if (!t) return {std::nullopt, std::nullopt};
+  auto [v, bdim] = unwrap(*t, level);
+  return {std::optional<at::Tensor>(std::move(v)), bdim};
+}
+
+// A result at vmap level `level` with its batch at `bdim`.
+inline at::Tensor make_batched(const at::Tensor& t, int64_t bdim, int64_t level) { return at::functorch::makeBatched(t, bdim, level); }
+
+// The batch size, from the first batched argument (`*found` tells whether one was).
+inline void batch_size(c10::SymInt* size, bool* found, const at::Tensor& t, std::optional<int64_t> bdim) {
+  if (*found || !bdim) return;
+  *size = t.sym_size(*bdim);
+  *found = true;
+}
+inline void batch_size(c10::SymInt* size, bool* found, const std::optional<at::Tensor>& t, std::optional<int64_t> bdim) {
+  if (t) batch_size(size, found, *t, bdim);
+}
+
+// Dimension `dim` of the unbatched (logical) tensor, read from the value with the batch at `bdim`.
+inline c10::SymInt logical_size(const at::Tensor& t, std::optional<int64_t> bdim, int64_t dim) {
+  return t.sym_size(bdim && *bdim <= dim ? dim + 1 : dim);
+}
+
+// Folds the batch into logical dimension `dim`: [..., n, ...] per element becomes
+// [..., B * n, ...] (batch-major), one tensor for the whole batch. An argument without a batch
+// is repeated B times along `dim` (its values the same for every element).
+inline at::Tensor fold(const at::Tensor& t, std::optional<int64_t> bdim, int64_t dim, const c10::SymInt& B) {
+  at::Tensor moved;
+  if (bdim) {
+    moved = t.movedim(*bdim, dim);
+  } else {
+    std::vector<c10::SymInt> sizes(t.sym_sizes().begin(), t.sym_sizes().end());
+    sizes.insert(sizes.begin() + dim, B);
+    moved = t.unsqueeze(dim).expand_symint(sizes);
+  }
+  return moved.flatten(dim, dim + 1).contiguous();
+}
+inline std::optional<at::Tensor> fold(const std::optional<at::Tensor>& t, std::optional<int64_t> bdim, int64_t dim, const c10::SymInt& B) {
+  if (!t) return std::nullopt;
+  return fold(*t, bdim, dim, B);
+}
+
+// The inverse on a result: dimension `dim` of B * n entries becomes the batch (at `dim`) and n.
+inline at::Tensor unfold(const at::Tensor& out, int64_t dim, const c10::SymInt& B, const c10::SymInt& n) {
+  return out.unflatten_symint(dim, {B, n});
+}
+
+// Element b of the batch (the argument itself when it has no batch).
+inline at::Tensor slice(const at::Tensor& t, std::optional<int64_t> bdim, int64_t b) { return bdim ? t.select(*bdim, b) : t; }
+inline std::optional<at::Tensor> slice(const std::optional<at::Tensor>& t, std::optional<int64_t> bdim, int64_t b) {
+  if (!t) return std::nullopt;
+  return slice(*t, bdim, b);
+}
+
+// One result per batch element, stacked along a new leading dimension (the batch).
+inline at::Tensor stack_batch(const char* op, const std::vector<at::Tensor>& outs) {
+  TORCH_CHECK(!outs.empty(), "gnnfuse::", op, ": torch.func.vmap over an empty batch is not supported where the batch runs element by element");
+  for (const at::Tensor& o : outs)
+    TORCH_CHECK(o.sym_sizes() == outs[0].sym_sizes(), "gnnfuse::", op, ": under torch.func.vmap the batch elements give results of different shapes (",
+                outs[0].sym_sizes(), " and ", o.sym_sizes(), "); a batched graph must give every element the same number of entries");
+  return at::stack(outs);
 }
 
 }  // namespace gnnfuse::detail
