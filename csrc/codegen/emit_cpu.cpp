@@ -2438,6 +2438,75 @@ void emit_batching_rule(const Compiled& c, std::ostream& r) {
                   s.selects() ? 2 : 1, "", 0, r);
 }
 
+// ---------------------------------------------------------------- autocast
+// How an op runs under torch.autocast, PyTorch's conventions: the spec's `autocast` line, else
+// from the expression: an op that sums an index outside a denominator (a contraction: spmm, the
+// sddmm dot, the attention's weighted sum, spgemm) is lower_precision like torch.mm; one whose
+// only sums are the denominators of a normalisation (the edge softmax) or that applies exp/log/pow
+// is fp32 like a softmax on CUDA; the rest (a max or min, an element-wise sum or product per
+// edge) is promote. The ops derived from a user op follow its policy.
+std::string autocast_policy(const OpSpec& s) {
+  if (!s.autocast.empty()) return s.autocast;
+  std::set<std::string> lhs(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end());
+  bool contraction = false, normalised = false, transcendental = false;
+  std::function<void(const ExprP&, bool, std::set<std::string>)> walk = [&](const ExprP& e, bool denominator, std::set<std::string> bound) {
+    switch (e->kind) {
+      case Expr::Kind::Access:
+        for (auto& v : e->idx) {
+          if (lhs.count(v) || bound.count(v)) continue;
+          (denominator ? normalised : contraction) = true;
+        }
+        return;
+      case Expr::Kind::Reduce: bound.insert(e->idx.begin(), e->idx.end()); break;
+      case Expr::Kind::Call: transcendental = transcendental || e->name == "exp" || e->name == "log" || e->name == "pow"; break;
+      default: break;
+    }
+    for (size_t k = 0; k < e->args.size(); ++k)
+      walk(e->args[k], denominator || (e->kind == Expr::Kind::Binary && e->op == '/' && k == 1), bound);
+  };
+  std::set<std::string> top;
+  // reduce max/min: the indices missing on the left are a max or min, not a sum
+  if (s.selects())
+    for (auto& v : vars_of(s.expr.rhs))
+      if (!lhs.count(v)) top.insert(v);
+  walk(s.expr.rhs, false, top);
+  if (contraction) return "lower_precision";
+  if (normalised || transcendental) return "fp32";
+  return "promote";
+}
+
+std::string autocast_enum(const std::string& policy) {
+  return policy == "fp32" ? "detail::Autocast::Fp32" : policy == "promote" ? "detail::Autocast::Promote" : "detail::Autocast::LowerPrecision";
+}
+
+// The floating arguments autocast casts: dense operands but `acc` ones (float32 row statistics),
+// csr values, edge operands. Never an index or position tensor.
+std::set<std::string> autocast_args(const OpSpec& s) {
+  std::set<std::string> out;
+  for (auto& t : s.tensors) {
+    if ((t.role == Role::DenseInput && !t.acc) || t.role == Role::EdgeInput) out.insert(t.arg);
+    if (t.role == Role::SparseInput && !t.values.empty()) out.insert(t.values);
+  }
+  return out;
+}
+
+// The autocast kernel (AutocastCPU / AutocastCUDA, one template) of an op with schema `sc`,
+// policy of the family's user op: casts, then the op below the autocast key.
+void emit_autocast(const OpSpec& s, const Schema& sc, const std::string& ret, const std::string& policy, std::ostream& r) {
+  const std::set<std::string> cast = autocast_args(s);
+  std::string floats, call;
+  for (auto& a : sc.args) {
+    const bool c = a.type == "Tensor" && cast.count(a.name);
+    if (c) floats += std::string(floats.empty() ? "" : ", ") + "detail::ptr(" + a.name + ")";
+    call += std::string(call.empty() ? "" : ", ") + (c ? "detail::autocast_cast(" + a.name + ", to_, D)" : a.name);
+  }
+  r << "template <c10::DeviceType D>\n";
+  r << ret << " " << sc.name << "_autocast(" << signature(sc, true) << ") {\n";
+  r << "  c10::impl::ExcludeDispatchKeyGuard no_autocast_(at::autocast::get_autocast_dispatch_key_from_device_type(D));\n";
+  r << "  const at::ScalarType to_ = detail::autocast_dtype(D, " << autocast_enum(policy) << ", " << dtype_mask(s) << ", {" << floats << "});\n";
+  r << "  return gnnfuse::" << sc.name << "(" << call << ");\n}\n\n";
+}
+
 }  // namespace
 
 // The ATen adapter of `<op>_symbolic`: checks, the cache of patterns already computed (the
@@ -2632,6 +2701,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "    return gnnfuse::" << op << "(" << arg_names(sc) << ");\n  }\n";
   r << "  auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
   r << "  return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n}\n\n";
+  emit_autocast(s, sc, ret, autocast_policy(s), r);
   // vmap: element by element (the pattern may differ per element); with the csr patterns
   // unbatched (a batch of values only) every element has the same pattern, returned once.
   std::vector<std::pair<std::string, bool>> tensors;
@@ -2676,7 +2746,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   std::ostringstream r;
   r << banner(fam);
   r << "// ATen adapters (checks, contiguous inputs, output allocation), Meta kernels, autograd\n";
-  r << "// Nodes, vmap batching rules and the registration of " << fam << " and of the\n";
+  r << "// Nodes, vmap batching rules, autocast kernels and the registration of " << fam << " and of the\n";
   r << "// ops derived from it.\n";
   r << "#include <array>\n#include <cstdint>\n#include <mutex>\n#include <optional>\n#include <tuple>\n#include <vector>\n\n";
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
@@ -2695,6 +2765,10 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "// ---------------------------------------------------------------- vmap\n";
   for (auto& c : f.ops) emit_batching_rule(*c, r);
   if (symbolic) emit_symbolic_batching_rule(*f.ops[0], r);
+  // Autocast: the user op's policy for the whole family (its adjoints run as it does).
+  const std::string policy = autocast_policy(f.ops[0]->spec);
+  r << "// ---------------------------------------------------------------- autocast (" << policy << ")\n";
+  for (auto& c : f.ops) emit_autocast(c->spec, c->spec.schema, ret_type(c->spec), policy, r);
   if (symbolic) emit_assemble_adapter(*f.ops[0], r);
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
@@ -2702,13 +2776,14 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   if (symbolic) r << "  m.def(\"" << SymbolicEmitter(*f.ops[0]).schema() << "\");\n";
   if (symbolic) r << "  m.def(\"" << assemble_schema(f.ops[0]->spec).text << "\");\n";
   const std::string fam_op = f.ops[0]->spec.name;
-  for (std::string key : {"CPU", "Meta", "Autograd", "FuncTorchBatched"}) {
-    std::string suffix = key == "CPU" ? "_cpu_kernel" : key == "Meta" ? "_meta" : key == "Autograd" ? "_autograd" : "_batched";
+  for (std::string key : {"CPU", "Meta", "Autograd", "FuncTorchBatched", "AutocastCPU", "AutocastCUDA"}) {
+    std::string suffix = key == "CPU" ? "_cpu_kernel" : key == "Meta" ? "_meta" : key == "Autograd" ? "_autograd" : key == "FuncTorchBatched" ? "_batched"
+                       : key == "AutocastCPU" ? "_autocast<c10::DeviceType::CPU>" : "_autocast<c10::DeviceType::CUDA>";
     r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
     for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
     // The symbolic pass has no Meta kernel here: its output size is data-dependent, which the
     // Python fake (gnnfuse._library) expresses with an unbacked size. Index tensors only: no
-    // autograd kernel either (it falls through).
+    // autograd or autocast kernel either (both fall through).
     if (symbolic && (key == "CPU" || key == "FuncTorchBatched"))
       r << "  m.impl(\"" << fam_op << "_symbolic\", &gnnfuse::generated::" << fam_op << "_symbolic" << suffix << ");\n";
     // The assembling op likewise (fake in gnnfuse._library), and the other kernels.

@@ -1,5 +1,5 @@
-// Helpers the generated autograd kernels and batching rules (vmap: the FuncTorchBatched key)
-// share; csrc/codegen/emit_cpu.cpp emits calls to them.
+// Helpers the generated batching rules (vmap: the FuncTorchBatched key) and autocast kernels
+// (the AutocastCPU / AutocastCUDA keys) share; csrc/codegen/emit_cpu.cpp emits calls to them.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/functorch/BatchedTensorImpl.h>
 #include <ATen/ops/stack.h>
@@ -122,4 +123,45 @@ inline at::Tensor stack_batch(const char* op, const std::vector<at::Tensor>& out
   return at::stack(outs);
 }
 
+// ---------------------------------------------------------------- autocast
+// How an op runs under torch.autocast (the spec's `autocast` line, ops/README.md):
+// LowerPrecision like torch.mm (floating inputs cast to the autocast dtype), Fp32 like the
+// softmax of PyTorch's CUDA list (cast to float32), Promote like torch.cat (cast to the widest
+// floating dtype among the inputs). float64 is never cast.
+enum class Autocast { LowerPrecision, Fp32, Promote };
+
+inline bool admits(unsigned dtypes, at::ScalarType s) {
+  switch (s) {
+    case at::kFloat: return dtypes & checks::kFloat32;
+    case at::kDouble: return dtypes & checks::kFloat64;
+    case at::kBFloat16: return dtypes & checks::kBFloat16;
+    case at::kHalf: return dtypes & checks::kFloat16;
+    default: return false;
+  }
+}
+
+inline bool autocast_eligible(const at::Tensor* t, c10::DeviceType device) {
+  return t && t->defined() && t->is_floating_point() && t->device().type() == device && t->scalar_type() != at::kDouble;
+}
+
+// The dtype the floating inputs are cast to (Undefined: none is cast). Only a dtype the op's
+// spec admits (`dtypes`, the mask `dtypes` here): float32 otherwise, if admitted.
+inline at::ScalarType autocast_dtype(c10::DeviceType device, Autocast policy, unsigned dtypes, std::initializer_list<const at::Tensor*> floats) {
+  const at::ScalarType lower = at::autocast::get_autocast_dtype(device);
+  at::ScalarType to = policy == Autocast::Fp32 ? at::kFloat : lower;
+  if (policy == Autocast::Promote)
+    for (const at::Tensor* t : floats)
+      if (autocast_eligible(t, device) && t->scalar_type() != lower) to = at::kFloat;
+  if (!admits(dtypes, to)) to = admits(dtypes, at::kFloat) ? at::kFloat : at::ScalarType::Undefined;
+  return to;
+}
+
+inline at::Tensor autocast_cast(const at::Tensor& t, at::ScalarType to, c10::DeviceType device) {
+  if (to == at::ScalarType::Undefined) return t;
+  return at::autocast::cached_cast(to, t, device);
+}
+inline std::optional<at::Tensor> autocast_cast(const std::optional<at::Tensor>& t, at::ScalarType to, c10::DeviceType device) {
+  if (!t) return std::nullopt;
+  return autocast_cast(*t, to, device);
+}
 }  // namespace gnnfuse::detail
