@@ -2415,7 +2415,12 @@ void emit_batching_rule(const Compiled& c, std::ostream& r) {
       std::string others;  // batched arguments not carrying the index rule it out
       for (auto& [n, opt] : tensors)
         if (!idx.count(n) && !dim.count(n)) others += std::string(others.empty() ? "" : " && ") + "!" + n + "_bd";
-      r << "    " << (others.empty() ? std::string() : "if (" + others + ") ") << "{  // the batch folded into index " << fi.var << "\n";
+      // ... and so do carriers without a batch larger than what the batched ones hold per element
+      // (folding copies them B times; per element the op reads them in place)
+      std::string carriers;
+      for (auto& [n, d] : fi.dims) carriers += std::string(carriers.empty() ? "" : ", ") + "{&" + n + "_u, " + n + "_bd.has_value()}";
+      r << "    if (" << (others.empty() ? std::string() : others + " && ") << "detail::fold_pays({" << carriers << "}, B_)) {  // the batch folded into index "
+        << fi.var << "\n";
       const auto& [first, first_dim] = fi.dims[0];
       r << "      const c10::SymInt n_ = detail::logical_size(" << first << "_u, " << first << "_bd, " << first_dim << ");\n";
       r << "      const auto res_ = " << call_with([&](const SchemaArg& a) {

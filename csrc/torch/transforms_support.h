@@ -102,6 +102,15 @@ inline std::optional<at::Tensor> fold(const std::optional<at::Tensor>& t, std::o
   return fold(*t, bdim, dim, B);
 }
 
+// Whether folding pays: the carriers of the index without a batch are copied B times by fold;
+// where they hold more than the batched carriers do per batch element (the features beside a
+// batch of attention logits), running the op per element, which reads them in place, is faster.
+inline bool fold_pays(std::initializer_list<std::pair<const at::Tensor*, bool>> carriers, const c10::SymInt& B) {
+  c10::SymInt repeated = 0, batched = 0;
+  for (const auto& [t, is_batched] : carriers) (is_batched ? batched : repeated) += t->sym_numel();
+  return (repeated * B).sym_le(batched).guard_bool(__FILE__, __LINE__);
+}
+
 // The inverse on a result: dimension `dim` of B * n entries becomes the batch (at `dim`) and n.
 inline at::Tensor unfold(const at::Tensor& out, int64_t dim, const c10::SymInt& B, const c10::SymInt& n) {
   return out.unflatten_symint(dim, {B, n});

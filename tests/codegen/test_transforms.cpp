@@ -93,7 +93,7 @@ TEST(Transforms, BatchFoldedIntoAFreeIndex) {
   const std::string spmm = function(registration("spmm"), "spmm_batched");
   EXPECT_TRUE(has(spmm, "the batch folded into index f"));
   EXPECT_TRUE(has(spmm, "detail::fold(x_u, x_bd, 1, B_)"));
-  EXPECT_TRUE(has(spmm, "if (!edge_weight_bd)"));
+  EXPECT_TRUE(has(spmm, "if (!edge_weight_bd && detail::fold_pays({{&x_u, x_bd.has_value()}}, B_))"));
   EXPECT_TRUE(has(spmm, "if (!rowptr_bd && !col_bd && !colptr_bd && !row_bd && !perm_bd)"));
   EXPECT_FALSE(has(spmm, "folded into index i"));
   EXPECT_FALSE(has(spmm, "folded into index j"));

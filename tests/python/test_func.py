@@ -194,14 +194,14 @@ FOLDS = [
     ("spmm", [1], True),  # f
     ("spmm", [0], False),  # a batched edge weight: element by element
     ("spmm_max", [1], True),
-    ("spmm_heads", [0], True),  # h: the weights and x repeated along it
+    ("spmm_heads", [0], True),  # h: x, smaller than the edge weights here, repeated along it
     ("spmm_heads", [0, 1], True),
     ("sddmm", [1], False),  # k is contracted
     ("sddmm_heads", [0, 1], True),  # h
     ("edge_softmax_heads", [0], True),
     ("edge_softmax", [0], False),
     ("gat", [2], True),  # f
-    ("gat", [1], True),  # h, the others repeated
+    ("gat", [0, 1], False),  # h, but x (larger than the logits) would be repeated: per element
     ("graph_attention", [0, 1, 2], True),
     ("gcn", [2], True),  # o
     ("gcn", [1], False),  # k contracted
@@ -210,8 +210,9 @@ FOLDS = [
 
 @pytest.mark.parametrize("op,batched,folds", FOLDS, ids=[f"{o}-{b}" for o, b, _ in FOLDS])
 def test_vmap_folds_into_a_free_index(op, batched, folds):
-    """Where every batched input carries an index free in the output, the batching rule calls the
-    op once (the batch folded into that index); otherwise once per element."""
+    """Where every batched input carries an index free in the output (and the inputs without a
+    batch carrying it are no larger than the batched ones per element), the batching rule calls
+    the op once (the batch folded into that index); otherwise once per element."""
     fn, inputs, _ = RAW[op]
     B = 5
     args = [torch.stack([rnd(*t.shape, seed=800 + b) for b in range(B)]) if k in batched else t for k, t in enumerate(inputs)]
