@@ -1988,18 +1988,39 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     r << "  return at::empty_symint({" << shape << "}, " << out_options << ");\n}\n\n";
 }
 
-// The autograd::Function of an op: the forward saves the op's inputs (never an intermediate:
-// the adjoints recompute edge-sized values inside their kernels) and its extents; the backward
-// calls the generated adjoint ops through the dispatcher, so it is itself differentiable.
+// The floating tensor arguments of an op (dense operands, `acc` ones included, csr values, edge
+// operands), in schema order: the inputs autograd differentiates, one edge of its Node each.
+std::vector<const SchemaArg*> floating_args(const OpSpec& s) {
+  std::set<std::string> names;
+  for (auto& t : s.tensors) {
+    if (t.role == Role::DenseInput || t.role == Role::EdgeInput) names.insert(t.arg);
+    if (t.role == Role::SparseInput && !t.values.empty()) names.insert(t.values);
+  }
+  std::vector<const SchemaArg*> out;
+  for (auto& a : s.schema.args)
+    if (a.type == "Tensor" && names.count(a.name)) out.push_back(&a);
+  return out;
+}
+
+// `a, b, c` over arguments; `wrap` turns a name into the text written for it.
+std::string join_args(const std::vector<const SchemaArg*>& args, const std::function<std::string(const std::string&)>& wrap) {
+  std::string out;
+  for (size_t k = 0; k < args.size(); ++k) out += (k ? ", " : "") + wrap(args[k]->name);
+  return out;
+}
+std::string same_name(const std::string& n) { return n; }
+
+// The autograd of an op, built as ATen's generated VariableType kernels are (so it works under
+// torch.func transforms, which refuse torch::autograd::Function): the Autograd-key kernel runs
+// the op below autograd and, when an input requires grad, records a Node of its own. The Node
+// saves only the op's inputs (SavedVariables: version-checked, through saved_tensors_hooks;
+// never an intermediate: the adjoints recompute edge-sized values inside their kernels) and its
+// extents (SymInts); its apply calls the generated adjoint ops through the dispatcher, so it is
+// itself differentiable down to the spec's grad_order.
 void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
   const OpSpec& s = c.spec;
   const std::string& op = s.name;
-  std::string cls = op + "_function";
-  r << "class " << cls << " : public torch::autograd::Function<" << cls << "> {\n public:\n";
-  r << "  static " << (s.selects() ? "torch::autograd::variable_list" : "at::Tensor")
-    << " forward(torch::autograd::AutogradContext* ctx, " << signature(s.schema, true) << ") {\n";
-  r << "    const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
-  for (auto& v : s.order) r << "    ctx->saved_data[\"n_" << v << "\"] = e.n_" << v << ";\n";
+  const std::string node = op + "_backward";
   std::vector<const SchemaArg*> tensors;
   for (auto& a : s.schema.args) {
     if (a.type == "Tensor") {
@@ -2007,145 +2028,488 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
       continue;
     }
     if (a.optional || a.type == "str") fail(s.loc, "autograd: argument '" + a.name + "' (optional scalar or str) is not supported");
-    r << "    ctx->saved_data[\"arg_" << a.name << "\"] = " << a.name << ";\n";
   }
-  if (s.selects()) {
-    // The positions chosen by the max/min are saved for the adjoints (an index-sized output).
-    r << "    at::Tensor out_, arg_;\n    {\n";
-    r << "      at::AutoDispatchBelowADInplaceOrView guard;\n";
-    r << "      std::tie(out_, arg_) = gnnfuse::" << op << "(" << arg_names(s.schema) << ");\n    }\n";
-    r << "    ctx->mark_non_differentiable({arg_});\n";
-  }
-  r << "    ctx->save_for_backward({";
-  for (size_t k = 0; k < tensors.size(); ++k)
-    r << (k ? ", " : "") << (tensors[k]->optional ? tensors[k]->name + ".value_or(at::Tensor())" : tensors[k]->name);
-  r << (s.selects() ? ", arg_" : "") << "});\n";
-  if (s.selects()) {
-    r << "    return {out_, arg_};\n  }\n\n";
-  } else {
-    r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
-    r << "    return gnnfuse::" << op << "(" << arg_names(s.schema) << ");\n  }\n\n";
-  }
-  r << "  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {\n";
-  auto it = fam.adjoints.find(op);
-  if (s.grad_order < 1 || it == fam.adjoints.end()) {
-    r << "    (void)grads;\n";
-    r << "    TORCH_CHECK(false, \"gnnfuse::" << op << ": this op is a derivative of gnnfuse::" << s.family
-      << " of the highest order generated (grad_order in ops/" << s.family << ".spec): its own derivative is not generated\");\n";
-    r << "    (void)ctx;\n    return {};\n  }\n};\n\n";
-    return;
-  }
-  r << "    const torch::autograd::variable_list saved = ctx->get_saved_variables();\n";
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const SchemaArg& a = *tensors[k];
-    if (a.optional)
-      r << "    const std::optional<at::Tensor> " << a.name << " = saved[" << k << "].defined() ? std::optional<at::Tensor>(saved[" << k
-        << "]) : std::nullopt;\n";
-    else
-      r << "    const at::Tensor " << a.name << " = saved[" << k << "];\n";
-  }
-  for (auto& a : s.schema.args) {
-    if (a.type == "int") r << "    const int64_t " << a.name << " = ctx->saved_data[\"arg_" << a.name << "\"].toInt();\n";
-    if (a.type == "float") r << "    const double " << a.name << " = ctx->saved_data[\"arg_" << a.name << "\"].toDouble();\n";
-    if (a.type == "bool") r << "    const bool " << a.name << " = ctx->saved_data[\"arg_" << a.name << "\"].toBool();\n";
-  }
-  for (auto& v : s.order) r << "    const c10::SymInt n_" << v << " = ctx->saved_data[\"n_" << v << "\"].toSymInt();\n";
-  for (auto& v : s.order) r << "    (void)n_" << v << ";\n";
-  r << "    const at::Tensor& grad_output_ = grads[0];\n";
-  if (s.selects()) r << "    const at::Tensor selected_ = saved[" << tensors.size() << "];\n";
-  // Index of each tensor argument among the Function's variables (absent optionals are none).
-  r << "    size_t next_var = 0;\n";
-  for (auto* a : tensors) {
-    if (a->optional) r << "    const size_t var_" << a->name << " = " << a->name << " ? next_var++ : SIZE_MAX;\n";
-    else r << "    const size_t var_" << a->name << " = next_var++;\n";
-    r << "    (void)var_" << a->name << ";\n";
-  }
-  // CSC views, built at most once per backward when no cached one was passed.
-  const std::string tup = "std::tuple<at::Tensor, at::Tensor, at::Tensor>";
-  std::set<std::string> needs_csc;
-  for (auto& adj : it->second) {
-    if (adj.zero) continue;
-    for (auto& t : adj.spec.tensors)
-      if (walks_csc(adj.spec, t)) needs_csc.insert(t.name);
-  }
-  for (auto& t : s.tensors) {
-    if (t.role != Role::SparseInput || !needs_csc.count(t.name)) continue;
-    std::string build = "gnnfuse::csr_transpose(" + t.rowptr + ", " + t.col + ", n_" + t.vars[1] + ")";
-    std::string expr;
-    if (t.has_csc() && !t.csc_optional) expr = "std::make_tuple(" + t.colptr + ", " + t.row + ", " + t.perm + ")";
-    else if (t.has_csc()) expr = t.colptr + " ? std::make_tuple(*" + t.colptr + ", *" + t.row + ", *" + t.perm + ") : " + build;
-    else expr = build;
-    r << "    std::optional<" << tup << "> csc_" << t.name << "_memo;\n";
-    r << "    auto csc_" << t.name << " = [&]() -> const " << tup << "& {\n";
-    r << "      if (!csc_" << t.name << "_memo) csc_" << t.name << "_memo = " << expr << ";\n";
-    r << "      return *csc_" << t.name << "_memo;\n    };\n";
-  }
-  // The call of a derived op (an adjoint or a row statistic it reads): each argument from the
-  // forward's saved inputs, the incoming gradient, the positions of a max/min, the CSC views or
-  // the statistics computed first.
-  auto derived_call = [&](const Adjoint& adj, const OpSpec& callee) {
-    std::vector<std::string> call;
-    for (auto& a : callee.schema.args) {
-      if (a.name == adj.grad_arg) {
-        call.push_back("grad_output_");
-        continue;
-      }
-      if (!adj.select_arg.empty() && a.name == adj.select_arg) {
-        call.push_back("selected_");
-        continue;
-      }
-      bool is_stat = false;
-      for (auto& st : adj.stats) is_stat = is_stat || st.arg == a.name;
-      if (is_stat) {
-        call.push_back(a.name + "_()");
-        continue;
-      }
-      // A CSC array of one of the callee's sparse operands?
-      std::string csc_value;
-      for (auto& t : callee.tensors) {
-        if (t.role != Role::SparseInput || !t.has_csc()) continue;
-        int which = a.name == t.colptr ? 0 : a.name == t.row ? 1 : a.name == t.perm ? 2 : -1;
-        if (which < 0) continue;
-        if (walks_csc(callee, t)) csc_value = "std::get<" + std::to_string(which) + ">(csc_" + t.name + "())";
-        else csc_value = s.schema.arg(a.name) ? "@pass" : "std::nullopt";
-      }
-      if (!csc_value.empty() && csc_value != "@pass") {
-        call.push_back(csc_value);
-        continue;
-      }
-      const SchemaArg* mine = s.schema.arg(a.name);
-      if (!mine) fail(s.loc, "internal error: argument " + a.name + " of " + callee.name + " has no source");
-      if (mine->optional == a.optional || a.type != "Tensor") call.push_back(a.name);
-      else if (a.optional) call.push_back("std::optional<at::Tensor>(" + a.name + ")");
-      else call.push_back("*" + a.name);
-    }
-    std::string text = "gnnfuse::" + callee.name + "(";
-    for (size_t m = 0; m < call.size(); ++m) text += (m ? ", " : "") + call[m];
-    return text + ")";
+  const std::vector<const SchemaArg*> diff = floating_args(s);
+  auto edge_of = [&](const std::string& name) {
+    for (size_t k = 0; k < diff.size(); ++k)
+      if (diff[k]->name == name) return k;
+    fail(s.loc, "internal error: the adjoint input " + name + " is not a floating argument");
   };
-  // Row statistics, each computed at most once per backward, when an adjoint first needs it.
-  std::set<std::string> stat_done;
-  for (auto& adj : it->second)
-    for (auto& st : adj.stats) {
-      if (!stat_done.insert(st.arg).second) continue;
-      r << "    std::optional<at::Tensor> " << st.arg << "_memo;\n";
-      r << "    auto " << st.arg << "_ = [&]() -> const at::Tensor& {\n";
-      r << "      if (!" << st.arg << "_memo) " << st.arg << "_memo = " << derived_call(adj, st.spec) << ";\n";
-      r << "      return *" << st.arg << "_memo;\n    };\n";
-    }
-  r << "    torch::autograd::variable_list out(" << s.schema.args.size() << ");\n";
-  for (auto& adj : it->second) {
-    size_t k = 0;
-    while (s.schema.args[k].name != adj.input) ++k;
-    const SchemaArg& in = s.schema.args[k];
-    std::string cond = (in.optional ? adj.input + " && " : std::string()) + "ctx->needs_input_grad(var_" + adj.input + ")";
-    if (adj.zero) {
-      r << "    if (" << cond << ") out[" << k << "] = at::zeros_like(" << (in.optional ? "*" : "") << adj.input << ");\n";
-      continue;
-    }
-    r << "    if (" << cond << ") out[" << k << "] = " << derived_call(adj, adj.spec) << ";\n";
+  auto it = fam.adjoints.find(op);
+  const bool derivable = s.grad_order >= 1 && it != fam.adjoints.end();
+
+  // ---- the backward as a function of the Node's state (ATen's form): the Node's apply runs it,
+  // and compiled autograd (torch._dynamo.compiled_autograd) calls it through Python with the
+  // state packed as IValues
+  struct Param {
+    std::string type, name;
+  };
+  std::vector<Param> params;
+  for (auto* a : tensors) params.push_back({a->optional ? "std::optional<at::Tensor>" : "at::Tensor", a->name});
+  if (s.selects()) params.push_back({"at::Tensor", "selected_"});
+  for (auto& a : s.schema.args) {
+    if (a.type == "int") params.push_back({"int64_t", a.name});
+    if (a.type == "float") params.push_back({"double", a.name});
+    if (a.type == "bool") params.push_back({"bool", a.name});
   }
-  r << "    return out;\n  }\n};\n\n";
+  for (auto& v : s.order) params.push_back({"c10::SymInt", "n_" + v});
+  const std::string needs_t = "std::array<bool, " + std::to_string(diff.size()) + ">";
+  std::string param_names;
+  for (auto& p : params) param_names += ", " + p.name;
+  if (derivable) {
+    r << "torch::autograd::variable_list " << node << "_functional(torch::autograd::variable_list&& grads, const " << needs_t << "& needs_input_grad";
+    for (auto& p : params) r << ", const " << p.type << "& " << p.name;
+    r << ") {\n";
+    for (auto& p : params) r << "  (void)" << p.name << ";\n";
+    r << "  torch::autograd::variable_list out(" << diff.size() << ");\n";
+    r << "  const at::Tensor& grad_output_ = grads[0];\n";
+    r << "  if (!grad_output_.defined()) return out;  // no gradient flows in (None): none flows out\n";
+    // CSC views, built at most once per backward when no cached one was passed.
+    const std::string tup = "std::tuple<at::Tensor, at::Tensor, at::Tensor>";
+    std::set<std::string> needs_csc;
+    for (auto& adj : it->second) {
+      if (adj.zero) continue;
+      for (auto& t : adj.spec.tensors)
+        if (walks_csc(adj.spec, t)) needs_csc.insert(t.name);
+    }
+    for (auto& t : s.tensors) {
+      if (t.role != Role::SparseInput || !needs_csc.count(t.name)) continue;
+      std::string build = "gnnfuse::csr_transpose(" + t.rowptr + ", " + t.col + ", n_" + t.vars[1] + ")";
+      std::string expr;
+      if (t.has_csc() && !t.csc_optional) expr = "std::make_tuple(" + t.colptr + ", " + t.row + ", " + t.perm + ")";
+      else if (t.has_csc()) expr = t.colptr + " ? std::make_tuple(*" + t.colptr + ", *" + t.row + ", *" + t.perm + ") : " + build;
+      else expr = build;
+      r << "  std::optional<" << tup << "> csc_" << t.name << "_memo;\n";
+      r << "  auto csc_" << t.name << " = [&]() -> const " << tup << "& {\n";
+      r << "    if (!csc_" << t.name << "_memo) csc_" << t.name << "_memo = " << expr << ";\n";
+      r << "    return *csc_" << t.name << "_memo;\n  };\n";
+    }
+    // The call of a derived op (an adjoint or a row statistic it reads): each argument from the
+    // forward's saved inputs, the incoming gradient, the positions of a max/min, the CSC views or
+    // the statistics computed first.
+    auto derived_call = [&](const Adjoint& adj, const OpSpec& callee) {
+      std::vector<std::string> call;
+      for (auto& a : callee.schema.args) {
+        if (a.name == adj.grad_arg) {
+          call.push_back("grad_output_");
+          continue;
+        }
+        if (!adj.select_arg.empty() && a.name == adj.select_arg) {
+          call.push_back("selected_");
+          continue;
+        }
+        bool is_stat = false;
+        for (auto& st : adj.stats) is_stat = is_stat || st.arg == a.name;
+        if (is_stat) {
+          call.push_back(a.name + "_()");
+          continue;
+        }
+        // A CSC array of one of the callee's sparse operands?
+        std::string csc_value;
+        for (auto& t : callee.tensors) {
+          if (t.role != Role::SparseInput || !t.has_csc()) continue;
+          int which = a.name == t.colptr ? 0 : a.name == t.row ? 1 : a.name == t.perm ? 2 : -1;
+          if (which < 0) continue;
+          if (walks_csc(callee, t)) csc_value = "std::get<" + std::to_string(which) + ">(csc_" + t.name + "())";
+          else csc_value = s.schema.arg(a.name) ? "@pass" : "std::nullopt";
+        }
+        if (!csc_value.empty() && csc_value != "@pass") {
+          call.push_back(csc_value);
+          continue;
+        }
+        const SchemaArg* mine = s.schema.arg(a.name);
+        if (!mine) fail(s.loc, "internal error: argument " + a.name + " of " + callee.name + " has no source");
+        if (mine->optional == a.optional || a.type != "Tensor") call.push_back(a.name);
+        else if (a.optional) call.push_back("std::optional<at::Tensor>(" + a.name + ")");
+        else call.push_back("*" + a.name);
+      }
+      std::string text = "gnnfuse::" + callee.name + "(";
+      for (size_t m = 0; m < call.size(); ++m) text += (m ? ", " : "") + call[m];
+      return text + ")";
+    };
+    // Row statistics, each computed at most once per backward, when an adjoint first needs it.
+    std::set<std::string> stat_done;
+    for (auto& adj : it->second)
+      for (auto& st : adj.stats) {
+        if (!stat_done.insert(st.arg).second) continue;
+        r << "  std::optional<at::Tensor> " << st.arg << "_memo;\n";
+        r << "  auto " << st.arg << "_ = [&]() -> const at::Tensor& {\n";
+        r << "    if (!" << st.arg << "_memo) " << st.arg << "_memo = " << derived_call(adj, st.spec) << ";\n";
+        r << "    return *" << st.arg << "_memo;\n  };\n";
+      }
+    for (auto& adj : it->second) {
+      const SchemaArg& in = *s.schema.arg(adj.input);
+      const size_t k = edge_of(adj.input);
+      std::string cond = (in.optional ? adj.input + " && " : std::string()) + "needs_input_grad[" + std::to_string(k) + "]";
+      if (adj.zero) {
+        r << "  if (" << cond << ") out[" << k << "] = at::zeros_like(" << (in.optional ? "*" : "") << adj.input << ");\n";
+        continue;
+      }
+      r << "  if (" << cond << ") out[" << k << "] = " << derived_call(adj, adj.spec) << ";\n";
+    }
+    r << "  return out;\n}\n\n";
+    r << "torch::autograd::variable_list " << node << "_functional_ivalue(const torch::autograd::variable_list& grads, const std::vector<c10::IValue>& args) {\n";
+    r << "  torch::dynamo::autograd::PackedArgs packed(args);\n";
+    r << "  const std::vector<bool> flags = packed.unpack<std::vector<bool>>();\n";
+    r << "  " << needs_t << " needs_input_grad{};\n";
+    r << "  for (size_t k = 0; k < needs_input_grad.size() && k < flags.size(); ++k) needs_input_grad[k] = flags[k];\n";
+    for (auto& p : params) r << "  const auto " << p.name << " = packed.unpack<" << p.type << ">();\n";
+    r << "  return " << node << "_functional(torch::autograd::variable_list(grads), needs_input_grad" << param_names << ");\n}\n\n";
+  }
+
+  // ---- the Node
+  r << "// The backward of " << op << ": one edge per floating input (" << join_args(diff, same_name) << ")"
+    << (derivable ? "" : "; no derivative generated, so nothing saved: its apply raises") << ".\n";
+  r << "struct " << node << " final : public torch::autograd::Node {\n";
+  r << "  std::string name() const override { return \"gnnfuse::" << node << "\"; }\n";
+  r << "  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;\n";
+  r << "  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;\n";
+  r << "  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) override;\n";
+  std::vector<std::string> state;  // the members compiled autograd collects and swaps
+  if (derivable) {
+    for (auto* a : tensors) state.push_back("saved_" + a->name);
+    if (s.selects()) state.push_back("saved_selected");
+    for (auto& a : s.schema.args)
+      if (a.type == "int" || a.type == "float" || a.type == "bool") state.push_back("arg_" + a.name);
+    for (auto& v : s.order) state.push_back("ext_" + v);
+    r << "  void release_variables() override {\n";
+    for (auto* a : tensors) r << "    saved_" << a->name << ".reset_data();\n";
+    if (s.selects()) r << "    saved_selected.reset_data();\n";
+    r << "  }\n\n";
+    for (auto* a : tensors) r << "  torch::autograd::SavedVariable saved_" << a->name << ";\n";
+    if (s.selects()) r << "  torch::autograd::SavedVariable saved_selected;  // the CSR positions the max/min chose\n";
+    for (auto& a : s.schema.args) {
+      if (a.type == "int") r << "  int64_t arg_" << a.name << " = 0;\n";
+      if (a.type == "float") r << "  double arg_" << a.name << " = 0;\n";
+      if (a.type == "bool") r << "  bool arg_" << a.name << " = false;\n";
+    }
+    for (auto& v : s.order) r << "  c10::SymInt ext_" << v << ";\n";
+  }
+  r << "};\n\n";
+
+  // ---- its apply, compiled_args and apply_with_saved
+  auto unpack_state = [&]() {
+    for (auto* a : tensors) {
+      if (a->optional) {
+        r << "  const at::Tensor unpacked_" << a->name << " = saved_" << a->name << ".unpack();\n";
+        r << "  const std::optional<at::Tensor> " << a->name << " = unpacked_" << a->name << ".defined() ? std::optional<at::Tensor>(unpacked_"
+          << a->name << ") : std::nullopt;\n";
+      } else {
+        r << "  const at::Tensor " << a->name << " = saved_" << a->name << ".unpack();\n";
+      }
+    }
+    if (s.selects()) r << "  const at::Tensor selected_ = saved_selected.unpack();\n";
+    for (auto& a : s.schema.args)
+      if (a.type == "int" || a.type == "float" || a.type == "bool") r << "  const auto& " << a.name << " = arg_" << a.name << ";\n";
+    for (auto& v : s.order) r << "  const c10::SymInt& n_" << v << " = ext_" << v << ";\n";
+    r << "  const " << needs_t << " needs_input_grad{";
+    for (size_t k = 0; k < diff.size(); ++k) r << (k ? ", " : "") << "task_should_compute_output(" << k << ")";
+    r << "};\n";
+  };
+  const std::string order_error = "\"gnnfuse::" + op + ": this op is a derivative of gnnfuse::" + s.family +
+                                  " of the highest order generated (grad_order in ops/" + s.family + ".spec): its own derivative is not generated\"";
+  r << "torch::autograd::variable_list " << node << "::apply(torch::autograd::variable_list&& grads) {\n";
+  if (!derivable) {
+    r << "  (void)grads;\n  TORCH_CHECK(false, " << order_error << ");\n  return {};\n}\n\n";
+  } else {
+    unpack_state();
+    r << "  return " << node << "_functional(std::move(grads), needs_input_grad" << param_names << ");\n}\n\n";
+  }
+  r << "void " << node << "::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {\n";
+  if (!derivable) r << "  (void)args;\n  TORCH_CHECK(false, " << order_error << ");  // as in eager\n";
+  for (auto& m : state) r << "  args.collect(" << m << (m.rfind("saved_", 0) == 0 ? ", false" : "") << ");\n";
+  r << "}\n\n";
+  r << "torch::autograd::variable_list " << node << "::apply_with_saved(const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {\n";
+  if (!derivable) {
+    r << "  (void)grads;\n  (void)saved;\n  TORCH_CHECK(false, " << order_error << ");\n  return {};\n}\n\n";
+  } else {
+    for (auto& m : state) r << "  saved.before(" << m << ");\n";
+    r << "  const auto& pyinterface = torch::dynamo::autograd::getPyCompilerInterface();\n";
+    r << "  static std::once_flag bound;\n";
+    r << "  std::call_once(bound, [&] {\n";
+    r << "    std::vector<at::TypePtr> schema = {torch::dynamo::autograd::IValuePacker<" << needs_t << ">::packed_type()";
+    for (auto& p : params) r << ",\n        torch::dynamo::autograd::IValuePacker<" << p.type << ">::packed_type()";
+    r << "};\n";
+    r << "    pyinterface->bind_function(saved.get_py_compiler(), name(), " << node << "_functional_ivalue, schema);\n  });\n";
+    unpack_state();
+    r << "  torch::dynamo::autograd::PackedArgs packed;\n";
+    r << "  packed.pack(needs_input_grad);\n";
+    for (auto& p : params) r << "  packed.pack(" << p.name << ");\n";
+    r << "  const at::IValue output_metadata = torch::dynamo::autograd::IValuePacker<std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(\n";
+    r << "      torch::dynamo::autograd::get_input_metadata(next_edges()));\n";
+    r << "  torch::autograd::variable_list result =\n";
+    r << "      pyinterface->call_function(saved.get_py_compiler(), \"apply_functional\", name(), grads, packed.vec(), output_metadata);\n";
+    for (auto& m : state) r << "  saved.after(" << m << ");\n";
+    r << "  return result;\n}\n\n";
+  }
+
+  // ---- the Autograd-key kernel
+  const std::string names = arg_names(s.schema);
+  r << ret_type(s) << " " << op << "_autograd(" << signature(s.schema, true) << ") {\n";
+  r << "  detail::no_forward_ad(\"" << op << "\", {" << join_args(diff, [](const std::string& n) { return "detail::ptr(" + n + ")"; })
+    << "});\n";
+  r << "  c10::intrusive_ptr<" << node << "> grad_fn_;\n";
+  r << "  if (torch::autograd::compute_requires_grad(" << join_args(diff, same_name) << ")) {\n";
+  if (derivable) r << "    const " << op << "_extents e = " << op << "_check(" << names << ");\n";
+  r << "    grad_fn_ = c10::make_intrusive<" << node << ">();\n";
+  r << "    grad_fn_->set_next_edges(torch::autograd::collect_next_edges(" << join_args(diff, same_name) << "));\n";
+  if (derivable) {
+    for (auto* a : tensors) r << "    grad_fn_->saved_" << a->name << " = torch::autograd::SavedVariable(" << a->name << ", false);\n";
+    for (auto& a : s.schema.args)
+      if (a.type == "int" || a.type == "float" || a.type == "bool") r << "    grad_fn_->arg_" << a.name << " = " << a.name << ";\n";
+    for (auto& v : s.order) r << "    grad_fn_->ext_" << v << " = e.n_" << v << ";\n";
+  }
+  r << "  }\n";
+  if (s.selects()) {
+    r << "  at::Tensor out_, selected_;\n  {\n    at::AutoDispatchBelowADInplaceOrView guard;\n";
+    r << "    std::tie(out_, selected_) = gnnfuse::" << op << "(" << names << ");\n  }\n";
+    r << "  if (grad_fn_) {  // the positions are not differentiable: no history\n";
+    if (derivable) r << "    grad_fn_->saved_selected = torch::autograd::SavedVariable(selected_, false);\n";
+    r << "    torch::autograd::set_history(out_, grad_fn_);\n  }\n";
+    r << "  return {out_, selected_};\n}\n\n";
+  } else {
+    r << "  at::Tensor out_;\n  {\n    at::AutoDispatchBelowADInplaceOrView guard;\n";
+    r << "    out_ = gnnfuse::" << op << "(" << names << ");\n  }\n";
+    r << "  if (grad_fn_) torch::autograd::set_history(out_, grad_fn_);\n";
+    r << "  return out_;\n}\n\n";
+  }
+}
+
+// ---------------------------------------------------------------- vmap
+// An index the batch of a vmap can be folded into: free in the output (never reduced), no
+// sparse operand's row or column, no extent argument's, bound to the same dimension in every
+// read of each tensor carrying it. With every batched argument carrying it, the op runs once
+// on the folded tensors ([.., B * n, ..]), the arguments without a batch that carry it repeated.
+struct FoldIndex {
+  std::string var;
+  std::vector<std::pair<std::string, int>> dims;  // schema argument carrying it -> its dimension
+  int out_dim = 0;                                // the output's dimension holding it
+};
+
+std::vector<FoldIndex> fold_indices(const OpSpec& s) {
+  std::set<std::string> excluded;
+  for (auto& t : s.tensors) {
+    if (t.role == Role::SparseInput || t.role == Role::CountInput) excluded.insert(t.vars.begin(), t.vars.end());
+    if (t.role == Role::EdgeInput || t.role == Role::SelectInput || (t.role == Role::Output && !t.pattern.empty())) {
+      excluded.insert(t.vars[0]);
+      excluded.insert(t.vars[1]);
+    }
+  }
+  for (auto& [v, a] : s.extents) excluded.insert(v);
+  std::vector<const Expr*> reads;
+  std::function<void(const ExprP&)> walk = [&](const ExprP& e) {
+    if (e->kind == Expr::Kind::Reduce) excluded.insert(e->idx.begin(), e->idx.end());
+    if (e->kind == Expr::Kind::Access) {
+      reads.push_back(e.get());
+      const TensorDecl* t = s.find(e->name);
+      if (t && t->role != Role::DenseInput)  // a sparse walk's row and (renamed) column
+        for (size_t d = 0; d < e->idx.size() && d < 2; ++d) excluded.insert(e->idx[d]);
+    }
+    for (auto& a : e->args) walk(a);
+  };
+  walk(s.expr.rhs);
+  const TensorDecl& out = s.output();
+  std::vector<FoldIndex> found;
+  for (size_t p = 0; p < s.expr.lhs_idx.size(); ++p) {
+    const std::string& v = s.expr.lhs_idx[p];
+    if (excluded.count(v)) continue;
+    FoldIndex fi;
+    fi.var = v;
+    fi.out_dim = out.pattern.empty() ? static_cast<int>(p) : static_cast<int>(p) - 1;
+    bool ok = true;
+    for (auto& t : s.tensors) {
+      if (t.role != Role::DenseInput && t.role != Role::EdgeInput && t.role != Role::SelectInput) continue;
+      const auto pos = std::find(t.vars.begin(), t.vars.end(), v) - t.vars.begin();
+      const bool carries = pos < static_cast<long>(t.vars.size());
+      for (const Expr* e : reads) {
+        if (e->name != t.name) continue;
+        const auto uses = std::count(e->idx.begin(), e->idx.end(), v);
+        if (carries ? (uses != 1 || static_cast<long>(e->idx.size()) <= pos || e->idx[pos] != v) : uses != 0) ok = false;
+      }
+      if (!carries) continue;
+      const SchemaArg* a = s.schema.arg(t.arg);
+      if (!a || a->optional) ok = false;  // (a carrier that may be None: not folded)
+      // edge [nnz, extra...] and select [n_row, extra...] tensors hold one dimension for two indices
+      fi.dims.push_back({t.arg, t.role == Role::DenseInput ? static_cast<int>(pos) : static_cast<int>(pos) - 1});
+    }
+    if (ok && !fi.dims.empty()) found.push_back(fi);
+  }
+  // Fewest carriers first: the fewest arguments without a batch to repeat.
+  std::stable_sort(found.begin(), found.end(), [](const FoldIndex& a, const FoldIndex& b) { return a.dims.size() < b.dims.size(); });
+  return found;
+}
+
+// The index arguments of an op (csr patterns, CSC views): a batched one runs element by element.
+std::set<std::string> index_args(const OpSpec& s) {
+  std::set<std::string> out;
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput)
+      for (auto* n : {&t.rowptr, &t.col, &t.colptr, &t.row, &t.perm})
+        if (!n->empty()) out.insert(*n);
+  return out;
+}
+
+// The prologue of a batching rule: the level, every tensor argument unwrapped (`<arg>_u`, batch
+// dimension `<arg>_bd`), the batch size B_; without a batched argument at this level, the op.
+void emit_batch_prologue(const std::string& op, const std::vector<std::pair<std::string, bool>>& tensors, const std::string& plain_call,
+                         std::ostream& r) {
+  r << "  c10::impl::ExcludeDispatchKeyGuard no_batching_(c10::DispatchKey::FuncTorchBatched);\n";
+  std::string ptrs;
+  for (auto& [n, opt] : tensors) ptrs += std::string(ptrs.empty() ? "" : ", ") + "detail::ptr(" + n + ")";
+  r << "  const int64_t level_ = detail::vmap_level(\"" << op << "\", {" << ptrs << "});\n";
+  for (auto& [n, opt] : tensors) r << "  auto [" << n << "_u, " << n << "_bd] = detail::unwrap(" << n << ", level_);\n";
+  r << "  c10::SymInt B_ = 0;\n  bool batched_ = false;\n";
+  for (auto& [n, opt] : tensors) r << "  detail::batch_size(&B_, &batched_, " << n << "_u, " << n << "_bd);\n";
+  r << "  if (!batched_) return " << plain_call << ";\n";
+}
+
+// The element-by-element part of a batching rule (after emit_batch_prologue): `call`, the op on
+// batch element b_'s arguments, once per element, its `results` (1: a tensor; more: a tuple)
+// stacked along a new leading batch dimension. Where `shared_when` holds, the first `shared`
+// results (an output pattern computed from index tensors without a batch) are the same for every
+// element and returned once, without a batch.
+void emit_batch_loop(const std::string& op, const std::string& call, size_t results, const std::string& shared_when, size_t shared,
+                     std::ostream& r) {
+  r << "  const int64_t batch_ = B_.guard_int(__FILE__, __LINE__);\n";
+  r << "  std::vector<std::vector<at::Tensor>> outs_(" << results << ");\n";
+  r << "  for (int64_t b_ = 0; b_ < batch_; ++b_) {\n";
+  r << "    auto res_ = " << call << ";\n";
+  if (results == 1) r << "    outs_[0].push_back(std::move(res_));\n";
+  for (size_t k = 0; results > 1 && k < results; ++k) r << "    outs_[" << k << "].push_back(std::get<" << k << ">(res_));\n";
+  r << "  }\n";
+  auto stacked = [&](size_t k) { return "detail::make_batched(detail::stack_batch(\"" + op + "\", outs_[" + std::to_string(k) + "]), 0, level_)"; };
+  auto all = [&](size_t first_stacked) {
+    std::string t;
+    for (size_t k = 0; k < results; ++k) t += (k ? ",\n          " : "") + (k < first_stacked ? "outs_[" + std::to_string(k) + "][0]" : stacked(k));
+    return results == 1 ? t : "{" + t + "}";
+  };
+  if (shared) r << "  if (batch_ > 0 && " << shared_when << ") return " << all(shared) << ";\n";
+  r << "  return " << all(0) << ";\n}\n\n";
+}
+
+// The batching rule (FuncTorchBatched key) of an op: the batch folded into an index when the
+// batched arguments allow (fold_indices), else the op per batch element, results stacked.
+void emit_batching_rule(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  std::vector<std::pair<std::string, bool>> tensors;
+  for (auto& a : s.schema.args)
+    if (a.type == "Tensor") tensors.push_back({a.name, a.optional});
+  auto call_with = [&](const std::function<std::string(const SchemaArg&)>& arg) {
+    std::string t = "gnnfuse::" + op + "(";
+    for (size_t k = 0; k < s.schema.args.size(); ++k) t += (k ? ", " : "") + arg(s.schema.args[k]);
+    return t + ")";
+  };
+  auto unwrapped = [](const SchemaArg& a) { return a.type == "Tensor" ? a.name + "_u" : a.name; };
+  r << ret_type(s) << " " << op << "_batched(" << signature(s.schema, true) << ") {\n";
+  emit_batch_prologue(op, tensors, call_with(unwrapped), r);
+  const std::set<std::string> idx = index_args(s);
+  const std::vector<FoldIndex> folds = fold_indices(s);
+  if (!folds.empty()) {
+    std::string unbatched_idx;
+    for (auto& a : s.schema.args)
+      if (idx.count(a.name)) unbatched_idx += std::string(unbatched_idx.empty() ? "" : " && ") + "!" + a.name + "_bd";
+    r << "  if (" << (unbatched_idx.empty() ? "true" : unbatched_idx) << ") {\n";
+    for (const FoldIndex& fi : folds) {
+      std::map<std::string, int> dim(fi.dims.begin(), fi.dims.end());
+      std::string others;  // batched arguments not carrying the index rule it out
+      for (auto& [n, opt] : tensors)
+        if (!idx.count(n) && !dim.count(n)) others += std::string(others.empty() ? "" : " && ") + "!" + n + "_bd";
+      // ... and so do carriers without a batch larger than what the batched ones hold per element
+      // (folding copies them B times; per element the op reads them in place)
+      std::string carriers;
+      for (auto& [n, d] : fi.dims) carriers += std::string(carriers.empty() ? "" : ", ") + "{&" + n + "_u, " + n + "_bd.has_value()}";
+      r << "    if (" << (others.empty() ? std::string() : others + " && ") << "detail::fold_pays({" << carriers << "}, B_)) {  // the batch folded into index "
+        << fi.var << "\n";
+      const auto& [first, first_dim] = fi.dims[0];
+      r << "      const c10::SymInt n_ = detail::logical_size(" << first << "_u, " << first << "_bd, " << first_dim << ");\n";
+      r << "      const auto res_ = " << call_with([&](const SchemaArg& a) {
+        auto d = dim.find(a.name);
+        if (d == dim.end()) return unwrapped(a);
+        return "detail::fold(" + a.name + "_u, " + a.name + "_bd, " + std::to_string(d->second) + ", B_)";
+      }) << ";\n";
+      const std::string od = std::to_string(fi.out_dim);
+      if (s.selects())
+        r << "      return {detail::make_batched(detail::unfold(std::get<0>(res_), " << od << ", B_, n_), " << od << ", level_),\n"
+          << "              detail::make_batched(detail::unfold(std::get<1>(res_), " << od << ", B_, n_), " << od << ", level_)};\n";
+      else
+        r << "      return detail::make_batched(detail::unfold(res_, " << od << ", B_, n_), " << od << ", level_);\n";
+      r << "    }\n";
+    }
+    r << "  }\n";
+  }
+  r << "  // element by element (a batched graph, edge weight or contracted operand), results stacked\n";
+  emit_batch_loop(op, call_with([&](const SchemaArg& a) { return a.type == "Tensor" ? "detail::slice(" + a.name + "_u, " + a.name + "_bd, b_)" : a.name; }),
+                  s.selects() ? 2 : 1, "", 0, r);
+}
+
+// ---------------------------------------------------------------- autocast
+// How an op runs under torch.autocast, PyTorch's conventions: the spec's `autocast` line, else
+// from the expression: an op that sums an index outside a denominator (a contraction: spmm, the
+// sddmm dot, the attention's weighted sum, spgemm) is lower_precision like torch.mm; one whose
+// only sums are the denominators of a normalisation (the edge softmax) or that applies exp/log/pow
+// is fp32 like a softmax on CUDA; the rest (a max or min, an element-wise sum or product per
+// edge) is promote. The ops derived from a user op follow its policy.
+std::string autocast_policy(const OpSpec& s) {
+  if (!s.autocast.empty()) return s.autocast;
+  std::set<std::string> lhs(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end());
+  bool contraction = false, normalised = false, transcendental = false;
+  std::function<void(const ExprP&, bool, std::set<std::string>)> walk = [&](const ExprP& e, bool denominator, std::set<std::string> bound) {
+    switch (e->kind) {
+      case Expr::Kind::Access:
+        for (auto& v : e->idx) {
+          if (lhs.count(v) || bound.count(v)) continue;
+          (denominator ? normalised : contraction) = true;
+        }
+        return;
+      case Expr::Kind::Reduce: bound.insert(e->idx.begin(), e->idx.end()); break;
+      case Expr::Kind::Call: transcendental = transcendental || e->name == "exp" || e->name == "log" || e->name == "pow"; break;
+      default: break;
+    }
+    for (size_t k = 0; k < e->args.size(); ++k)
+      walk(e->args[k], denominator || (e->kind == Expr::Kind::Binary && e->op == '/' && k == 1), bound);
+  };
+  std::set<std::string> top;
+  // reduce max/min: the indices missing on the left are a max or min, not a sum
+  if (s.selects())
+    for (auto& v : vars_of(s.expr.rhs))
+      if (!lhs.count(v)) top.insert(v);
+  walk(s.expr.rhs, false, top);
+  if (contraction) return "lower_precision";
+  if (normalised || transcendental) return "fp32";
+  return "promote";
+}
+
+std::string autocast_enum(const std::string& policy) {
+  return policy == "fp32" ? "detail::Autocast::Fp32" : policy == "promote" ? "detail::Autocast::Promote" : "detail::Autocast::LowerPrecision";
+}
+
+// The floating arguments autocast casts: dense operands but `acc` ones (float32 row statistics),
+// csr values, edge operands. Never an index or position tensor.
+std::set<std::string> autocast_args(const OpSpec& s) {
+  std::set<std::string> out;
+  for (auto& t : s.tensors) {
+    if ((t.role == Role::DenseInput && !t.acc) || t.role == Role::EdgeInput) out.insert(t.arg);
+    if (t.role == Role::SparseInput && !t.values.empty()) out.insert(t.values);
+  }
+  return out;
+}
+
+// The autocast kernel (AutocastCPU / AutocastCUDA, one template) of an op with schema `sc`,
+// policy of the family's user op: casts, then the op below the autocast key.
+void emit_autocast(const OpSpec& s, const Schema& sc, const std::string& ret, const std::string& policy, std::ostream& r) {
+  const std::set<std::string> cast = autocast_args(s);
+  std::string floats, call;
+  for (auto& a : sc.args) {
+    const bool c = a.type == "Tensor" && cast.count(a.name);
+    if (c) floats += std::string(floats.empty() ? "" : ", ") + "detail::ptr(" + a.name + ")";
+    call += std::string(call.empty() ? "" : ", ") + (c ? "detail::autocast_cast(" + a.name + ", to_, D)" : a.name);
+  }
+  r << "template <c10::DeviceType D>\n";
+  r << ret << " " << sc.name << "_autocast(" << signature(sc, true) << ") {\n";
+  r << "  c10::impl::ExcludeDispatchKeyGuard no_autocast_(at::autocast::get_autocast_dispatch_key_from_device_type(D));\n";
+  r << "  const at::ScalarType to_ = detail::autocast_dtype(D, " << autocast_enum(policy) << ", " << dtype_mask(s) << ", {" << floats << "});\n";
+  r << "  return gnnfuse::" << sc.name << "(" << call << ");\n}\n\n";
 }
 
 }  // namespace
@@ -2332,15 +2696,54 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  cache::store(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}, {pattern_rowptr_, alloc_.col});\n";
   r << "  return {pattern_rowptr_, alloc_.col, alloc_.val};\n}\n\n";
   // Autograd.
-  r << ret << " " << op << "_autograd(" << signature(sc, true) << ") {\n";
-  r << "  bool grad_ = false;\n";
+  std::vector<const SchemaArg*> values;
   for (auto* t : in)
-    if (!t->values.empty()) r << "  grad_ = grad_ || " << t->values << ".requires_grad();\n";
-  r << "  if (!grad_ || !at::GradMode::is_enabled()) {\n";
+    if (!t->values.empty()) values.push_back(sc.arg(t->values));
+  r << ret << " " << op << "_autograd(" << signature(sc, true) << ") {\n";
+  r << "  detail::no_forward_ad(\"" << op << "\", {" << join_args(values, [](const std::string& n) { return "detail::ptr(" + n + ")"; }) << "});\n";
+  r << "  if (!torch::autograd::compute_requires_grad(" << join_args(values, same_name) << ")) {\n";
   r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
   r << "    return gnnfuse::" << op << "(" << arg_names(sc) << ");\n  }\n";
   r << "  auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
   r << "  return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n}\n\n";
+  emit_autocast(s, sc, ret, autocast_policy(s), r);
+  // vmap: element by element (the pattern may differ per element); with the csr patterns
+  // unbatched (a batch of values only) every element has the same pattern, returned once.
+  std::vector<std::pair<std::string, bool>> tensors;
+  std::string unwrapped, sliced, unbatched_idx;
+  for (auto& a : sc.args) {
+    unwrapped += std::string(unwrapped.empty() ? "" : ", ") + (a.type == "Tensor" ? a.name + "_u" : a.name);
+    sliced += std::string(sliced.empty() ? "" : ", ") + (a.type == "Tensor" ? "detail::slice(" + a.name + "_u, " + a.name + "_bd, b_)" : a.name);
+    if (a.type != "Tensor") continue;
+    tensors.push_back({a.name, a.optional});
+    if (index_args(s).count(a.name)) unbatched_idx += std::string(unbatched_idx.empty() ? "" : " && ") + "!" + a.name + "_bd";
+  }
+  r << ret << " " << op << "_batched(" << signature(sc, true) << ") {\n";
+  emit_batch_prologue(op, tensors, "gnnfuse::" + op + "(" + unwrapped + ")", r);
+  emit_batch_loop(op, "gnnfuse::" + op + "(" + sliced + ")", 3, unbatched_idx.empty() ? "true" : unbatched_idx, 2, r);
+}
+
+// The batching rule of `<op>_symbolic`: a batch of patterns, element by element, stacked (the
+// elements' patterns must have one number of entries).
+void emit_symbolic_batching_rule(const Compiled& c, std::ostream& r) {
+  SymbolicEmitter se(c);
+  const std::string op = se.name();
+  std::vector<std::pair<std::string, bool>> tensors;
+  std::string sig, unwrapped, sliced;
+  auto add = [&](const std::string& type, const std::string& name) {
+    sig += std::string(sig.empty() ? "" : ", ") + type + " " + name;
+    unwrapped += std::string(unwrapped.empty() ? "" : ", ") + (type == "int64_t" ? name : name + "_u");
+    sliced += std::string(sliced.empty() ? "" : ", ") + (type == "int64_t" ? name : "detail::slice(" + name + "_u, " + name + "_bd, b_)");
+    if (type != "int64_t") tensors.push_back({name, false});
+  };
+  for (auto* t : se.inputs()) {
+    add("const at::Tensor&", t->rowptr);
+    add("const at::Tensor&", t->col);
+  }
+  for (auto& [v, a] : c.spec.extents) add("int64_t", a);
+  r << "std::tuple<at::Tensor, at::Tensor> " << op << "_batched(" << sig << ") {\n";
+  emit_batch_prologue(op, tensors, "gnnfuse::" + op + "(" + unwrapped + ")", r);
+  emit_batch_loop(op, "gnnfuse::" + op + "(" + sliced + ")", 2, "", 0, r);
 }
 
 std::vector<GeneratedFile> emit_op_registration(const Family& f) {
@@ -2348,12 +2751,14 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   std::ostringstream r;
   r << banner(fam);
   r << "// ATen adapters (checks, contiguous inputs, output allocation), Meta kernels, autograd\n";
-  r << "// Functions and the registration of " << fam << " and of the ops derived from it.\n";
-  r << "#include <cstdint>\n#include <optional>\n#include <tuple>\n\n";
+  r << "// Nodes, vmap batching rules, autocast kernels and the registration of " << fam << " and of the\n";
+  r << "// ops derived from it.\n";
+  r << "#include <array>\n#include <cstdint>\n#include <mutex>\n#include <optional>\n#include <tuple>\n#include <vector>\n\n";
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
-  r << "#include <torch/autograd.h>\n#include <torch/library.h>\n\n";
+  r << "#include <torch/autograd.h>\n#include <torch/csrc/autograd/function.h>\n#include <torch/csrc/autograd/functions/utils.h>\n";
+  r << "#include <torch/csrc/autograd/saved_variable.h>\n#include <torch/csrc/dynamo/compiled_autograd.h>\n#include <torch/library.h>\n\n";
   r << "#include \"gnnfuse/graph.h\"\n#include \"gnnfuse/ops.h\"\n#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n";
-  r << "#include \"torch/pattern_cache.h\"\n";
+  r << "#include \"torch/pattern_cache.h\"\n#include \"torch/transforms_support.h\"\n";
   r << "#include \"" << fam << "_kernel.h\"\n";
   r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
   r << "using detail::accumulation_dtype;\nusing detail::dtype_of;\nusing detail::itype_of;\nusing detail::empty_output;\n\n";
@@ -2362,33 +2767,33 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   if (symbolic) emit_symbolic_adapter(*f.ops[0], r);
   r << "// ---------------------------------------------------------------- autograd\n";
   for (auto& c : f.ops) emit_autograd(f, *c, r);
-  for (auto& c : f.ops) {
-    const OpSpec& s = c->spec;
-    r << ret_type(s) << " " << s.name << "_autograd(" << signature(s.schema, true) << ") {\n";
-    if (s.selects()) {
-      r << "  torch::autograd::variable_list out = " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n";
-      r << "  return {out[0], out[1]};\n}\n\n";
-    } else {
-      r << "  return " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n}\n\n";
-    }
-  }
+  r << "// ---------------------------------------------------------------- vmap\n";
+  for (auto& c : f.ops) emit_batching_rule(*c, r);
+  if (symbolic) emit_symbolic_batching_rule(*f.ops[0], r);
+  // Autocast: the user op's policy for the whole family (its adjoints run as it does).
+  const std::string policy = autocast_policy(f.ops[0]->spec);
+  r << "// ---------------------------------------------------------------- autocast (" << policy << ")\n";
+  for (auto& c : f.ops) emit_autocast(c->spec, c->spec.schema, ret_type(c->spec), policy, r);
   if (symbolic) emit_assemble_adapter(*f.ops[0], r);
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
   for (auto& c : f.ops) r << "  m.def(\"" << c->spec.schema.text << "\");\n";
   if (symbolic) r << "  m.def(\"" << SymbolicEmitter(*f.ops[0]).schema() << "\");\n";
   if (symbolic) r << "  m.def(\"" << assemble_schema(f.ops[0]->spec).text << "\");\n";
-  for (const char* key : {"CPU", "Meta", "Autograd"}) {
-    std::string suffix = std::string(key) == "CPU" ? "_cpu_kernel" : std::string(key) == "Meta" ? "_meta" : "_autograd";
+  const std::string fam_op = f.ops[0]->spec.name;
+  for (std::string key : {"CPU", "Meta", "Autograd", "FuncTorchBatched", "AutocastCPU", "AutocastCUDA"}) {
+    std::string suffix = key == "CPU" ? "_cpu_kernel" : key == "Meta" ? "_meta" : key == "Autograd" ? "_autograd" : key == "FuncTorchBatched" ? "_batched"
+                       : key == "AutocastCPU" ? "_autocast<c10::DeviceType::CPU>" : "_autocast<c10::DeviceType::CUDA>";
     r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
     for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
     // The symbolic pass has no Meta kernel here: its output size is data-dependent, which the
-    // Python fake (gnnfuse._library) expresses with an unbacked size.
-    if (symbolic && std::string(key) == "CPU")
-      r << "  m.impl(\"" << f.ops[0]->spec.name << "_symbolic\", &gnnfuse::generated::" << f.ops[0]->spec.name << "_symbolic_cpu_kernel);\n";
-    // The assembling op likewise (fake in gnnfuse._library), and an Autograd kernel.
-    if (symbolic && std::string(key) != "Meta")
-      r << "  m.impl(\"" << f.ops[0]->spec.name << "_assemble\", &gnnfuse::generated::" << f.ops[0]->spec.name << "_assemble" << suffix << ");\n";
+    // Python fake (gnnfuse._library) expresses with an unbacked size. Index tensors only: no
+    // autograd or autocast kernel either (both fall through).
+    if (symbolic && (key == "CPU" || key == "FuncTorchBatched"))
+      r << "  m.impl(\"" << fam_op << "_symbolic\", &gnnfuse::generated::" << fam_op << "_symbolic" << suffix << ");\n";
+    // The assembling op likewise (fake in gnnfuse._library), and the other kernels.
+    if (symbolic && key != "Meta")
+      r << "  m.impl(\"" << fam_op << "_assemble\", &gnnfuse::generated::" << fam_op << "_assemble" << suffix << ");\n";
   }
   r << "}\n";
   return {{fam + "_register.cpp", r.str()}};

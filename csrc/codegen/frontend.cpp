@@ -732,6 +732,11 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       once(s.variants);
       if (value != "auto") fail(loc, "variants: expected 'auto' (every association the smallest-temporary rule ties on, chosen at run time)");
       s.variants = true;
+    } else if (key == "autocast") {
+      once(!s.autocast.empty());
+      if (value != "lower_precision" && value != "fp32" && value != "promote")
+        fail(loc, "autocast: expected 'lower_precision' (cast to the autocast dtype, like torch.mm), 'fp32' (to float32, like a softmax) or 'promote' (to the widest input dtype)");
+      s.autocast = value;
     } else if (key == "expr") {
       once(s.expr.rhs != nullptr);
       s.expr = parse_assignment(value, loc);
@@ -747,7 +752,7 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       once(!s.index_dtypes.empty());
       s.index_dtypes = split_ws(value);
     } else {
-      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, extent, symbolic, variants, expr, reduce, order, dtypes, index, grad_order)");
+      fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, extent, symbolic, variants, autocast, expr, reduce, order, dtypes, index, grad_order)");
     }
   }
   for (auto& o : outputs) s.tensors.push_back(o);
@@ -795,6 +800,7 @@ std::string print_spec(const OpSpec& s) {
   for (auto& [v, a] : s.extents) os << "extent  " << v << " = " << a << "\n";
   if (!s.symbolic.empty()) os << "symbolic " << s.symbolic << "\n";
   if (s.variants) os << "variants auto\n";
+  if (!s.autocast.empty()) os << "autocast " << s.autocast << "\n";
   return os.str();
 }
 

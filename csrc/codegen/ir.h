@@ -152,6 +152,11 @@ struct OpSpec {
   // and the kernel picks one per call from a cost model over the extents and the sparse
   // operands' row lengths (see Compiled::cost). Inherited by the derived ops.
   bool variants = false;
+  // `autocast lower_precision | fp32 | promote`: how the op runs under torch.autocast (its
+  // floating inputs cast to the autocast dtype like torch.mm, to float32 like a softmax, or to
+  // the widest of their dtypes like torch.cat). Empty: derived from the expression (see
+  // autocast_policy). The ops derived from it follow the user op's.
+  std::string autocast;
   Loc loc;
 
   const TensorDecl* find(const std::string& name) const;

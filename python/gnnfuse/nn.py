@@ -1187,7 +1187,7 @@ class TransformerConv(_Base):
             score = (query[rows] * key_j).sum(-1) * scale
             csc = _csc_for_backward(rowptr, col, num_src, value)
             out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)
-            out = out.index_add(0, rows, used[:, :, None] * e)
+            out = out.index_add(0, rows, (used[:, :, None] * e).to(out.dtype))  # (one dtype under autocast)
         elif _use_fused(self.fused, col.numel() * H) and return_attention_weights is None and not (
             self.dropout > 0.0 and self.training
         ):

@@ -320,3 +320,14 @@ def assert_frontend_matches_eager(module_cls, run, frontend: str) -> None:
         other = torch.compile(module_cls(), backend=frontend.split(":", 1)[1], fullgraph=True)
     for a, b in zip(run(other), run(module_cls())):
         torch.testing.assert_close(a, b)
+
+
+def distinct_edges(num_nodes: int, num_edges: int, seed: int, num_active: Optional[int] = None, loops: Tuple[int, ...] = ()) -> Tensor:
+    """A random ``edge_index`` with distinct edges (the patterns spgemm locates need them) among
+    the first ``num_active`` nodes (default: all; the others isolated), plus the self-loops
+    ``loops``, sorted by (source, target)."""
+    gen = _gen(seed)
+    pairs = torch.randint(0, num_active or num_nodes, (2, 3 * num_edges), generator=gen)
+    key = torch.unique(pairs[0] * num_nodes + pairs[1])[:num_edges]
+    key = torch.unique(torch.cat([key, torch.tensor([v * num_nodes + v for v in loops], dtype=key.dtype)]))
+    return torch.stack([key // num_nodes, key % num_nodes])
