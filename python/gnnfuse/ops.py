@@ -162,8 +162,9 @@ def _check_per_edge(where: str, name: str, what: str, t: Tensor, num_edges: int)
 
 
 def _check_like(fn: str, name: str, t: Tensor, ref_name: str, ref: Tensor) -> None:
-    """``t`` has the dtype and device of ``ref``."""
-    if t.dtype != ref.dtype:
+    """``t`` has the dtype and device of ``ref`` (the dtype outside autocast only: under
+    ``torch.autocast`` the ops cast their floating inputs themselves)."""
+    if t.dtype != ref.dtype and not torch.is_autocast_enabled(ref.device.type):
         raise RuntimeError(
             f"gnnfuse.{fn}: argument '{name}' must have the dtype of '{ref_name}', {_dtype_name(ref.dtype)} "
             f"(got {_dtype_name(t.dtype)})"
