@@ -139,6 +139,24 @@ std::string extent_text(const Binding& b) {
   return b.arg + ".size(" + std::to_string(b.dim) + ")";
 }
 
+// The bindings a symbolic or assembling pass has (`symbolic S`): row counts of the csr
+// operands but S and the `extent` arguments (its only inputs); an index only S or a dense
+// operand binds has none there.
+std::map<std::string, std::vector<Binding>> pattern_bindings(const OpSpec& s) {
+  auto bind = bindings(s);
+  std::map<std::string, std::vector<Binding>> own;
+  for (auto& v : s.order) {
+    own[v];
+    for (auto& b : bind[v]) {
+      if (b.tensor == s.symbolic || (b.dim != -1 && b.dim != -3)) continue;
+      bool input = b.dim == -3;
+      for (auto& t : s.tensors) input = input || (t.role == Role::SparseInput && t.name != s.symbolic && b.arg == t.rowptr);
+      if (input) own[v].push_back(b);
+    }
+  }
+  return own;
+}
+
 // The reference floating tensor: its dtype and options are the output's.
 std::string ref_arg(const OpSpec& s) {
   for (auto& t : s.tensors)
@@ -1782,8 +1800,26 @@ std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
 // ---------------------------------------------------------------- registration of one family
 namespace {
 
+// The argument names of a CSC view and of its CSR: {colptr, row, perm, rowptr, col}.
 std::string csc_names(const TensorDecl& t) {
-  return "{\"" + t.colptr + "\", \"" + t.row + "\", \"" + t.perm + "\"}";
+  return "{\"" + t.colptr + "\", \"" + t.row + "\", \"" + t.perm + "\", \"" + t.rowptr + "\", \"" + t.col + "\"}";
+}
+
+// The value check of a csr operand's pattern (`op` a string expression): its row pointers and,
+// where some operand or extent binds its column index (`bind`: that index's bindings, the first
+// defining the extent `extent`), its columns against that extent. This is where an index two
+// operands share is checked: A's columns against B's rows (spgemm), the members M's columns
+// against the graph's rows, the graph's columns against P's rows (coarsen), a csr column
+// against a dense operand's rows or an `extent` argument. An index nothing binds has no extent
+// to check against.
+void emit_csr_value_check(std::ostream& r, const std::string& op, const TensorDecl& t, const std::vector<Binding>& bind,
+                          const std::string& extent, const std::string& indent = "  ") {
+  const bool bound = !bind.empty() && bind[0].dim != -2;
+  r << indent << "checks::csr(" << op << ", \"" << t.rowptr << "\", \"" << t.col << "\", " << t.rowptr << ", " << t.col << ", ";
+  if (bound)
+    r << extent << ", \"the extent of index " << t.vars[1] << ", " << extent_text(bind[0]) << "\");\n";
+  else
+    r << "-1);\n";
 }
 
 // Argument checks of a csr operand (`op` in scope): index dtypes, one index dtype for the op
@@ -1864,7 +1900,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       if (t.values_optional) r << "  }\n";
     }
     if (t.role == Role::SparseInput && t.has_csc()) {
-      r << "  {\n    static const char* const names[3] = " << csc_names(t) << ";\n";
+      r << "  {\n    static const char* const names[5] = " << csc_names(t) << ";\n";
       if (t.csc_optional) {
         r << "    if (" << t.colptr << " || " << t.row << " || " << t.perm << ") {\n";
         r << "      checks::all_given(op, names, " << t.colptr << ".has_value(), " << t.row << ".has_value(), " << t.perm << ".has_value());\n";
@@ -1905,14 +1941,10 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {
-      bool col_bound = false;
-      for (auto& b : bind[t.vars[1]])
-        if (b.dim >= 0 || b.dim == -3 || b.arg == t.colptr) col_bound = true;
-      std::string cols = col_bound ? "e.n_" + t.vars[1] + ".expect_int()" : "-1";
-      r << "  checks::csr(\"" << op << "\", " << t.rowptr << ", " << t.col << ", " << cols << ");\n";
+      emit_csr_value_check(r, "\"" + op + "\"", t, bind[t.vars[1]], "e.n_" + t.vars[1] + ".expect_int()");
       if (t.single) r << "  checks::one_per_row(\"" << op << "\", \"" << t.rowptr << "\", " << t.rowptr << ", " << t.col << ");\n";
       if (walks_csc(s, t)) {
-        r << "  {\n    static const char* const names[3] = " << csc_names(t) << ";\n";
+        r << "  {\n    static const char* const names[5] = " << csc_names(t) << ";\n";
         r << "    checks::csc(\"" << op << "\", names, " << t.rowptr << ", " << t.col << ", " << t.colptr << ", " << t.row << ", " << t.perm
           << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
       }
@@ -2158,9 +2190,9 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
 void emit_pattern_checks(const Compiled& c, std::ostream& r) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
-  auto bind = bindings(s);
   auto in = se.inputs();
   const std::string& first = in.at(0)->rowptr;
+  auto own = pattern_bindings(s);
   for (auto* t : in) {
     emit_csr_arg_checks(r, *t, first);
     r << "  checks::same_device(op, \"" << t->rowptr << "\", " << t->rowptr << ", \"" << first << "\", " << first << ");\n";
@@ -2168,14 +2200,6 @@ void emit_pattern_checks(const Compiled& c, std::ostream& r) {
   }
   for (auto& [v, a] : s.extents) r << "  checks::non_negative(op, \"" << a << "\", " << a << ");\n";
   // Extents from the inputs (S's own bindings left out).
-  std::map<std::string, std::vector<Binding>> own;
-  for (auto& v : s.order)
-    for (auto& b : bind[v])
-      if (b.tensor != s.symbolic && (b.dim == -1 || b.dim == -3)) {
-        bool input = b.dim == -3;
-        for (auto* t : in) input = input || (b.arg == t->rowptr);
-        if (input) own[v].push_back(b);
-      }
   for (auto& v : s.order) {
     if (own[v].empty()) {
       r << "  const int64_t n_" << v << " = -1;  (void)n_" << v << ";\n";
@@ -2187,7 +2211,7 @@ void emit_pattern_checks(const Compiled& c, std::ostream& r) {
         << extent_text(own[v][0]) << " plus one, the extent of index " << v << " plus one\");\n";
   }
   for (auto* t : in) {
-    r << "  checks::csr(op, " << t->rowptr << ", " << t->col << ", n_" << t->vars[1] << ");\n";
+    emit_csr_value_check(r, "op", *t, own[t->vars[1]], "n_" + t->vars[1]);
     if (t->single) r << "  checks::one_per_row(op, \"" << t->rowptr << "\", " << t->rowptr << ", " << t->col << ");\n";
   }
 }
@@ -2242,7 +2266,7 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   r << "  prm.alloc_ctx = &alloc_;\n";
   r << "  prm.alloc_col = [](void* ctx, int64_t nnz) -> void* {\n";
   r << "    auto* a = static_cast<Alloc*>(ctx);\n";
-  r << "    checks::fits_index(a->op, \"" << in[0]->col << "\", a->options.dtype().toScalarType(), nnz);\n";
+  r << "    checks::fits_index(a->op, \"" << first << "\", a->options.dtype().toScalarType(), nnz);\n";
   r << "    a->col = at::empty({nnz}, a->options);\n";
   r << "    return a->col.mutable_data_ptr();\n  };\n";
   r << "  " << op << "_cpu(prm, itype_of(" << first << "));\n";
@@ -2322,7 +2346,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  prm.alloc_ctx = &alloc_;\n";
   r << "  prm.alloc = [](void* ctx, int64_t nnz, void** col, void** val) {\n";
   r << "    auto* a = static_cast<Alloc*>(ctx);\n";
-  r << "    checks::fits_index(a->op, \"" << in[0]->col << "\", a->options.dtype().toScalarType(), nnz);\n";
+  r << "    checks::fits_index(a->op, \"" << first << "\", a->options.dtype().toScalarType(), nnz);\n";
   r << "    a->col = at::empty({nnz}, a->options);\n";
   r << "    a->val = empty_output({nnz}, a->value_options);\n";
   r << "    *col = a->col.mutable_data_ptr();\n";

@@ -200,7 +200,7 @@ TEST_P(SpecOps, SpgemmMatchesDense) {
   const Csr a = random_csr(6, 5, 12, itype(), 9);
   const Csr narrow = random_csr(2, 4, 3, itype(), 10);
   expect_error([&] { gnnfuse::spgemm_symbolic(a.rowptr, a.col, narrow.rowptr, narrow.col, 4); },
-               {"gnnfuse::spgemm_symbolic", "argument 'col'"});
+               {"gnnfuse::spgemm_symbolic", "argument 'acol'"});  // A's columns past B's 2 rows
 }
 
 // Coarsening P^T A P through the C++ API against the dense product, its edge-weight gradient
@@ -228,7 +228,7 @@ TEST_P(SpecOps, CoarsenMatchesDense) {
   const at::Tensor gd = dense(c, g);
   expect_close(wg.grad(), gd.index({cluster.index_select(0, coo_rows(a)), cluster.index_select(0, a.col.to(at::kLong))}), dtype());
   expect_error([&] { gnnfuse::coarsen_symbolic(mrowptr, mcol, a.rowptr, a.col, prowptr, pcol, m - 1); },
-               {"gnnfuse::coarsen_symbolic", "argument 'col'"});
+               {"gnnfuse::coarsen_symbolic", "argument 'pcol'"});  // a cluster id past num_clusters
   // One pass: the pattern and values of the two-pass form; with a gradient wanted, the values
   // are differentiable.
   const at::Tensor wg2 = w.clone().set_requires_grad(true);
