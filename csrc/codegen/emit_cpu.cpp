@@ -157,6 +157,35 @@ std::map<std::string, std::vector<Binding>> pattern_bindings(const OpSpec& s) {
   return own;
 }
 
+// The indices of `bind` without an extent.
+std::set<std::string> unbound_indices(const std::map<std::string, std::vector<Binding>>& bind) {
+  std::set<std::string> out;
+  for (auto& [v, b] : bind)
+    if (b.empty() || b[0].dim == -2) out.insert(v);
+  return out;
+}
+
+// Extents a kernel may read: n_<v> for every index some operand or extent binds. An index only
+// csr columns carry (a softmax's j) has none (-1): a kernel that sized or looped by it (a row
+// map of an operand located by that column, a dense temporary over it) would read and write
+// out of bounds with no check possible, so its generation fails instead. `body` is the
+// kernel's text, `unbound` the indices without extent; n_<v> may appear only where the kernel
+// declares it (`const int64_t n_v = prm.n_v;`, `(void)n_v;`).
+void check_unbound_extents(const OpSpec& s, const std::string& kernel, const std::string& body, const std::set<std::string>& unbound) {
+  auto word = [&](size_t k) { return k < body.size() && (std::isalnum(static_cast<unsigned char>(body[k])) || body[k] == '_'); };
+  for (auto& v : unbound) {
+    const std::string name = "n_" + v;
+    for (size_t at = body.find(name); at != std::string::npos; at = body.find(name, at + 1)) {
+      if (word(at + name.size()) || (at > 0 && (word(at - 1) || body[at - 1] == '.'))) continue;
+      const std::string before = body.substr(at >= 14 ? at - 14 : 0, at >= 14 ? 14 : at);
+      if (before == "const int64_t " || (before.size() >= 6 && before.compare(before.size() - 6, 6, "(void)") == 0)) continue;
+      fail(s.loc, kernel + ": the kernel needs the extent of index '" + v +
+                      "' (it sizes a row map, a workspace or a loop by it), but no dense operand, csr row count or `extent` line gives it: "
+                      "add `extent " + v + " = <int argument>`");
+    }
+  }
+}
+
 // The reference floating tensor: its dtype and options are the output's.
 std::string ref_arg(const OpSpec& s) {
   for (auto& t : s.tensors)
@@ -1595,7 +1624,10 @@ void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
   k << "// ---------------------------------------------------------------- " << se.name() << "\n";
-  k << "namespace {\n\ntemplate <typename index_t>\nvoid " << se.name() << "_impl(const " << se.name() << "_params& prm) {\n" << se.body()
+  const std::set<std::string> unbound = unbound_indices(pattern_bindings(s));
+  const std::string symbolic_body = se.body();
+  check_unbound_extents(s, se.name(), symbolic_body, unbound);
+  k << "namespace {\n\ntemplate <typename index_t>\nvoid " << se.name() << "_impl(const " << se.name() << "_params& prm) {\n" << symbolic_body
     << "}\n\n}  // namespace\n\n";
   k << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype) {\n";
   for (auto& i : s.index_dtypes) k << "  if (itype == " << dtype_enum(i) << ") return " << se.name() << "_impl<" << ctype(i) << ">(prm);\n";
@@ -1604,8 +1636,10 @@ void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
   const std::string op = s.name + "_assemble";
   // Compiled like the numeric kernel (a baseline and an AVX2+FMA copy), so that both contract
   // the same products into the same sums: assembled values equal the two-pass values bit for bit.
+  const std::string assemble_body = KernelEmitter(c, true).body();
+  check_unbound_extents(s, op, assemble_body, unbound);
   const std::string impl = "template <typename scalar_t, typename index_t>\nvoid " + op + "_impl(const " + op + "_params& prm) {\n" +
-                           KernelEmitter(c, true).body() + "}\n";
+                           assemble_body + "}\n";
   k << "// ---------------------------------------------------------------- " << op << "\n";
   k << "namespace {\n\nnamespace base {\n" << impl << "}  // namespace base\n\n";
   k << "#ifdef GNNFUSE_AVX2_PATH\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
@@ -1691,7 +1725,9 @@ void emit_lowering(const Compiled& c, const std::string& fn, std::ostream& k) {
   auto opt = optional_values(s);
   std::string tparams = "template <typename scalar_t, typename index_t";
   for (auto* t : opt) tparams += ", bool kHas" + t->name;
-  tparams += ">\nvoid " + fn + "_impl(const " + s.name + "_params& prm) {\n" + KernelEmitter(c).body() + "}\n";
+  const std::string body = KernelEmitter(c).body();
+  check_unbound_extents(s, s.name, body, unbound_indices(bindings(s)));
+  tparams += ">\nvoid " + fn + "_impl(const " + s.name + "_params& prm) {\n" + body + "}\n";
   k << "namespace base {\n" << tparams << "}  // namespace base\n\n";
   k << "#ifdef GNNFUSE_AVX2_PATH\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
   k << "namespace avx2 {\n" << tparams << "}  // namespace avx2\n#pragma GCC pop_options\n#endif\n\n";
@@ -1810,8 +1846,8 @@ std::string csc_names(const TensorDecl& t) {
 // defining the extent `extent`), its columns against that extent. This is where an index two
 // operands share is checked: A's columns against B's rows (spgemm), the members M's columns
 // against the graph's rows, the graph's columns against P's rows (coarsen), a csr column
-// against a dense operand's rows or an `extent` argument. An index nothing binds has no extent
-// to check against.
+// against a dense operand's rows or an `extent` argument. An index nothing binds indexes no
+// memory (the kernels refuse to use it: check_unbound_extents), so it is left unchecked.
 void emit_csr_value_check(std::ostream& r, const std::string& op, const TensorDecl& t, const std::vector<Binding>& bind,
                           const std::string& extent, const std::string& indent = "  ") {
   const bool bound = !bind.empty() && bind[0].dim != -2;
