@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "gnnfuse/gnnfuse.h"
 
 namespace {
@@ -76,16 +77,7 @@ void expect_close(const at::Tensor& got, const at::Tensor& want, at::ScalarType 
       << "max abs error " << (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
 }
 
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> parts) {
-  std::string msg;
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    msg = e.what_without_backtrace();
-  }
-  ASSERT_FALSE(msg.empty()) << "no error raised";
-  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
-}
+using gnnfuse::testing::expect_error;
 
 using Types = std::tuple<at::ScalarType, at::ScalarType>;  // (value dtype, index dtype)
 
