@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the C++ test suites (the generator and
-# the ops through the dispatcher), then ctest. Any finding aborts the test that hit it.
+# the ops through the dispatcher), then ctest, which runs the fuzz targets too (fuzz_spec,
+# fuzz_csr, fuzz_ops: every registered op) for GNNFUSE_FUZZ_SECONDS each under the sanitizers.
+# Any finding aborts the test that hit it.
 #   bash scripts/sanitize.sh            (needs scripts/setup_env.sh's .venv; ~15 min on 2 cores)
 # Leak checking is on for the torch-free generator tests and off for the tests linking libtorch
 # (torch keeps global allocations alive until exit); vptr checks are off (libtorch's RTTI is not
