@@ -1868,6 +1868,21 @@ void emit_csr_arg_checks(std::ostream& r, const TensorDecl& t, const std::string
   r << "  checks::nonempty(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
 }
 
+// `body` (statements at two spaces) in a try block whose handlers turn a failed allocation (a
+// result or a workspace sized by an extent: an `extent` argument of 2^40 is valid but does not
+// fit in memory) into an error naming the op and the extents (`extents`: a C++ string
+// expression), instead of an exception torch cannot name.
+void emit_allocation_guard(std::ostream& r, const std::string& op, const std::string& body, const std::string& extents) {
+  r << "  try {\n";
+  std::istringstream lines(body);
+  for (std::string l; std::getline(lines, l);) r << "  " << l << "\n";
+  for (const char* type : {"std::bad_alloc", "std::length_error"})
+    r << "  } catch (const " << type << "& error_) {\n    checks::out_of_memory(" << op << ", " << extents << ", error_.what());\n";
+  r << "  } catch (const c10::Error& error_) {  // ATen's allocator; any other error as it is\n";
+  r << "    if (!checks::allocation_failed(error_)) throw;\n";
+  r << "    checks::out_of_memory(" << op << ", " << extents << ", error_.what_without_backtrace());\n  }\n";
+}
+
 void emit_adapter(const Compiled& c, std::ostream& r) {
   const OpSpec& s = c.spec;
   const std::string& op = s.name;
@@ -1885,7 +1900,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   for (auto& a : s.schema.args) {
     bool extent = false;
     for (auto& [v, ea] : s.extents) extent = extent || ea == a.name;
-    if (extent) r << "  checks::non_negative(op, \"" << a.name << "\", " << a.name << ");\n";
+    if (extent) r << "  checks::extent(op, \"" << a.name << "\", " << a.name << ");\n";
     else if (a.type != "Tensor") r << "  (void)" << a.name << ";  // a scalar: no shape to check\n";
   }
   std::string first_index;
@@ -1893,7 +1908,10 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     if (t.role == Role::SparseInput) {
       if (first_index.empty()) first_index = t.rowptr;
       emit_csr_arg_checks(r, t, first_index);
-      if (t.has_csc() && !t.csc_optional) r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
+      if (t.has_csc() && !t.csc_optional) {  // its size gives an extent below: 1-D first
+        r << "  checks::index_tensor(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
+        r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
+      }
     }
   for (auto& t : s.tensors)
     if (t.role == Role::EdgeInput) r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ", " << dtype_mask(s) << ");\n";
@@ -1979,9 +1997,15 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     if (t.role == Role::SparseInput) {
       emit_csr_value_check(r, "\"" + op + "\"", t, bind[t.vars[1]], "e.n_" + t.vars[1] + ".expect_int()");
       if (t.single) r << "  checks::one_per_row(\"" << op << "\", \"" << t.rowptr << "\", " << t.rowptr << ", " << t.col << ");\n";
+      // A CSC view the kernel walks, or one given as a cache for the backward (whose adjoints
+      // walk it): checked whole, here, so that the op it was given to refuses a wrong one.
       if (walks_csc(s, t)) {
         r << "  {\n    static const char* const names[5] = " << csc_names(t) << ";\n";
         r << "    checks::csc(\"" << op << "\", names, " << t.rowptr << ", " << t.col << ", " << t.colptr << ", " << t.row << ", " << t.perm
+          << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
+      } else if (t.has_csc() && t.csc_optional) {
+        r << "  if (" << t.colptr << ") {\n    static const char* const names[5] = " << csc_names(t) << ";\n";
+        r << "    checks::csc(\"" << op << "\", names, " << t.rowptr << ", " << t.col << ", *" << t.colptr << ", *" << t.row << ", *" << t.perm
           << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
       }
     }
@@ -2000,6 +2024,10 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   for (auto& t : s.tensors)
     if (t.role == Role::SelectInput)
       r << "  checks::position_values(\"" << op << "\", \"" << t.arg << "\", " << t.arg << ", " << s.find(t.pattern)->col << ".size(0));\n";
+  const std::string out_options = ref + ".options()" + (out.acc ? ".dtype(accumulation_dtype(" + ref + ".scalar_type()))" : "");
+  std::ostringstream kernel_call;  // allocations and the kernel, under the handler of allocation failures
+  {
+  std::ostream& r = kernel_call;
   r << "  " << op << "_params prm;\n";
   for (auto& v : s.order) r << "  prm.n_" << v << " = e.n_" << v << ".expect_int();\n";
   for (auto& a : s.schema.args)
@@ -2035,7 +2063,6 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       default: break;
     }
   }
-  const std::string out_options = ref + ".options()" + (out.acc ? ".dtype(accumulation_dtype(" + ref + ".scalar_type()))" : "");
   r << "  at::Tensor out = empty_output({" << shape << "}, " << out_options << ");\n";
   r << "  prm." << out.name << " = out.mutable_data_ptr();\n";
   if (s.selects()) {
@@ -2044,7 +2071,16 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     r << "  prm." << out.name << "_arg = out_arg.mutable_data_ptr();\n";
   }
   r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << (first_index.empty() ? "out" : first_index) << "));\n";
-  r << (s.selects() ? "  return {out, out_arg};\n}\n\n" : "  return out;\n}\n\n");
+  r << (s.selects() ? "  return {out, out_arg};\n" : "  return out;\n");
+  }
+  std::string extents;
+  for (auto& v : s.order) {
+    if (bind[v][0].dim == -2) continue;
+    extents += std::string(extents.empty() ? "\"" : " + \", ") + "n_" + v + " = \" + std::to_string(e.n_" + v + ".expect_int())" +
+               (bind[v][0].dim == -3 ? " + \" (argument '" + bind[v][0].arg + "')\"" : "");
+  }
+  emit_allocation_guard(r, "\"" + op + "\"", kernel_call.str(), extents.empty() ? "std::string()" : extents);
+  r << "}\n\n";
   // Meta kernel: same checks, no data.
   r << ret_type(s) << " " << op << "_meta(" << signature(s.schema, true) << ") {\n";
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
@@ -2222,26 +2258,32 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
 // same operands every epoch), pass 1 (row lengths), exact allocation, pass 2 (sorted columns).
 // Checks of the csr operands that give the output pattern (all but S) and of the extents, for
 // the symbolic and assembling adapters (`op` in scope); declares n_<v> for every index
-// variable (-1 where only S binds it).
-void emit_pattern_checks(const Compiled& c, std::ostream& r) {
+// variable (-1 where only S binds it); with `checks` false, only declares them.
+void emit_pattern_checks(const Compiled& c, std::ostream& r, bool checks = true) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
   auto in = se.inputs();
   const std::string& first = in.at(0)->rowptr;
   auto own = pattern_bindings(s);
+  if (!checks) {
+    for (auto& v : s.order)
+      r << "  const int64_t n_" << v << " = "
+        << (own[v].empty() ? std::string("-1") : own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";  (void)n_" << v << ";\n";
+    return;
+  }
   for (auto* t : in) {
     emit_csr_arg_checks(r, *t, first);
     r << "  checks::same_device(op, \"" << t->rowptr << "\", " << t->rowptr << ", \"" << first << "\", " << first << ");\n";
     r << "  checks::same_device(op, \"" << t->col << "\", " << t->col << ", \"" << first << "\", " << first << ");\n";
   }
-  for (auto& [v, a] : s.extents) r << "  checks::non_negative(op, \"" << a << "\", " << a << ");\n";
+  for (auto& [v, a] : s.extents) r << "  checks::extent(op, \"" << a << "\", " << a << ");\n";
   // Extents from the inputs (S's own bindings left out).
   for (auto& v : s.order) {
     if (own[v].empty()) {
       r << "  const int64_t n_" << v << " = -1;  (void)n_" << v << ";\n";
       continue;
     }
-    r << "  const int64_t n_" << v << " = " << (own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";\n";
+    r << "  const int64_t n_" << v << " = " << (own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";  (void)n_" << v << ";\n";
     for (size_t b = 1; b < own[v].size(); ++b)
       r << "  checks::size_eq(op, \"" << own[v][b].arg << "\", " << own[v][b].arg << ", 0, n_" << v << " + 1, \""
         << extent_text(own[v][0]) << " plus one, the extent of index " << v << " plus one\");\n";
@@ -2258,6 +2300,18 @@ std::pair<std::string, std::string> pattern_key(const Compiled& c) {
   for (auto* t : SymbolicEmitter(c).inputs()) keys += std::string(keys.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
   for (auto& [v, a] : c.spec.extents) ints += std::string(ints.empty() ? "" : ", ") + a;
   return {keys, ints};
+}
+
+// The extents of a symbolic or assembling pass as a C++ string expression (for messages).
+std::string pattern_extents(const Compiled& c) {
+  auto own = pattern_bindings(c.spec);
+  std::string out;
+  for (auto& v : c.spec.order) {
+    if (own[v].empty()) continue;
+    out += std::string(out.empty() ? "\"" : " + \", ") + "n_" + v + " = \" + std::to_string(n_" + v + ")" +
+           (own[v][0].dim == -3 ? " + \" (argument '" + own[v][0].arg + "')\"" : "");
+  }
+  return out.empty() ? "std::string()" : out;
 }
 
 // The kernel parameters `prm` of the symbolic or assembling pass `op`: the extents and the
@@ -2294,6 +2348,9 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   // A hit hands out copies: results of separate calls never share storage (an in-place change
   // of one would show in the other; the cache's own tensors stay as stored).
   r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0].clone(), (*hit)[1].clone()};\n";
+  std::ostringstream kernel_call;
+  {
+  std::ostream& r = kernel_call;
   emit_pattern_params(c, op, false, r);
   const std::string rows = "n_" + p_outer(c, s.symbolic);
   r << "  at::Tensor rowptr64_ = at::empty({" << rows << " + 1}, " << first << ".options().dtype(at::kLong));\n";
@@ -2309,7 +2366,10 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   r << "  at::Tensor pattern_col_ = alloc_.col;\n";
   r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
   r << "  cache::store(op, {" << keys << "}, {" << ints << "}, {pattern_rowptr_, pattern_col_});\n";
-  r << "  return {pattern_rowptr_, pattern_col_};\n}\n\n";
+  r << "  return {pattern_rowptr_, pattern_col_};\n";
+  }
+  emit_allocation_guard(r, "op", kernel_call.str(), pattern_extents(c));
+  r << "}\n\n";
 }
 
 // `<op>_assemble`: the op with its output pattern S built in the same pass, for ops with
@@ -2357,7 +2417,9 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   const std::string& first = in.at(0)->rowptr;
   const std::string ref = ref_arg(s);
   r << "// ---------------------------------------------------------------- " << op << "\n";
-  r << ret << " " << op << "_cpu_kernel(" << signature(sc, true) << ") {\n";
+  // The checks, shared by the CPU and Autograd kernels (the latter calls other ops, whose errors
+  // would name them, not this op).
+  r << "void " << op << "_check(" << signature(sc, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
   emit_pattern_checks(c, r);
   for (auto* t : in) {
@@ -2368,9 +2430,17 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
     r << "  checks::size_eq(op, \"" << t->values << "\", " << t->values << ", 0, " << t->col << ".size(0), \"" << t->col
       << ".size(0), the number of stored entries\");\n";
   }
+  r << "}\n\n";
+  r << ret << " " << op << "_cpu_kernel(" << signature(sc, true) << ") {\n";
+  r << "  constexpr const char* op = \"" << op << "\";\n";
+  r << "  " << op << "_check(" << arg_names(sc) << ");\n";
+  emit_pattern_checks(c, r, false);
   for (auto& a : sc.args)
     if (a.type != "Tensor" && a.type != "int") fail(s.loc, "assemble: argument '" + a.name + "' (" + a.type + ") is not supported");
   const auto [keys, ints] = pattern_key(c);
+  std::ostringstream kernel_call;
+  {
+  std::ostream& r = kernel_call;
   r << "  if (auto hit = cache::lookup(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}))\n";
   r << "    return {(*hit)[0].clone(), (*hit)[1].clone(), " << s.name << "_cpu_kernel(" << args_with_pattern(s, "(*hit)[0]", "(*hit)[1]") << ")};\n";
   emit_pattern_params(c, op, true, r);
@@ -2390,7 +2460,10 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << first << "));\n";
   r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
   r << "  cache::store(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}, {pattern_rowptr_, alloc_.col});\n";
-  r << "  return {pattern_rowptr_, alloc_.col, alloc_.val};\n}\n\n";
+  r << "  return {pattern_rowptr_, alloc_.col, alloc_.val};\n";
+  }
+  emit_allocation_guard(r, "op", kernel_call.str(), pattern_extents(c));
+  r << "}\n\n";
   // Autograd.
   r << ret << " " << op << "_autograd(" << signature(sc, true) << ") {\n";
   r << "  bool grad_ = false;\n";
@@ -2399,8 +2472,15 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  if (!grad_ || !at::GradMode::is_enabled()) {\n";
   r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
   r << "    return gnnfuse::" << op << "(" << arg_names(sc) << ");\n  }\n";
-  r << "  auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
-  r << "  return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n}\n\n";
+  r << "  " << op << "_check(" << arg_names(sc) << ");\n";
+  // The arguments are checked: what the ops below can still raise is a failed allocation, which
+  // then names this op (around their message).
+  r << "  try {\n";
+  r << "    auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
+  r << "    return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n";
+  r << "  } catch (const c10::Error& error_) {\n";
+  r << "    if (!checks::allocation_failed(error_)) throw;\n";
+  r << "    checks::out_of_memory(\"" << op << "\", std::string(), error_.what_without_backtrace());\n  }\n}\n\n";
 }
 
 std::vector<GeneratedFile> emit_op_registration(const Family& f) {
@@ -2409,7 +2489,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << banner(fam);
   r << "// ATen adapters (checks, contiguous inputs, output allocation), Meta kernels, autograd\n";
   r << "// Functions and the registration of " << fam << " and of the ops derived from it.\n";
-  r << "#include <cstdint>\n#include <optional>\n#include <tuple>\n\n";
+  r << "#include <cstdint>\n#include <new>\n#include <optional>\n#include <stdexcept>\n#include <string>\n#include <tuple>\n\n";
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
   r << "#include <torch/autograd.h>\n#include <torch/library.h>\n\n";
   r << "#include \"gnnfuse/graph.h\"\n#include \"gnnfuse/ops.h\"\n#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n";
@@ -2425,6 +2505,9 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   for (auto& c : f.ops) {
     const OpSpec& s = c->spec;
     r << ret_type(s) << " " << s.name << "_autograd(" << signature(s.schema, true) << ") {\n";
+    // The checks first: Function::apply reads every tensor argument's device and dtype (an
+    // undefined tensor would fail there, in an error that names no op).
+    r << "  (void)" << s.name << "_check(" << arg_names(s.schema) << ");\n";
     if (s.selects()) {
       r << "  torch::autograd::variable_list out = " << s.name << "_function::apply(" << arg_names(s.schema) << ");\n";
       r << "  return {out[0], out[1]};\n}\n\n";

@@ -165,16 +165,19 @@ void csc_values(const char* op, const char* const names[5], const index_t* rowpt
                 const index_t* col, int64_t nnz, const index_t* colptr, int64_t cols, const index_t* row,
                 const int64_t* perm) {
   if (colptr[0] != 0) fail(op, names[0], "must start at 0 (got ", names[0], "[0] = ", colptr[0], ")");
+  // The whole of colptr before any entry is read: with 0 <= colptr[j] <= colptr[cols] = nnz,
+  // every position q below is one of the nnz entries.
+  const int64_t drop = first_violation(cols, [colptr](int64_t j) { return colptr[j + 1] < colptr[j]; });
+  if (drop < cols) {
+    fail(op, names[0], "must be non-decreasing (got ", names[0], "[", drop, "] = ", colptr[drop], " > ", names[0], "[", drop + 1,
+         "] = ", colptr[drop + 1], ")");
+  }
   if (static_cast<int64_t>(colptr[cols]) != nnz) {
     fail(op, names[0], "must end at the number of edges ", names[4], ".numel() = ", nnz, " (got ", names[0], "[", cols, "] = ",
          colptr[cols], ")");
   }
   std::vector<uint8_t> seen(static_cast<size_t>(nnz), 0);
   for (int64_t j = 0; j < cols; ++j) {
-    if (colptr[j + 1] < colptr[j]) {
-      fail(op, names[0], "must be non-decreasing (got ", names[0], "[", j, "] = ", colptr[j], " > ", names[0], "[", j + 1,
-           "] = ", colptr[j + 1], ")");
-    }
     for (int64_t q = colptr[j]; q < static_cast<int64_t>(colptr[j + 1]); ++q) {
       const int64_t e = perm[q];
       const int64_t i = row[q];
@@ -226,6 +229,8 @@ void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, c
          const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols) {
   csc_shapes(op, names, rowptr, col, colptr, row, perm, c10::SymInt(num_cols));
   if (!rowptr.device().is_cpu()) return;
+  // Once per view, like csr(): every backward over a graph passes the same cached view.
+  if (cache::lookup("checks::csc", {rowptr, col, colptr, row, perm}, {}).has_value()) return;
   const at::Tensor rp = rowptr.contiguous(), cl = col.contiguous(), cp = colptr.contiguous(), rw = row.contiguous(),
                    pm = perm.contiguous();
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csc", [&] {
@@ -233,6 +238,7 @@ void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, c
                         col.numel(), cp.const_data_ptr<index_t>(), colptr.numel() - 1, rw.const_data_ptr<index_t>(),
                         pm.const_data_ptr<int64_t>());
   });
+  cache::store("checks::csc", {rowptr, col, colptr, row, perm}, {}, {});
 }
 
 namespace {
@@ -375,7 +381,7 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes)
   if (edge_index.dim() != 2 || edge_index.sym_size(0) != 2) {
     fail(op, "edge_index", "must have shape [2, E] (got shape ", edge_index.sym_sizes(), ")");
   }
-  non_negative(op, "num_nodes", num_nodes);
+  extent(op, "num_nodes", num_nodes);
   // Symbolic sizes (tracing) are checked when the CPU kernel runs on real ones.
   if (!edge_index.device().is_cpu()) return;
   const int64_t num_edges = edge_index.size(1);
@@ -394,6 +400,25 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes)
 
 void non_negative(const char* op, const char* arg, int64_t value) {
   if (value < 0) fail(op, arg, "must be non-negative (got ", value, ")");
+}
+
+void extent(const char* op, const char* arg, int64_t value) {
+  non_negative(op, arg, value);
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  if (value >= kLimit) fail(op, arg, "must be below 2^62 = ", kLimit, " (an extent: sizes follow from it) (got ", value, ")");
+}
+
+bool allocation_failed(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
+  const std::string msg = e.what_without_backtrace();
+  return msg.find("DefaultCPUAllocator") != std::string::npos;
+}
+
+void out_of_memory(const char* op, const std::string& extents, const char* what) {
+  // An OutOfMemoryError (torch.OutOfMemoryError, a RuntimeError, in Python), so that an op
+  // running another one (an assembling op on a cached pattern) names itself around it.
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "gnnfuse::", op, ": not enough memory for the result and the workspaces of the kernel",
+                   extents.empty() ? "" : ", which grow with its extents (", extents, extents.empty() ? "" : ")", " (got ", what, ")");
 }
 
 void index_tensor(const char* op, const char* arg, const at::Tensor& t) {
@@ -452,6 +477,8 @@ void accumulation_dtype(const char* op, const char* arg, const at::Tensor& t, in
 
 void same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
                 const at::Tensor& ref) {
+  defined(op, arg, t);
+  defined(op, ref_arg, ref);
   if (t.scalar_type() != ref.scalar_type()) {
     fail(op, arg, "must have the dtype of '", ref_arg, "', ", dtype_name(ref.scalar_type()), " (got ",
          dtype_name(t.scalar_type()), ")");
@@ -460,6 +487,8 @@ void same_dtype(const char* op, const char* arg, const at::Tensor& t, const char
 
 void same_device(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
                  const at::Tensor& ref) {
+  defined(op, arg, t);
+  defined(op, ref_arg, ref);
   if (t.device() != ref.device()) {
     fail(op, arg, "must be on the device of '", ref_arg, "', ", ref.device(), " (got ", t.device(), ")");
   }

@@ -19,6 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
 
 namespace gnnfuse::checks {
 
@@ -47,7 +48,8 @@ void csc_shapes(const char* op, const char* const names[5], const at::Tensor& ro
                 const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, const c10::SymInt& num_cols);
 // csc_shapes, and on CPU that the view holds exactly the CSR's entries: colptr starts at 0,
 // is non-decreasing and ends at nnz; every perm[q] is a CSR position of column j (the column
-// whose range holds q) in row row[q]; no CSR position appears twice. O(N + E).
+// whose range holds q) in row row[q]; no CSR position appears twice. O(N + E), once per view
+// (remembered like csr()'s patterns). Call after csr() on (rowptr, col).
 void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
          const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols);
 
@@ -94,6 +96,19 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes)
 
 // A scalar argument that counts something: value >= 0.
 void non_negative(const char* op, const char* arg, int64_t value);
+
+// An int argument that gives an index's extent (a spec's `extent` line, a node or column
+// count): 0 <= value < 2^62, so that sizes derived from it (value + 1 row pointers, byte counts)
+// cannot overflow.
+void extent(const char* op, const char* arg, int64_t value);
+
+// Raises "gnnfuse::<op>: not enough memory ..." for an allocation that failed while an op ran
+// (std::bad_alloc, std::length_error, c10::OutOfMemoryError): its result and workspaces grow
+// with its extents, listed as `extents` ("n_j = 1099511627776 (argument 'n_cols')", ...).
+[[noreturn]] void out_of_memory(const char* op, const std::string& extents, const char* what);
+// Whether `e` is ATen's report of a failed allocation (c10::OutOfMemoryError, or the CPU
+// allocator's enforce), which out_of_memory() then names.
+bool allocation_failed(const c10::Error& e);
 
 // lo <= value < hi; `what` says what the range is, e.g. "a variant of gcn (-1: automatic)".
 void in_range(const char* op, const char* arg, int64_t value, int64_t lo, int64_t hi, const char* what);

@@ -5,7 +5,7 @@
 // stay data-free; a kernel that would need the extent of an index nothing binds is a generation
 // error. The binding analysis is recomputed here from the spec, independently of emit_cpu.cpp's.
 // That the emitted check fires at run time is shown for the same unseen spec (two_hop, compiled
-// into gnnfuse_test_ops) by tests/cpp/test_shared_indices.cpp.
+// into gnnfuse_test_ops) by tests/cpp/test_shared_indices.cpp and fuzz_ops.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -92,7 +92,7 @@ void expect_family_checks(const std::string& path, Checked* count) {
   for (auto& [v, a] : user.extents) bound.insert(v);
   for (auto& t : user.tensors)
     if (t.role == Role::SparseInput && t.name != user.symbolic) bound.insert(t.vars[0]);
-  for (const std::string form : {"_symbolic_cpu_kernel(", "_assemble_cpu_kernel("}) {
+  for (const std::string form : {"_symbolic_cpu_kernel(", "_assemble_check("}) {
     const std::string text = function_text(reg, " " + user.name + form);
     ASSERT_FALSE(text.empty()) << form;
     for (auto& t : user.tensors) {
@@ -159,10 +159,13 @@ TEST(Checks, SpgemmAndCoarsenBindTheirSharedIndices) {
             std::string::npos);
   EXPECT_NE(c.find("checks::csr(\"coarsen\", \"prowptr\", \"pcol\", prowptr, pcol, e.n_d.expect_int(), \"the extent of index d, num_clusters\");"),
             std::string::npos);
-  // The CSC views the adjoints walk are checked with the names of their CSR.
+  // The CSC views the adjoints walk are checked whole, with the names of their CSR.
   EXPECT_NE(function_text(coarsen, " coarsen_grad_edge_weight_cpu_kernel(")
                 .find("static const char* const names[5] = {\"mrowptr_colptr\", \"mrowptr_row\", \"mrowptr_perm\", \"mrowptr\", \"mcol\"};"),
             std::string::npos);
+  // The assembling op's Autograd kernel runs its checks before it calls other ops.
+  const std::string ag = function_text(coarsen, " coarsen_assemble_autograd(");
+  EXPECT_LT(ag.find("coarsen_assemble_check("), ag.find("gnnfuse::coarsen_symbolic("));
 }
 
 // A kernel that would size a row map (or loop) by an index nothing binds cannot be checked:

@@ -150,10 +150,14 @@ TEST_P(SharedIndices, DifferentiableCallsRefuseToo) {
   const at::Tensor av = s.avals.clone().set_requires_grad(true);
   expect_error([&] { gnnfuse::spgemm(s.arowptr, s.bad_acol(4), av, s.browptr, s.bcol, s.bvals, s.crowptr, s.ccol, s.n_cols); },
                {"gnnfuse::spgemm: argument 'acol'", "(got acol[3] = 4)"});
+  expect_error([&] { gnnfuse::spgemm_assemble(s.arowptr, s.bad_acol(-1), av, s.browptr, s.bcol, s.bvals, s.n_cols); },
+               {"gnnfuse::spgemm_assemble: argument 'acol'", "(got acol[3] = -1)"});
   const Coarsen c(itype());
   const at::Tensor w = c.w.clone().set_requires_grad(true);
   expect_error([&] { gnnfuse::coarsen(c.mrowptr, Coarsen::with(c.mcol, 0, 6), c.rowptr, c.col, w, c.prowptr, c.pcol, c.crowptr, c.ccol, c.k); },
                {"gnnfuse::coarsen: argument 'mcol'", "(got mcol[0] = 6)"});
+  expect_error([&] { gnnfuse::coarsen_assemble(c.mrowptr, Coarsen::with(c.mcol, 0, 6), c.rowptr, c.col, w, c.prowptr, c.pcol, c.k); },
+               {"gnnfuse::coarsen_assemble: argument 'mcol'", "(got mcol[0] = 6)"});
 }
 
 // two_hop (tests/codegen/specs/two_hop.spec, never in ops/): Y = A B X. The generated adapter
@@ -198,6 +202,19 @@ TEST_P(SharedIndices, UnseenSpecTwoHopComputesAndChecks) {
   // B's columns against X's rows.
   expect_error([&] { two_hop(s.arowptr, s.acol, s.avals, s.browptr, s.bcol, s.bvals, x.slice(0, 0, 2)); },
                {"gnnfuse::two_hop: argument 'bcol' must hold column indices in [0, 2)", "x.size(0)", "(got bcol[0] = 2)"});
+}
+
+// Found by fuzz_ops: an undefined tensor (which C++ callers can pass) reached the autograd
+// Function, whose apply() reads every tensor's device: "tensor does not have a device", naming no
+// op. The checks now run first.
+TEST_P(SharedIndices, UndefinedTensorsAreNamed) {
+  const Spgemm s(itype());
+  expect_error([&] { gnnfuse::spmm(s.arowptr, s.acol, std::nullopt, at::Tensor()); },
+               {"gnnfuse::spmm: argument 'x' must be a tensor (got an undefined tensor)"});
+  expect_error([&] { gnnfuse::spmm(s.arowptr, s.acol, at::Tensor(), at::rand({4, 2}, at::kDouble)); },
+               {"gnnfuse::spmm: argument 'edge_weight' must be a tensor (got an undefined tensor)"});
+  expect_error([&] { gnnfuse::spgemm(s.arowptr, s.acol, s.avals, s.browptr, at::Tensor(), s.bvals, s.crowptr, s.ccol, s.n_cols); },
+               {"gnnfuse::spgemm: argument 'bcol' must be a tensor (got an undefined tensor)"});
 }
 
 }  // namespace

@@ -183,16 +183,19 @@ def test_coarsen_grad_grad_returned_garbage_for_a_member_past_the_end():
         OPS.coarsen_grad_edge_weight_grad_grad(*s.args("coarsen_grad_edge_weight_grad_grad", mcol=mcol))
 
 
-def test_autograd_forward_refuses_by_the_op_name():
-    """With a gradient to record, the forward refuses before anything is recorded."""
+@pytest.mark.parametrize("op", ["spgemm", "spgemm_assemble"])
+def test_autograd_forward_refuses_by_the_op_name(op):
+    """With a gradient to record, the forward (and the assembling op, which then runs other ops)
+    refuses with the op's own name."""
     s = Spgemm(torch.int64)
     s.av = s.av.clone().requires_grad_()
-    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm: argument 'acol'.*\(got acol\[3\] = 4\)"):
-        OPS.spgemm(*s.args("spgemm", replaced(s.ac, 3, 4)))
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'acol'.*\(got acol\[3\] = 4\)"):
+        getattr(OPS, op)(*s.args(op, replaced(s.ac, 3, 4)))
     c = Coarsen(torch.int64)
     c.w = c.w.clone().requires_grad_()
-    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen: argument 'mcol'.*\(got mcol\[0\] = 6\)"):
-        OPS.coarsen(*c.args("coarsen", mcol=replaced(c.mc, 0, 6)))
+    name = "coarsen" if op == "spgemm" else "coarsen_assemble"
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{name}: argument 'mcol'.*\(got mcol\[0\] = 6\)"):
+        getattr(OPS, name)(*c.args(name, mcol=replaced(c.mc, 0, 6)))
 
 
 @torch.jit.script
@@ -237,3 +240,77 @@ def test_a_pattern_checked_once_is_checked_under_every_bound():
     wide = torch.cat([s.br, s.br[-1:]])  # a fifth, empty row of B: acol is valid
     OPS.spgemm(s.ar, s.ac, s.av, wide, s.bc, s.bv, s.cr, s.cc, 3)
 
+
+# ---------------------------------------------------------------------------- found by fuzz_ops
+def test_csc_view_whose_pointers_run_past_its_entries_is_refused():
+    """fuzz_ops: a CSC view whose colptr rises past nnz before falling back (0, 1, 0, ...) made the
+    view check read perm and row past their end (a crash); the pointers are now checked whole
+    before any entry is read."""
+    rowptr, col = torch.tensor([0, 0]), torch.tensor([], dtype=torch.int64)
+    colptr, row, perm = torch.tensor([0, 1, 0, 0, 0]), torch.tensor([], dtype=torch.int64), torch.tensor([], dtype=torch.int64)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spmm_grad_x: argument 'colptr' must be non-decreasing \(got colptr\[1\] = 1 > colptr\[2\] = 0\)"):
+        OPS.spmm_grad_x(rowptr, col, None, colptr, row, perm, torch.zeros(1, 3))
+
+
+def test_csc_view_pointers_of_no_dimension_are_refused_by_name():
+    """fuzz_ops: a 0-dim colptr (one element, so not "empty") had its size(0) read for an extent
+    before its shape was checked: an error naming no op. It is checked 1-D first."""
+    rowptr, col = torch.tensor([0, 0]), torch.tensor([], dtype=torch.int64)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spmm_grad_x: argument 'colptr' must be 1-D \(got a 0-D tensor"):
+        OPS.spmm_grad_x(rowptr, col, None, torch.tensor(0), col, col, torch.zeros(1, 3))
+
+
+@pytest.mark.parametrize("op", ["edge_index_to_csr", "csr_transpose"])
+def test_huge_node_and_column_counts_are_named(op):
+    """fuzz_ops: a count of 2^40 nodes (or columns) made the result's allocation fail inside ATen's
+    allocator, and 2^63 - 1 overflowed its + 1; both are errors naming the op and the argument."""
+    ei = torch.tensor([[0, 1], [1, 0]])
+    rowptr, col, _ = OPS.edge_index_to_csr(ei, 2)
+    call = (lambda n: OPS.edge_index_to_csr(ei, n)) if op == "edge_index_to_csr" else (lambda n: OPS.csr_transpose(rowptr, col, n))
+    arg = "num_nodes" if op == "edge_index_to_csr" else "num_cols"
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: not enough memory .*argument '{arg}' = 1099511627776"):
+        call(1 << 40)
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument '{arg}' must be below 2\^62"):
+        call(2**63 - 1)
+
+
+def test_huge_extent_argument_is_named():
+    """fuzz_ops: spgemm with n_cols = 2^40 (valid: every column is below it) allocates a row map
+    of n_cols entries, which fails; the error names the op and the extent."""
+    s = Spgemm(torch.int64)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm: not enough memory .*n_j = 1099511627776 \(argument 'n_cols'\)"):
+        OPS.spgemm(s.ar, s.ac, s.av, s.br, s.bc, s.bv, s.cr, s.cc, 1 << 40)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm: argument 'n_cols' must be below 2\^62"):
+        OPS.spgemm(s.ar, s.ac, s.av, s.br, s.bc, s.bv, s.cr, s.cc, 2**62)
+
+
+def test_assembling_op_on_a_cached_pattern_names_itself():
+    """fuzz_ops: coarsen_assemble with num_clusters = 2^40 assembles in one pass (its workspace
+    does not grow with the columns), but the next call, on the cached pattern, runs the numeric
+    coarsen, whose row map does: the error named coarsen, an op the caller never called."""
+    c = Coarsen(torch.int64)
+    args = c.args("coarsen_assemble")[:-1] + (1 << 40,)
+    OPS.coarsen_assemble(*args)
+    with pytest.raises(RuntimeError, match=r"^gnnfuse::coarsen_assemble: not enough memory .*\(argument 'num_clusters'\)"):
+        OPS.coarsen_assemble(*args)
+
+
+def test_assembling_op_recording_a_gradient_names_itself():
+    """fuzz_ops: with a gradient to record, coarsen_assemble runs coarsen_symbolic and coarsen;
+    the numeric op's failed allocation (num_clusters = 2^40) was reported as coarsen's."""
+    c = Coarsen(torch.int64)
+    c.w = c.w.clone().requires_grad_()
+    args = c.args("coarsen_assemble")[:-1] + (1 << 40,)
+    with pytest.raises(RuntimeError, match=r"^gnnfuse::coarsen_assemble: not enough memory .*\(argument 'num_clusters'\)"):
+        OPS.coarsen_assemble(*args)
+
+
+def test_csc_view_given_as_a_cache_is_checked_by_the_op_given_it():
+    """A CSC view passed to spmm for its backward was not read, nor checked, by spmm: a wrong one
+    was refused only in the backward, by spmm_grad_x. The op it is given to checks it."""
+    rowptr, col = torch.tensor([0, 2, 3]), torch.tensor([0, 1, 1])
+    colptr, row, perm = OPS.csr_transpose(rowptr, col, 2)
+    x = torch.randn(2, 4)
+    OPS.spmm(rowptr, col, None, x, colptr, row, perm)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spmm: argument 'row' must hold row indices in \[0, 2\) \(got row\[1\] = 2\)"):
+        OPS.spmm(rowptr, col, None, x, colptr, replaced(row, 1, 2), perm)
