@@ -393,6 +393,21 @@ void build_from_schema(const OpInfo& op, Rng& r, Call& call) {
 }
 
 // ---------------------------------------------------------------- mutations
+// A valid but huge extent: allocations sized by it fail, which the op must report by name. Under
+// AddressSanitizer a failed operator new aborts the process instead of throwing, so there the
+// extent is large but allocatable.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kHugeExtent = int64_t{1} << 20;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int64_t kHugeExtent = int64_t{1} << 20;
+#else
+constexpr int64_t kHugeExtent = int64_t{1} << 40;
+#endif
+#else
+constexpr int64_t kHugeExtent = int64_t{1} << 40;
+#endif
+
 at::Tensor noncontiguous(const at::Tensor& t) {
   if (t.dim() == 0) return t;
   std::vector<int64_t> wide(t.sizes().begin(), t.sizes().end());
@@ -442,8 +457,8 @@ void mutate(Rng& r, Call& c, const OpInfo& op) {
                                  -1,
                                  i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max(),
                                  i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min(),
-                                 cur + 1,
-                                 cur - 1,
+                                 cur == std::numeric_limits<int64_t>::max() ? cur : cur + 1,
+                                 cur == std::numeric_limits<int64_t>::min() ? cur : cur - 1,
                                  c.info[k].bound + 1};
       const int64_t value = i32 ? std::clamp<int64_t>(choices[r.below(7)], std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max())
                                 : choices[r.below(7)];
@@ -509,7 +524,8 @@ void mutate(Rng& r, Call& c, const OpInfo& op) {
       if (ints.empty()) break;
       const size_t k = pick(ints);
       const int64_t v = c.args[k].toInt();
-      const int64_t choices[] = {-1, v + 1, v - 1, int64_t{1} << 40, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 0};
+      const int64_t big = std::numeric_limits<int64_t>::max(), small = std::numeric_limits<int64_t>::min();
+      const int64_t choices[] = {-1, v == big ? v : v + 1, v == small ? v : v - 1, kHugeExtent, big, small, 0};
       c.args[k] = choices[r.below(7)];
       c.ranges_changed = true;  // an extent may widen an index's range
       c.changes.push_back("argument " + std::to_string(k) + " = " + std::to_string(c.args[k].toInt()));
