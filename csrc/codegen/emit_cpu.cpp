@@ -139,6 +139,53 @@ std::string extent_text(const Binding& b) {
   return b.arg + ".size(" + std::to_string(b.dim) + ")";
 }
 
+// The bindings a symbolic or assembling pass has (`symbolic S`): row counts of the csr
+// operands but S and the `extent` arguments (its only inputs); an index only S or a dense
+// operand binds has none there.
+std::map<std::string, std::vector<Binding>> pattern_bindings(const OpSpec& s) {
+  auto bind = bindings(s);
+  std::map<std::string, std::vector<Binding>> own;
+  for (auto& v : s.order) {
+    own[v];
+    for (auto& b : bind[v]) {
+      if (b.tensor == s.symbolic || (b.dim != -1 && b.dim != -3)) continue;
+      bool input = b.dim == -3;
+      for (auto& t : s.tensors) input = input || (t.role == Role::SparseInput && t.name != s.symbolic && b.arg == t.rowptr);
+      if (input) own[v].push_back(b);
+    }
+  }
+  return own;
+}
+
+// The indices of `bind` without an extent.
+std::set<std::string> unbound_indices(const std::map<std::string, std::vector<Binding>>& bind) {
+  std::set<std::string> out;
+  for (auto& [v, b] : bind)
+    if (b.empty() || b[0].dim == -2) out.insert(v);
+  return out;
+}
+
+// Extents a kernel may read: n_<v> for every index some operand or extent binds. An index only
+// csr columns carry (a softmax's j) has none (-1): a kernel that sized or looped by it (a row
+// map of an operand located by that column, a dense temporary over it) would read and write
+// out of bounds with no check possible, so its generation fails instead. `body` is the
+// kernel's text, `unbound` the indices without extent; n_<v> may appear only where the kernel
+// declares it (`const int64_t n_v = prm.n_v;`, `(void)n_v;`).
+void check_unbound_extents(const OpSpec& s, const std::string& kernel, const std::string& body, const std::set<std::string>& unbound) {
+  auto word = [&](size_t k) { return k < body.size() && (std::isalnum(static_cast<unsigned char>(body[k])) || body[k] == '_'); };
+  for (auto& v : unbound) {
+    const std::string name = "n_" + v;
+    for (size_t at = body.find(name); at != std::string::npos; at = body.find(name, at + 1)) {
+      if (word(at + name.size()) || (at > 0 && (word(at - 1) || body[at - 1] == '.'))) continue;
+      const std::string before = body.substr(at >= 14 ? at - 14 : 0, at >= 14 ? 14 : at);
+      if (before == "const int64_t " || (before.size() >= 6 && before.compare(before.size() - 6, 6, "(void)") == 0)) continue;
+      fail(s.loc, kernel + ": the kernel needs the extent of index '" + v +
+                      "' (it sizes a row map, a workspace or a loop by it), but no dense operand, csr row count or `extent` line gives it: "
+                      "add `extent " + v + " = <int argument>`");
+    }
+  }
+}
+
 // The reference floating tensor: its dtype and options are the output's.
 std::string ref_arg(const OpSpec& s) {
   for (auto& t : s.tensors)
@@ -1577,7 +1624,10 @@ void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
   k << "// ---------------------------------------------------------------- " << se.name() << "\n";
-  k << "namespace {\n\ntemplate <typename index_t>\nvoid " << se.name() << "_impl(const " << se.name() << "_params& prm) {\n" << se.body()
+  const std::set<std::string> unbound = unbound_indices(pattern_bindings(s));
+  const std::string symbolic_body = se.body();
+  check_unbound_extents(s, se.name(), symbolic_body, unbound);
+  k << "namespace {\n\ntemplate <typename index_t>\nvoid " << se.name() << "_impl(const " << se.name() << "_params& prm) {\n" << symbolic_body
     << "}\n\n}  // namespace\n\n";
   k << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype) {\n";
   for (auto& i : s.index_dtypes) k << "  if (itype == " << dtype_enum(i) << ") return " << se.name() << "_impl<" << ctype(i) << ">(prm);\n";
@@ -1586,8 +1636,10 @@ void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
   const std::string op = s.name + "_assemble";
   // Compiled like the numeric kernel (a baseline and an AVX2+FMA copy), so that both contract
   // the same products into the same sums: assembled values equal the two-pass values bit for bit.
+  const std::string assemble_body = KernelEmitter(c, true).body();
+  check_unbound_extents(s, op, assemble_body, unbound);
   const std::string impl = "template <typename scalar_t, typename index_t>\nvoid " + op + "_impl(const " + op + "_params& prm) {\n" +
-                           KernelEmitter(c, true).body() + "}\n";
+                           assemble_body + "}\n";
   k << "// ---------------------------------------------------------------- " << op << "\n";
   k << "namespace {\n\nnamespace base {\n" << impl << "}  // namespace base\n\n";
   k << "#ifdef GNNFUSE_AVX2_PATH\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
@@ -1673,7 +1725,9 @@ void emit_lowering(const Compiled& c, const std::string& fn, std::ostream& k) {
   auto opt = optional_values(s);
   std::string tparams = "template <typename scalar_t, typename index_t";
   for (auto* t : opt) tparams += ", bool kHas" + t->name;
-  tparams += ">\nvoid " + fn + "_impl(const " + s.name + "_params& prm) {\n" + KernelEmitter(c).body() + "}\n";
+  const std::string body = KernelEmitter(c).body();
+  check_unbound_extents(s, s.name, body, unbound_indices(bindings(s)));
+  tparams += ">\nvoid " + fn + "_impl(const " + s.name + "_params& prm) {\n" + body + "}\n";
   k << "namespace base {\n" << tparams << "}  // namespace base\n\n";
   k << "#ifdef GNNFUSE_AVX2_PATH\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n";
   k << "namespace avx2 {\n" << tparams << "}  // namespace avx2\n#pragma GCC pop_options\n#endif\n\n";
@@ -1782,8 +1836,26 @@ std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
 // ---------------------------------------------------------------- registration of one family
 namespace {
 
+// The argument names of a CSC view and of its CSR: {colptr, row, perm, rowptr, col}.
 std::string csc_names(const TensorDecl& t) {
-  return "{\"" + t.colptr + "\", \"" + t.row + "\", \"" + t.perm + "\"}";
+  return "{\"" + t.colptr + "\", \"" + t.row + "\", \"" + t.perm + "\", \"" + t.rowptr + "\", \"" + t.col + "\"}";
+}
+
+// The value check of a csr operand's pattern (`op` a string expression): its row pointers and,
+// where some operand or extent binds its column index (`bind`: that index's bindings, the first
+// defining the extent `extent`), its columns against that extent. This is where an index two
+// operands share is checked: A's columns against B's rows (spgemm), the members M's columns
+// against the graph's rows, the graph's columns against P's rows (coarsen), a csr column
+// against a dense operand's rows or an `extent` argument. An index nothing binds indexes no
+// memory (the kernels refuse to use it: check_unbound_extents), so it is left unchecked.
+void emit_csr_value_check(std::ostream& r, const std::string& op, const TensorDecl& t, const std::vector<Binding>& bind,
+                          const std::string& extent, const std::string& indent = "  ") {
+  const bool bound = !bind.empty() && bind[0].dim != -2;
+  r << indent << "checks::csr(" << op << ", \"" << t.rowptr << "\", \"" << t.col << "\", " << t.rowptr << ", " << t.col << ", ";
+  if (bound)
+    r << extent << ", \"the extent of index " << t.vars[1] << ", " << extent_text(bind[0]) << "\");\n";
+  else
+    r << "-1);\n";
 }
 
 // Argument checks of a csr operand (`op` in scope): index dtypes, one index dtype for the op
@@ -1794,6 +1866,21 @@ void emit_csr_arg_checks(std::ostream& r, const TensorDecl& t, const std::string
   r << "  checks::same_dtype(op, \"" << t.col << "\", " << t.col << ", \"" << t.rowptr << "\", " << t.rowptr << ");\n";
   if (t.rowptr != first) r << "  checks::same_dtype(op, \"" << t.rowptr << "\", " << t.rowptr << ", \"" << first << "\", " << first << ");\n";
   r << "  checks::nonempty(op, \"" << t.rowptr << "\", " << t.rowptr << ");\n";
+}
+
+// `body` (statements at two spaces) in a try block whose handlers turn a failed allocation (a
+// result or a workspace sized by an extent: an `extent` argument of 2^40 is valid but does not
+// fit in memory) into an error naming the op and the extents (`extents`: a C++ string
+// expression), instead of an exception torch cannot name.
+void emit_allocation_guard(std::ostream& r, const std::string& op, const std::string& body, const std::string& extents) {
+  r << "  try {\n";
+  std::istringstream lines(body);
+  for (std::string l; std::getline(lines, l);) r << "  " << l << "\n";
+  for (const char* type : {"std::bad_alloc", "std::length_error"})
+    r << "  } catch (const " << type << "& error_) {\n    checks::out_of_memory(" << op << ", " << extents << ", error_.what());\n";
+  r << "  } catch (const c10::Error& error_) {  // ATen's allocator; any other error as it is\n";
+  r << "    if (!checks::allocation_failed(error_)) throw;\n";
+  r << "    checks::out_of_memory(" << op << ", " << extents << ", error_.what_without_backtrace());\n  }\n";
 }
 
 void emit_adapter(const Compiled& c, std::ostream& r) {
@@ -1813,7 +1900,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   for (auto& a : s.schema.args) {
     bool extent = false;
     for (auto& [v, ea] : s.extents) extent = extent || ea == a.name;
-    if (extent) r << "  checks::non_negative(op, \"" << a.name << "\", " << a.name << ");\n";
+    if (extent) r << "  checks::extent(op, \"" << a.name << "\", " << a.name << ");\n";
     else if (a.type != "Tensor") r << "  (void)" << a.name << ";  // a scalar: no shape to check\n";
   }
   std::string first_index;
@@ -1821,7 +1908,10 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     if (t.role == Role::SparseInput) {
       if (first_index.empty()) first_index = t.rowptr;
       emit_csr_arg_checks(r, t, first_index);
-      if (t.has_csc() && !t.csc_optional) r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
+      if (t.has_csc() && !t.csc_optional) {  // its size gives an extent below: 1-D first
+        r << "  checks::index_tensor(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
+        r << "  checks::nonempty(op, \"" << t.colptr << "\", " << t.colptr << ");\n";
+      }
     }
   for (auto& t : s.tensors)
     if (t.role == Role::EdgeInput) r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ", " << dtype_mask(s) << ");\n";
@@ -1864,7 +1954,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       if (t.values_optional) r << "  }\n";
     }
     if (t.role == Role::SparseInput && t.has_csc()) {
-      r << "  {\n    static const char* const names[3] = " << csc_names(t) << ";\n";
+      r << "  {\n    static const char* const names[5] = " << csc_names(t) << ";\n";
       if (t.csc_optional) {
         r << "    if (" << t.colptr << " || " << t.row << " || " << t.perm << ") {\n";
         r << "      checks::all_given(op, names, " << t.colptr << ".has_value(), " << t.row << ".has_value(), " << t.perm << ".has_value());\n";
@@ -1905,15 +1995,17 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {
-      bool col_bound = false;
-      for (auto& b : bind[t.vars[1]])
-        if (b.dim >= 0 || b.dim == -3 || b.arg == t.colptr) col_bound = true;
-      std::string cols = col_bound ? "e.n_" + t.vars[1] + ".expect_int()" : "-1";
-      r << "  checks::csr(\"" << op << "\", " << t.rowptr << ", " << t.col << ", " << cols << ");\n";
+      emit_csr_value_check(r, "\"" + op + "\"", t, bind[t.vars[1]], "e.n_" + t.vars[1] + ".expect_int()");
       if (t.single) r << "  checks::one_per_row(\"" << op << "\", \"" << t.rowptr << "\", " << t.rowptr << ", " << t.col << ");\n";
+      // A CSC view the kernel walks, or one given as a cache for the backward (whose adjoints
+      // walk it): checked whole, here, so that the op it was given to refuses a wrong one.
       if (walks_csc(s, t)) {
-        r << "  {\n    static const char* const names[3] = " << csc_names(t) << ";\n";
+        r << "  {\n    static const char* const names[5] = " << csc_names(t) << ";\n";
         r << "    checks::csc(\"" << op << "\", names, " << t.rowptr << ", " << t.col << ", " << t.colptr << ", " << t.row << ", " << t.perm
+          << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
+      } else if (t.has_csc() && t.csc_optional) {
+        r << "  if (" << t.colptr << ") {\n    static const char* const names[5] = " << csc_names(t) << ";\n";
+        r << "    checks::csc(\"" << op << "\", names, " << t.rowptr << ", " << t.col << ", *" << t.colptr << ", *" << t.row << ", *" << t.perm
           << ", e.n_" << t.vars[1] << ".expect_int());\n  }\n";
       }
     }
@@ -1932,6 +2024,10 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   for (auto& t : s.tensors)
     if (t.role == Role::SelectInput)
       r << "  checks::position_values(\"" << op << "\", \"" << t.arg << "\", " << t.arg << ", " << s.find(t.pattern)->col << ".size(0));\n";
+  const std::string out_options = ref + ".options()" + (out.acc ? ".dtype(accumulation_dtype(" + ref + ".scalar_type()))" : "");
+  std::ostringstream kernel_call;  // allocations and the kernel, under the handler of allocation failures
+  {
+  std::ostream& r = kernel_call;
   r << "  " << op << "_params prm;\n";
   for (auto& v : s.order) r << "  prm.n_" << v << " = e.n_" << v << ".expect_int();\n";
   for (auto& a : s.schema.args)
@@ -1967,7 +2063,6 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       default: break;
     }
   }
-  const std::string out_options = ref + ".options()" + (out.acc ? ".dtype(accumulation_dtype(" + ref + ".scalar_type()))" : "");
   r << "  at::Tensor out = empty_output({" << shape << "}, " << out_options << ");\n";
   r << "  prm." << out.name << " = out.mutable_data_ptr();\n";
   if (s.selects()) {
@@ -1976,7 +2071,16 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     r << "  prm." << out.name << "_arg = out_arg.mutable_data_ptr();\n";
   }
   r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << (first_index.empty() ? "out" : first_index) << "));\n";
-  r << (s.selects() ? "  return {out, out_arg};\n}\n\n" : "  return out;\n}\n\n");
+  r << (s.selects() ? "  return {out, out_arg};\n" : "  return out;\n");
+  }
+  std::string extents;
+  for (auto& v : s.order) {
+    if (bind[v][0].dim == -2) continue;
+    extents += std::string(extents.empty() ? "\"" : " + \", ") + "n_" + v + " = \" + std::to_string(e.n_" + v + ".expect_int())" +
+               (bind[v][0].dim == -3 ? " + \" (argument '" + bind[v][0].arg + "')\"" : "");
+  }
+  emit_allocation_guard(r, "\"" + op + "\"", kernel_call.str(), extents.empty() ? "std::string()" : extents);
+  r << "}\n\n";
   // Meta kernel: same checks, no data.
   r << ret_type(s) << " " << op << "_meta(" << signature(s.schema, true) << ") {\n";
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
@@ -2518,40 +2622,38 @@ void emit_autocast(const OpSpec& s, const Schema& sc, const std::string& ret, co
 // same operands every epoch), pass 1 (row lengths), exact allocation, pass 2 (sorted columns).
 // Checks of the csr operands that give the output pattern (all but S) and of the extents, for
 // the symbolic and assembling adapters (`op` in scope); declares n_<v> for every index
-// variable (-1 where only S binds it).
-void emit_pattern_checks(const Compiled& c, std::ostream& r) {
+// variable (-1 where only S binds it); with `checks` false, only declares them.
+void emit_pattern_checks(const Compiled& c, std::ostream& r, bool checks = true) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
-  auto bind = bindings(s);
   auto in = se.inputs();
   const std::string& first = in.at(0)->rowptr;
+  auto own = pattern_bindings(s);
+  if (!checks) {
+    for (auto& v : s.order)
+      r << "  const int64_t n_" << v << " = "
+        << (own[v].empty() ? std::string("-1") : own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";  (void)n_" << v << ";\n";
+    return;
+  }
   for (auto* t : in) {
     emit_csr_arg_checks(r, *t, first);
     r << "  checks::same_device(op, \"" << t->rowptr << "\", " << t->rowptr << ", \"" << first << "\", " << first << ");\n";
     r << "  checks::same_device(op, \"" << t->col << "\", " << t->col << ", \"" << first << "\", " << first << ");\n";
   }
-  for (auto& [v, a] : s.extents) r << "  checks::non_negative(op, \"" << a << "\", " << a << ");\n";
+  for (auto& [v, a] : s.extents) r << "  checks::extent(op, \"" << a << "\", " << a << ");\n";
   // Extents from the inputs (S's own bindings left out).
-  std::map<std::string, std::vector<Binding>> own;
-  for (auto& v : s.order)
-    for (auto& b : bind[v])
-      if (b.tensor != s.symbolic && (b.dim == -1 || b.dim == -3)) {
-        bool input = b.dim == -3;
-        for (auto* t : in) input = input || (b.arg == t->rowptr);
-        if (input) own[v].push_back(b);
-      }
   for (auto& v : s.order) {
     if (own[v].empty()) {
       r << "  const int64_t n_" << v << " = -1;  (void)n_" << v << ";\n";
       continue;
     }
-    r << "  const int64_t n_" << v << " = " << (own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";\n";
+    r << "  const int64_t n_" << v << " = " << (own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";  (void)n_" << v << ";\n";
     for (size_t b = 1; b < own[v].size(); ++b)
       r << "  checks::size_eq(op, \"" << own[v][b].arg << "\", " << own[v][b].arg << ", 0, n_" << v << " + 1, \""
         << extent_text(own[v][0]) << " plus one, the extent of index " << v << " plus one\");\n";
   }
   for (auto* t : in) {
-    r << "  checks::csr(op, " << t->rowptr << ", " << t->col << ", n_" << t->vars[1] << ");\n";
+    emit_csr_value_check(r, "op", *t, own[t->vars[1]], "n_" + t->vars[1]);
     if (t->single) r << "  checks::one_per_row(op, \"" << t->rowptr << "\", " << t->rowptr << ", " << t->col << ");\n";
   }
 }
@@ -2562,6 +2664,18 @@ std::pair<std::string, std::string> pattern_key(const Compiled& c) {
   for (auto* t : SymbolicEmitter(c).inputs()) keys += std::string(keys.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
   for (auto& [v, a] : c.spec.extents) ints += std::string(ints.empty() ? "" : ", ") + a;
   return {keys, ints};
+}
+
+// The extents of a symbolic or assembling pass as a C++ string expression (for messages).
+std::string pattern_extents(const Compiled& c) {
+  auto own = pattern_bindings(c.spec);
+  std::string out;
+  for (auto& v : c.spec.order) {
+    if (own[v].empty()) continue;
+    out += std::string(out.empty() ? "\"" : " + \", ") + "n_" + v + " = \" + std::to_string(n_" + v + ")" +
+           (own[v][0].dim == -3 ? " + \" (argument '" + own[v][0].arg + "')\"" : "");
+  }
+  return out.empty() ? "std::string()" : out;
 }
 
 // The kernel parameters `prm` of the symbolic or assembling pass `op`: the extents and the
@@ -2598,6 +2712,9 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   // A hit hands out copies: results of separate calls never share storage (an in-place change
   // of one would show in the other; the cache's own tensors stay as stored).
   r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0].clone(), (*hit)[1].clone()};\n";
+  std::ostringstream kernel_call;
+  {
+  std::ostream& r = kernel_call;
   emit_pattern_params(c, op, false, r);
   const std::string rows = "n_" + p_outer(c, s.symbolic);
   r << "  at::Tensor rowptr64_ = at::empty({" << rows << " + 1}, " << first << ".options().dtype(at::kLong));\n";
@@ -2606,14 +2723,17 @@ void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
   r << "  prm.alloc_ctx = &alloc_;\n";
   r << "  prm.alloc_col = [](void* ctx, int64_t nnz) -> void* {\n";
   r << "    auto* a = static_cast<Alloc*>(ctx);\n";
-  r << "    checks::fits_index(a->op, \"" << in[0]->col << "\", a->options.dtype().toScalarType(), nnz);\n";
+  r << "    checks::fits_index(a->op, \"" << first << "\", a->options.dtype().toScalarType(), nnz);\n";
   r << "    a->col = at::empty({nnz}, a->options);\n";
   r << "    return a->col.mutable_data_ptr();\n  };\n";
   r << "  " << op << "_cpu(prm, itype_of(" << first << "));\n";
   r << "  at::Tensor pattern_col_ = alloc_.col;\n";
   r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
   r << "  cache::store(op, {" << keys << "}, {" << ints << "}, {pattern_rowptr_, pattern_col_});\n";
-  r << "  return {pattern_rowptr_, pattern_col_};\n}\n\n";
+  r << "  return {pattern_rowptr_, pattern_col_};\n";
+  }
+  emit_allocation_guard(r, "op", kernel_call.str(), pattern_extents(c));
+  r << "}\n\n";
 }
 
 // `<op>_assemble`: the op with its output pattern S built in the same pass, for ops with
@@ -2661,7 +2781,9 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   const std::string& first = in.at(0)->rowptr;
   const std::string ref = ref_arg(s);
   r << "// ---------------------------------------------------------------- " << op << "\n";
-  r << ret << " " << op << "_cpu_kernel(" << signature(sc, true) << ") {\n";
+  // The checks, shared by the CPU and Autograd kernels (the latter calls other ops, whose errors
+  // would name them, not this op).
+  r << "void " << op << "_check(" << signature(sc, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
   emit_pattern_checks(c, r);
   for (auto* t : in) {
@@ -2672,9 +2794,17 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
     r << "  checks::size_eq(op, \"" << t->values << "\", " << t->values << ", 0, " << t->col << ".size(0), \"" << t->col
       << ".size(0), the number of stored entries\");\n";
   }
+  r << "}\n\n";
+  r << ret << " " << op << "_cpu_kernel(" << signature(sc, true) << ") {\n";
+  r << "  constexpr const char* op = \"" << op << "\";\n";
+  r << "  " << op << "_check(" << arg_names(sc) << ");\n";
+  emit_pattern_checks(c, r, false);
   for (auto& a : sc.args)
     if (a.type != "Tensor" && a.type != "int") fail(s.loc, "assemble: argument '" + a.name + "' (" + a.type + ") is not supported");
   const auto [keys, ints] = pattern_key(c);
+  std::ostringstream kernel_call;
+  {
+  std::ostream& r = kernel_call;
   r << "  if (auto hit = cache::lookup(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}))\n";
   r << "    return {(*hit)[0].clone(), (*hit)[1].clone(), " << s.name << "_cpu_kernel(" << args_with_pattern(s, "(*hit)[0]", "(*hit)[1]") << ")};\n";
   emit_pattern_params(c, op, true, r);
@@ -2686,7 +2816,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  prm.alloc_ctx = &alloc_;\n";
   r << "  prm.alloc = [](void* ctx, int64_t nnz, void** col, void** val) {\n";
   r << "    auto* a = static_cast<Alloc*>(ctx);\n";
-  r << "    checks::fits_index(a->op, \"" << in[0]->col << "\", a->options.dtype().toScalarType(), nnz);\n";
+  r << "    checks::fits_index(a->op, \"" << first << "\", a->options.dtype().toScalarType(), nnz);\n";
   r << "    a->col = at::empty({nnz}, a->options);\n";
   r << "    a->val = empty_output({nnz}, a->value_options);\n";
   r << "    *col = a->col.mutable_data_ptr();\n";
@@ -2694,7 +2824,10 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << first << "));\n";
   r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
   r << "  cache::store(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}, {pattern_rowptr_, alloc_.col});\n";
-  r << "  return {pattern_rowptr_, alloc_.col, alloc_.val};\n}\n\n";
+  r << "  return {pattern_rowptr_, alloc_.col, alloc_.val};\n";
+  }
+  emit_allocation_guard(r, "op", kernel_call.str(), pattern_extents(c));
+  r << "}\n\n";
   // Autograd.
   std::vector<const SchemaArg*> values;
   for (auto* t : in)
@@ -2704,8 +2837,23 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  if (!torch::autograd::compute_requires_grad(" << join_args(values, same_name) << ")) {\n";
   r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
   r << "    return gnnfuse::" << op << "(" << arg_names(sc) << ");\n  }\n";
-  r << "  auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
-  r << "  return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n}\n\n";
+  // Under a torch.func transform the tensors here are wrappers without storage, whose values
+  // cannot be read: then the ops below check the unwrapped tensors (naming themselves).
+  std::string readable;
+  for (auto& a : sc.args)
+    if (a.type == "Tensor")
+      readable += std::string(readable.empty() ? "" : " && ") +
+                  (a.optional ? "(!" + a.name + " || !" + a.name + "->defined() || " + a.name + "->has_storage())"
+                              : "(!" + a.name + ".defined() || " + a.name + ".has_storage())");
+  r << "  if (" << readable << ") " << op << "_check(" << arg_names(sc) << ");\n";
+  // The arguments are checked: what the ops below can still raise is a failed allocation, which
+  // then names this op (around their message).
+  r << "  try {\n";
+  r << "    auto [rowptr_, col_] = gnnfuse::" << s.name << "_symbolic(" << pattern_args(c) << ");\n";
+  r << "    return {rowptr_, col_, " << s.name << "_autograd(" << args_with_pattern(s, "rowptr_", "col_") << ")};\n";
+  r << "  } catch (const c10::Error& error_) {\n";
+  r << "    if (!checks::allocation_failed(error_)) throw;\n";
+  r << "    checks::out_of_memory(\"" << op << "\", std::string(), error_.what_without_backtrace());\n  }\n}\n\n";
   emit_autocast(s, sc, ret, autocast_policy(s), r);
   // vmap: element by element (the pattern may differ per element); with the csr patterns
   // unbatched (a batch of values only) every element has the same pattern, returned once.
@@ -2753,7 +2901,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "// ATen adapters (checks, contiguous inputs, output allocation), Meta kernels, autograd\n";
   r << "// Nodes, vmap batching rules, autocast kernels and the registration of " << fam << " and of the\n";
   r << "// ops derived from it.\n";
-  r << "#include <array>\n#include <cstdint>\n#include <mutex>\n#include <optional>\n#include <tuple>\n#include <vector>\n\n";
+  r << "#include <array>\n#include <cstdint>\n#include <mutex>\n#include <new>\n#include <optional>\n#include <stdexcept>\n#include <string>\n#include <tuple>\n#include <vector>\n\n";
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/zeros_like.h>\n#include <c10/core/SymInt.h>\n";
   r << "#include <torch/autograd.h>\n#include <torch/csrc/autograd/function.h>\n#include <torch/csrc/autograd/functions/utils.h>\n";
   r << "#include <torch/csrc/autograd/saved_variable.h>\n#include <torch/csrc/dynamo/compiled_autograd.h>\n#include <torch/library.h>\n\n";

@@ -644,7 +644,20 @@ void schedule_cpu(const Program& p, Node& root) {
         std::vector<std::string> levels;
         for (auto& l : *n.space.terms.begin())
           if (std::count(enclosing.begin(), enclosing.end(), p.outer_var(l))) levels.push_back(l);
-        if (levels.empty()) levels.assign(n.space.terms.begin()->begin(), n.space.terms.begin()->end());
+        if (levels.empty()) {
+          // None is: a walk of any would read a row no loop has chosen (the copy of a row's
+          // accumulator over j after the walks over k of `Y(i,j) = A(i,k) * B(k,j)`, which
+          // must write every j of a dense result anyway). The loop runs densely over its extent.
+          n.space = Space::dense();
+          n.walk.clear();
+          n.located.clear();
+          n.located_by_map.clear();
+        }
+      }
+      if (n.kind == Node::Kind::Loop && n.space.terms.size() == 1 && !n.space.is_dense()) {
+        std::vector<std::string> levels;
+        for (auto& l : *n.space.terms.begin())
+          if (std::count(enclosing.begin(), enclosing.end(), p.outer_var(l))) levels.push_back(l);
         std::sort(levels.begin(), levels.end(), [&](const std::string& a, const std::string& b) { return declared_at(a) < declared_at(b); });
         n.walk = levels[0];
         n.located.clear();

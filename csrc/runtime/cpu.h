@@ -104,8 +104,10 @@ using acc_t = typename AccType<T>::type;
 // exp(-inf) = 0 (results below 2^-126 flush to 0), NaN propagates, large x go to std::exp.
 // double: std::exp.
 inline float exp_acc(float x) {
-  if (x > 88.0f) return std::exp(x);
-  const float xc = x < -87.0f ? -87.0f : x;  // NaN passes through
+  // NaN goes to std::exp too: below, k must be a finite integer (converting NaN to int32 is
+  // undefined, and so was shifting the negative result). The same speed as `x > 88.0f`.
+  if (!(x <= 88.0f)) return std::exp(x);
+  const float xc = x < -87.0f ? -87.0f : x;
   const float k = std::floor(xc * 1.44269504088896341f + 0.5f);
   const float r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
   float p = 1.0f / 5040.0f;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +15,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 namespace gnnfuse::checks {
@@ -84,30 +87,59 @@ int64_t first_violation(int64_t n, const Bad& bad) {
 }
 
 template <typename index_t>
-void csr_values(const char* op, const index_t* rowptr, int64_t rows, const index_t* col,
-                int64_t nnz, int64_t num_cols) {
-  if (rowptr[0] != 0) fail(op, "rowptr", "must start at 0 (got rowptr[0] = ", rowptr[0], ")");
+void rowptr_values(const char* op, const char* rowptr_arg, const char* col_arg, const index_t* rowptr, int64_t rows, int64_t nnz) {
+  if (rowptr[0] != 0) fail(op, rowptr_arg, "must start at 0 (got ", rowptr_arg, "[0] = ", rowptr[0], ")");
 
   const int64_t drop = first_violation(rows, [rowptr](int64_t i) { return rowptr[i + 1] < rowptr[i]; });
   if (drop < rows) {
-    fail(op, "rowptr", "must be non-decreasing (got rowptr[", drop, "] = ", rowptr[drop], " > rowptr[",
+    fail(op, rowptr_arg, "must be non-decreasing (got ", rowptr_arg, "[", drop, "] = ", rowptr[drop], " > ", rowptr_arg, "[",
          drop + 1, "] = ", rowptr[drop + 1], ")");
   }
   if (static_cast<int64_t>(rowptr[rows]) != nnz) {
-    fail(op, "rowptr", "must end at the number of edges col.numel() = ", nnz, " (got rowptr[", rows,
+    fail(op, rowptr_arg, "must end at the number of edges ", col_arg, ".numel() = ", nnz, " (got ", rowptr_arg, "[", rows,
          "] = ", rowptr[rows], ")");
   }
+}
 
-  if (num_cols < 0) return;
-  // One unsigned comparison catches both c < 0 and c >= num_cols.
-  const auto bound = static_cast<uint64_t>(num_cols);
-  const int64_t bad = first_violation(nnz, [col, bound](int64_t p) {
-    return static_cast<uint64_t>(static_cast<int64_t>(col[p])) >= bound;
+// The largest column read as unsigned (a negative one is then above every bound), 0 when there
+// is none: the columns are in [0, n) iff nnz == 0 or the result is below n. One parallel pass,
+// each task over 8 independent maxima (no loop-carried compare-and-select chain: about twice as
+// fast as a compare-and-or scan of the same columns against one bound).
+template <typename index_t>
+uint64_t col_umax(const index_t* col, int64_t nnz) {
+  std::mutex m;
+  uint64_t top = 0;
+  at::parallel_for(0, nnz, kScanGrain, [&](int64_t begin, int64_t end) {
+    uint64_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t p = begin;
+    for (; p + 8 <= end; p += 8)
+      for (int k = 0; k < 8; ++k) {
+        const auto v = static_cast<uint64_t>(static_cast<int64_t>(col[p + k]));
+        h[k] = v > h[k] ? v : h[k];
+      }
+    for (int64_t q = p; q < end; ++q) {
+      const auto v = static_cast<uint64_t>(static_cast<int64_t>(col[q]));
+      h[0] = v > h[0] ? v : h[0];
+    }
+    const uint64_t local = *std::max_element(h, h + 8);
+    std::lock_guard<std::mutex> lock(m);
+    top = std::max(top, local);
   });
-  if (bad < nnz) {
-    fail(op, "col", "must hold column indices in [0, ", num_cols, ") (got col[", bad, "] = ", col[bad],
-         ")");
-  }
+  return top;
+}
+
+// Raises the error of the first column outside [0, num_cols) (the caller knows there is one).
+template <typename index_t>
+[[noreturn]] void col_out_of_range(const char* op, const char* col_arg, const index_t* col, int64_t nnz, int64_t num_cols,
+                                   const char* bound) {
+  // One unsigned comparison catches both c < 0 and c >= num_cols.
+  const auto limit = static_cast<uint64_t>(num_cols);
+  const int64_t bad = first_violation(nnz, [col, limit](int64_t p) {
+    return static_cast<uint64_t>(static_cast<int64_t>(col[p])) >= limit;
+  });
+  TORCH_INTERNAL_ASSERT(bad < nnz, "gnnfuse::", op, ": column range and scan disagree");
+  fail(op, col_arg, "must hold column indices in [0, ", num_cols, ")", bound ? ", " : "", bound ? bound : "", " (got ", col_arg,
+       "[", bad, "] = ", col[bad], ")");
 }
 
 template <typename index_t>
@@ -129,29 +161,39 @@ void edge_index_values(const char* op, const index_t* ei, int64_t num_edges, int
        bad - num_edges, "] = ", ei[bad], ")");
 }
 
+// The row holding CSR position e (rowptr valid, e < nnz): a binary search, for messages.
 template <typename index_t>
-void csc_values(const char* op, const char* const names[3], const index_t* rowptr, int64_t rows,
+int64_t row_of(const index_t* rowptr, int64_t rows, int64_t e) {
+  return static_cast<int64_t>(std::upper_bound(rowptr, rowptr + rows + 1, static_cast<index_t>(e)) - rowptr) - 1;
+}
+
+template <typename index_t>
+void csc_values(const char* op, const char* const names[5], const index_t* rowptr, int64_t rows,
                 const index_t* col, int64_t nnz, const index_t* colptr, int64_t cols, const index_t* row,
                 const int64_t* perm) {
   if (colptr[0] != 0) fail(op, names[0], "must start at 0 (got ", names[0], "[0] = ", colptr[0], ")");
+  // The whole of colptr before any entry is read: with 0 <= colptr[j] <= colptr[cols] = nnz,
+  // every position q below is one of the nnz entries.
+  const int64_t drop = first_violation(cols, [colptr](int64_t j) { return colptr[j + 1] < colptr[j]; });
+  if (drop < cols) {
+    fail(op, names[0], "must be non-decreasing (got ", names[0], "[", drop, "] = ", colptr[drop], " > ", names[0], "[", drop + 1,
+         "] = ", colptr[drop + 1], ")");
+  }
   if (static_cast<int64_t>(colptr[cols]) != nnz) {
-    fail(op, names[0], "must end at the number of edges col.numel() = ", nnz, " (got ", names[0], "[", cols, "] = ",
+    fail(op, names[0], "must end at the number of edges ", names[4], ".numel() = ", nnz, " (got ", names[0], "[", cols, "] = ",
          colptr[cols], ")");
   }
   std::vector<uint8_t> seen(static_cast<size_t>(nnz), 0);
   for (int64_t j = 0; j < cols; ++j) {
-    if (colptr[j + 1] < colptr[j]) {
-      fail(op, names[0], "must be non-decreasing (got ", names[0], "[", j, "] = ", colptr[j], " > ", names[0], "[", j + 1,
-           "] = ", colptr[j + 1], ")");
-    }
     for (int64_t q = colptr[j]; q < static_cast<int64_t>(colptr[j + 1]); ++q) {
       const int64_t e = perm[q];
       const int64_t i = row[q];
       if (e < 0 || e >= nnz) fail(op, names[2], "must hold CSR positions in [0, ", nnz, ") (got ", names[2], "[", q, "] = ", e, ")");
       if (i < 0 || i >= rows) fail(op, names[1], "must hold row indices in [0, ", rows, ") (got ", names[1], "[", q, "] = ", i, ")");
       if (static_cast<int64_t>(col[e]) != j || e < static_cast<int64_t>(rowptr[i]) || e >= static_cast<int64_t>(rowptr[i + 1])) {
-        fail(op, names[2], "is not the CSC view of this CSR: entry ", q, " of column ", j, " in row ", i,
-             " points to CSR position ", e, ", which holds column ", col[e]);
+        fail(op, names[2], "is not the CSC view of the CSR ('", names[3], "', '", names[4], "'): entry ", q, " of column ", j,
+             " in row ", i, " points to CSR position ", e, ", which holds column ", col[e], " in row ", row_of(rowptr, rows, e),
+             " (got ", names[2], "[", q, "] = ", e, ")");
       }
       if (seen[static_cast<size_t>(e)]++) {
         fail(op, names[2], "is not a permutation: CSR position ", e, " appears twice (got ", names[2], "[", q, "] = ", e, ")");
@@ -171,28 +213,31 @@ void all_given(const char* op, const char* const names[3], bool a, bool b, bool 
     }
 }
 
-void csc_shapes(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+void csc_shapes(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
                 const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, const c10::SymInt& num_cols) {
   index_tensor(op, names[0], colptr);
   index_tensor(op, names[1], row);
-  same_dtype(op, names[0], colptr, "rowptr", rowptr);
-  same_dtype(op, names[1], row, "rowptr", rowptr);
+  same_dtype(op, names[0], colptr, names[3], rowptr);
+  same_dtype(op, names[1], row, names[3], rowptr);
   defined(op, names[2], perm);
   ndim_eq(op, names[2], perm, 1);
   if (perm.scalar_type() != at::kLong) fail(op, names[2], "must be int64 (got ", dtype_name(perm.scalar_type()), ")");
-  same_device(op, names[0], colptr, "rowptr", rowptr);
-  same_device(op, names[1], row, "rowptr", rowptr);
-  same_device(op, names[2], perm, "rowptr", rowptr);
-  sym_size_eq(op, names[1], row, 0, col.sym_size(0), "col.size(0), the number of stored entries");
-  sym_size_eq(op, names[2], perm, 0, col.sym_size(0), "col.size(0), the number of stored entries");
+  same_device(op, names[0], colptr, names[3], rowptr);
+  same_device(op, names[1], row, names[3], rowptr);
+  same_device(op, names[2], perm, names[3], rowptr);
+  const std::string stored = std::string(names[4]) + ".size(0), the number of stored entries";
+  sym_size_eq(op, names[1], row, 0, col.sym_size(0), stored.c_str());
+  sym_size_eq(op, names[2], perm, 0, col.sym_size(0), stored.c_str());
   if (num_cols >= 0) sym_size_eq(op, names[0], colptr, 0, num_cols + 1, "the number of columns plus one");
   else nonempty(op, names[0], colptr);
 }
 
-void csc(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
          const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols) {
   csc_shapes(op, names, rowptr, col, colptr, row, perm, c10::SymInt(num_cols));
   if (!rowptr.device().is_cpu()) return;
+  // Once per view, like csr(): every backward over a graph passes the same cached view.
+  if (cache::lookup("checks::csc", {rowptr, col, colptr, row, perm}, {}).has_value()) return;
   const at::Tensor rp = rowptr.contiguous(), cl = col.contiguous(), cp = colptr.contiguous(), rw = row.contiguous(),
                    pm = perm.contiguous();
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csc", [&] {
@@ -200,49 +245,76 @@ void csc(const char* op, const char* const names[3], const at::Tensor& rowptr, c
                         col.numel(), cp.const_data_ptr<index_t>(), colptr.numel() - 1, rw.const_data_ptr<index_t>(),
                         pm.const_data_ptr<int64_t>());
   });
+  cache::store("checks::csc", {rowptr, col, colptr, row, perm}, {}, {});
 }
 
 namespace {
 
-// CSRs whose values were checked, so that a graph used call after call (every layer, every
-// epoch) is scanned once: an entry of the pattern cache (torch/pattern_cache.h: tensor
-// identity, version counters, data pointers and sizes, plus num_cols) with no value. Tensors
-// without a version counter (inference mode) are always checked.
-bool already_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  return cache::lookup("checks::csr", {rowptr, col}, {num_cols}).has_value();
+// Patterns whose row pointers (and maybe columns) were checked, so that a graph used call after
+// call (every layer, every epoch) is scanned once: an entry of the pattern cache
+// (torch/pattern_cache.h: tensor identity, version counters, data pointers and sizes) whose
+// value is empty (row pointers valid) or one int64 tensor holding the columns' unsigned maximum
+// (col_umax; also scanned). Tensors without a version counter (inference mode) are always checked.
+constexpr const char* kCsrKey = "checks::csr";
+
+bool already_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t mark) {
+  return cache::lookup(kCsrKey, {rowptr, col}, {mark}).has_value();
 }
 
-void remember_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  cache::store("checks::csr", {rowptr, col}, {num_cols}, {});
+void remember_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t mark) {
+  cache::store(kCsrKey, {rowptr, col}, {mark}, {});
 }
 
 }  // namespace
 
 void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  index_tensor(op, "rowptr", rowptr);
-  index_tensor(op, "col", col);
-  same_dtype(op, "col", col, "rowptr", rowptr);
-  same_device(op, "col", col, "rowptr", rowptr);
+  csr(op, "rowptr", "col", rowptr, col, num_cols);
+}
+
+void csr(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col,
+         int64_t num_cols, const char* bound) {
+  index_tensor(op, rowptr_arg, rowptr);
+  index_tensor(op, col_arg, col);
+  same_dtype(op, col_arg, col, rowptr_arg, rowptr);
+  same_device(op, col_arg, col, rowptr_arg, rowptr);
   if (rowptr.sym_numel() < 1) {
-    fail(op, "rowptr", "must have at least one element (got an empty tensor)");
+    fail(op, rowptr_arg, "must have at least one element (got an empty tensor)");
   }
   // Value checks on other devices would cost a synchronisation and a device kernel.
   if (!rowptr.device().is_cpu()) return;
 
-  if (already_checked(rowptr, col, num_cols)) return;
+  const int64_t nnz = col.numel();
+  const auto in_range = [nnz, num_cols](uint64_t umax) { return nnz == 0 || umax < static_cast<uint64_t>(num_cols); };
+  const std::optional<std::vector<at::Tensor>> known = cache::lookup(kCsrKey, {rowptr, col}, {});
+  const bool range_known = known && !known->empty();
+  if (known && (num_cols < 0 || range_known)) {
+    if (num_cols < 0) return;
+    if (in_range(static_cast<uint64_t>((*known)[0].const_data_ptr<int64_t>()[0]))) return;
+  }
   const at::Tensor rowptr_c = rowptr.contiguous();
   const at::Tensor col_c = col.contiguous();
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csr", [&] {
-    csr_values<index_t>(op, rowptr_c.const_data_ptr<index_t>(), rowptr.numel() - 1,
-                        col_c.const_data_ptr<index_t>(), col.numel(), num_cols);
+    const index_t* cp = col_c.const_data_ptr<index_t>();
+    if (!known) rowptr_values<index_t>(op, rowptr_arg, col_arg, rowptr_c.const_data_ptr<index_t>(), rowptr.numel() - 1, nnz);
+    if (num_cols < 0) {
+      cache::store(kCsrKey, {rowptr, col}, {}, {});
+      return;
+    }
+    if (!range_known) {
+      const uint64_t umax = col_umax<index_t>(cp, nnz);
+      at::Tensor range = at::empty({1}, at::kLong);
+      range.mutable_data_ptr<int64_t>()[0] = static_cast<int64_t>(umax);
+      cache::store(kCsrKey, {rowptr, col}, {}, {range});
+      if (in_range(umax)) return;
+    }
+    col_out_of_range<index_t>(op, col_arg, cp, nnz, num_cols, bound);
   });
-  remember_checked(rowptr, col, num_cols);
 }
 
 void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz) {
   if (s == at::kInt && nnz > std::numeric_limits<int32_t>::max()) {
-    fail(op, arg, "would hold ", nnz, " entries, more than int32 indices address (at most ",
-         std::numeric_limits<int32_t>::max(), "); use int64 indices");
+    fail(op, arg, "is int32, the index dtype of the result, whose ", nnz, " entries int32 indices cannot address (at most ",
+         std::numeric_limits<int32_t>::max(), "); use int64 indices (got ", dtype_name(s), ")");
   }
 }
 
@@ -316,7 +388,7 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
   if (edge_index.dim() != 2 || edge_index.sym_size(0) != 2) {
     fail(op, "edge_index", "must have shape [2, E] (got shape ", edge_index.sym_sizes(), ")");
   }
-  non_negative(op, "num_nodes", num_nodes);
+  extent(op, "num_nodes", num_nodes);
   if (num_dst_nodes < 0) num_dst_nodes = num_nodes;
   // Symbolic sizes (tracing) are checked when the CPU kernel runs on real ones.
   if (!edge_index.device().is_cpu()) return;
@@ -336,6 +408,25 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
 
 void non_negative(const char* op, const char* arg, int64_t value) {
   if (value < 0) fail(op, arg, "must be non-negative (got ", value, ")");
+}
+
+void extent(const char* op, const char* arg, int64_t value) {
+  non_negative(op, arg, value);
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  if (value >= kLimit) fail(op, arg, "must be below 2^62 = ", kLimit, " (an extent: sizes follow from it) (got ", value, ")");
+}
+
+bool allocation_failed(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
+  const std::string msg = e.what_without_backtrace();
+  return msg.find("DefaultCPUAllocator") != std::string::npos;
+}
+
+void out_of_memory(const char* op, const std::string& extents, const char* what) {
+  // An OutOfMemoryError (torch.OutOfMemoryError, a RuntimeError, in Python), so that an op
+  // running another one (an assembling op on a cached pattern) names itself around it.
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "gnnfuse::", op, ": not enough memory for the result and the workspaces of the kernel",
+                   extents.empty() ? "" : ", which grow with its extents (", extents, extents.empty() ? "" : ")", " (got ", what, ")");
 }
 
 void index_tensor(const char* op, const char* arg, const at::Tensor& t) {
@@ -394,6 +485,8 @@ void accumulation_dtype(const char* op, const char* arg, const at::Tensor& t, in
 
 void same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
                 const at::Tensor& ref) {
+  defined(op, arg, t);
+  defined(op, ref_arg, ref);
   if (t.scalar_type() != ref.scalar_type()) {
     fail(op, arg, "must have the dtype of '", ref_arg, "', ", dtype_name(ref.scalar_type()), " (got ",
          dtype_name(t.scalar_type()), ")");
@@ -402,6 +495,8 @@ void same_dtype(const char* op, const char* arg, const at::Tensor& t, const char
 
 void same_device(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
                  const at::Tensor& ref) {
+  defined(op, arg, t);
+  defined(op, ref_arg, ref);
   if (t.device() != ref.device()) {
     fail(op, arg, "must be on the device of '", ref_arg, "', ", ref.device(), " (got ", t.device(), ")");
   }

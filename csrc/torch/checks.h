@@ -19,6 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
 
 namespace gnnfuse::checks {
 
@@ -27,19 +28,29 @@ namespace gnnfuse::checks {
 //  - rowptr.numel() >= 1, rowptr[0] == 0, rowptr is non-decreasing,
 //    rowptr[-1] == col.numel();
 //  - every col value is in [0, num_cols) when num_cols >= 0 (num_cols < 0: unchecked).
-// The value checks (O(N + E), parallel over col) run for CPU tensors only;
-// for other devices only dtypes, shapes and devices are checked.
+// Errors name the arguments `rowptr_arg` and `col_arg` (the op's schema names); `bound`, when
+// given, says where num_cols comes from ("the extent of index k, browptr.size(0) - 1").
+// The value checks run for CPU tensors only; for other devices only dtypes, shapes and
+// devices are checked. They are O(N + E) once per pattern: the row pointers' validity and the
+// columns' largest value are remembered per (rowptr, col) pair (the pattern cache: identity,
+// version counters, data pointers, sizes), so a pattern used again, under any column bound, is
+// checked in O(1); the columns are scanned only once a bound asks for them.
+void csr(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col,
+         int64_t num_cols, const char* bound = nullptr);
+// The same with the arguments named 'rowptr' and 'col'.
 void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols);
 
 // The CSC view of a CSR matrix (see gnnfuse::csr_transpose): colptr and row in rowptr's
 // dtype, perm int64, row and perm with col.numel() entries, colptr with num_cols + 1 entries
-// when num_cols >= 0 (shapes: Meta-safe, `names` = {colptr, row, perm} argument names).
-void csc_shapes(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+// when num_cols >= 0 (shapes: Meta-safe). `names` are the argument names
+// {colptr, row, perm, rowptr, col}: the view's three, then its CSR's two.
+void csc_shapes(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
                 const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, const c10::SymInt& num_cols);
 // csc_shapes, and on CPU that the view holds exactly the CSR's entries: colptr starts at 0,
 // is non-decreasing and ends at nnz; every perm[q] is a CSR position of column j (the column
-// whose range holds q) in row row[q]; no CSR position appears twice. O(N + E).
-void csc(const char* op, const char* const names[3], const at::Tensor& rowptr, const at::Tensor& col,
+// whose range holds q) in row row[q]; no CSR position appears twice. O(N + E), once per view
+// (remembered like csr()'s patterns). Call after csr() on (rowptr, col).
+void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
          const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols);
 
 // The three arguments of a CSC view are passed together or not at all.
@@ -86,13 +97,27 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
 // A scalar argument that counts something: value >= 0.
 void non_negative(const char* op, const char* arg, int64_t value);
 
+// An int argument that gives an index's extent (a spec's `extent` line, a node or column
+// count): 0 <= value < 2^62, so that sizes derived from it (value + 1 row pointers, byte counts)
+// cannot overflow.
+void extent(const char* op, const char* arg, int64_t value);
+
+// Raises "gnnfuse::<op>: not enough memory ..." for an allocation that failed while an op ran
+// (std::bad_alloc, std::length_error, c10::OutOfMemoryError): its result and workspaces grow
+// with its extents, listed as `extents` ("n_j = 1099511627776 (argument 'n_cols')", ...).
+[[noreturn]] void out_of_memory(const char* op, const std::string& extents, const char* what);
+// Whether `e` is ATen's report of a failed allocation (c10::OutOfMemoryError, or the CPU
+// allocator's enforce), which out_of_memory() then names.
+bool allocation_failed(const c10::Error& e);
+
 // lo <= value < hi; `what` says what the range is, e.g. "a variant of gcn (-1: automatic)".
 void in_range(const char* op, const char* arg, int64_t value, int64_t lo, int64_t hi, const char* what);
 
 // A string argument naming one of `known` (listed in the message when it does not).
 void one_of(const char* op, const char* arg, const std::string& value, const std::vector<std::string>& known, const char* what);
 
-// `nnz` entries are addressable with index dtype `s` (int32: at most 2^31 - 1).
+// `nnz` entries of a result are addressable with index dtype `s` (int32: at most 2^31 - 1), the
+// dtype of argument `arg` (the index tensor the result's dtype comes from).
 void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz);
 
 // Each row's columns strictly increase (sorted, no duplicates): a pattern whose coordinates a

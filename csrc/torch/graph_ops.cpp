@@ -12,6 +12,9 @@
 #include <limits>
 #include <optional>
 #include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -183,8 +186,25 @@ void csr_transpose_kernel(const index_t* rowptr, const index_t* col, int64_t num
   sort_by_key(nnz, num_cols, col, row_of, colptr, row, perm);
 }
 
+// Runs f, a kernel with its allocations, turning a failed allocation into an error naming op
+// (`extents`: what the sizes follow from).
+template <typename F>
+auto named_allocations(const char* op, const std::string& extents, const F& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc& e) {
+    checks::out_of_memory(op, extents, e.what());
+  } catch (const std::length_error& e) {
+    checks::out_of_memory(op, extents, e.what());
+  } catch (const c10::Error& e) {  // ATen's allocator; any other error as it is
+    if (!checks::allocation_failed(e)) throw;
+    checks::out_of_memory(op, extents, e.what_without_backtrace());
+  }
+}
+
 Triple edge_index_to_csr_cpu(const at::Tensor& edge_index, int64_t num_nodes) {
   checks::edge_index("edge_index_to_csr", edge_index, num_nodes);
+  return named_allocations("edge_index_to_csr", "argument 'num_nodes' = " + std::to_string(num_nodes), [&]() -> Triple {
   const at::Tensor ei = edge_index.contiguous();
   const int64_t num_edges = ei.size(1);
   at::Tensor rowptr = at::empty({num_nodes + 1}, ei.options());
@@ -197,11 +217,13 @@ Triple edge_index_to_csr_cpu(const at::Tensor& edge_index, int64_t num_nodes) {
                                       perm.mutable_data_ptr<int64_t>());
   });
   return {rowptr, col, perm};
+  });
 }
 
 Triple csr_transpose_cpu(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  checks::non_negative("csr_transpose", "num_cols", num_cols);
+  checks::extent("csr_transpose", "num_cols", num_cols);
   checks::csr("csr_transpose", rowptr, col, num_cols);
+  return named_allocations("csr_transpose", "argument 'num_cols' = " + std::to_string(num_cols), [&]() -> Triple {
   const at::Tensor rowptr_c = rowptr.contiguous();
   const at::Tensor col_c = col.contiguous();
   const int64_t nnz = col_c.numel();
@@ -214,6 +236,7 @@ Triple csr_transpose_cpu(const at::Tensor& rowptr, const at::Tensor& col, int64_
                                   row.mutable_data_ptr<index_t>(), perm.mutable_data_ptr<int64_t>());
   });
   return {colptr, row, perm};
+  });
 }
 
 // Graclus-style greedy matching: nodes visited in `order`; an unmatched node u is paired with
@@ -303,7 +326,7 @@ Triple edge_index_to_csr_meta(const at::Tensor& edge_index, c10::SymInt num_node
 }
 
 Triple csr_transpose_meta(const at::Tensor& rowptr, const at::Tensor& col, c10::SymInt num_cols) {
-  checks::non_negative("csr_transpose", "num_cols", num_cols.maybe_as_int().value_or(0));
+  checks::extent("csr_transpose", "num_cols", num_cols.maybe_as_int().value_or(0));
   checks::csr("csr_transpose", rowptr, col, -1);
   const c10::SymInt nnz = col.sym_numel();
   return {at::empty_symint({num_cols + 1}, col.options()), at::empty_symint({nnz}, col.options()),
@@ -315,8 +338,8 @@ Triple csr_transpose_meta(const at::Tensor& rowptr, const at::Tensor& col, c10::
 // With num_dst_nodes (a bipartite graph), sources (row 0) are checked against num_nodes and
 // targets (row 1) against num_dst_nodes.
 void validate_edge_index_cpu(const at::Tensor& edge_index, int64_t num_nodes, std::optional<int64_t> num_dst_nodes) {
-  checks::non_negative("validate_edge_index", "num_nodes", num_nodes);
-  if (num_dst_nodes) checks::non_negative("validate_edge_index", "num_dst_nodes", *num_dst_nodes);
+  checks::extent("validate_edge_index", "num_nodes", num_nodes);
+  if (num_dst_nodes) checks::extent("validate_edge_index", "num_dst_nodes", *num_dst_nodes);
   checks::edge_index("validate_edge_index", edge_index, num_nodes, num_dst_nodes.value_or(num_nodes));
 }
 

@@ -20,7 +20,7 @@ namespace gnnfuse::cache {
 
 // The cached result for (op, keys, ints), if any.
 std::optional<std::vector<at::Tensor>> lookup(const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints);
-// Stores a result (a few most recent entries are kept).
+// Stores a result (a few most recent entries are kept); it replaces an entry of the same key.
 void store(const char* op, const std::vector<at::Tensor>& keys, const std::vector<int64_t>& ints, const std::vector<at::Tensor>& value);
 // Drops every entry (tests; memory).
 void clear();

@@ -14,6 +14,7 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "gnnfuse/graph.h"
 
 namespace {
@@ -96,21 +97,8 @@ at::Tensor edge_index_of(const Graph& g, at::ScalarType dtype) {
   return to_tensor(flat, dtype).view({2, static_cast<int64_t>(g.src.size())});
 }
 
-// The c10::Error message of f(), or "" when f() does not throw.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
-
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> parts) {
-  const std::string msg = error_of(f);
-  ASSERT_FALSE(msg.empty()) << "no error raised";
-  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
-}
+using gnnfuse::testing::error_of;
+using gnnfuse::testing::expect_error;
 
 class GraphOps : public ::testing::TestWithParam<at::ScalarType> {};
 

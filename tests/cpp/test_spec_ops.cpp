@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "gnnfuse/gnnfuse.h"
 
 namespace {
@@ -76,16 +77,7 @@ void expect_close(const at::Tensor& got, const at::Tensor& want, at::ScalarType 
       << "max abs error " << (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
 }
 
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> parts) {
-  std::string msg;
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    msg = e.what_without_backtrace();
-  }
-  ASSERT_FALSE(msg.empty()) << "no error raised";
-  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
-}
+using gnnfuse::testing::expect_error;
 
 using Types = std::tuple<at::ScalarType, at::ScalarType>;  // (value dtype, index dtype)
 
@@ -200,7 +192,7 @@ TEST_P(SpecOps, SpgemmMatchesDense) {
   const Csr a = random_csr(6, 5, 12, itype(), 9);
   const Csr narrow = random_csr(2, 4, 3, itype(), 10);
   expect_error([&] { gnnfuse::spgemm_symbolic(a.rowptr, a.col, narrow.rowptr, narrow.col, 4); },
-               {"gnnfuse::spgemm_symbolic", "argument 'col'"});
+               {"gnnfuse::spgemm_symbolic", "argument 'acol'"});  // A's columns past B's 2 rows
 }
 
 // Coarsening P^T A P through the C++ API against the dense product, its edge-weight gradient
@@ -228,7 +220,7 @@ TEST_P(SpecOps, CoarsenMatchesDense) {
   const at::Tensor gd = dense(c, g);
   expect_close(wg.grad(), gd.index({cluster.index_select(0, coo_rows(a)), cluster.index_select(0, a.col.to(at::kLong))}), dtype());
   expect_error([&] { gnnfuse::coarsen_symbolic(mrowptr, mcol, a.rowptr, a.col, prowptr, pcol, m - 1); },
-               {"gnnfuse::coarsen_symbolic", "argument 'col'"});
+               {"gnnfuse::coarsen_symbolic", "argument 'pcol'"});  // a cluster id past num_clusters
   // One pass: the pattern and values of the two-pass form; with a gradient wanted, the values
   // are differentiable.
   const at::Tensor wg2 = w.clone().set_requires_grad(true);

@@ -307,9 +307,9 @@ def test_spgemm_bad_input():
     a, b, cr, cc = _graph_operands(torch.int64, torch.float64)
     with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'n_cols' must be non-negative"):
         torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], -1)
-    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'col'.*\[0, 9\)"):
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'acol'.*\[0, 9\)"):
         torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1] + 9, b[0], b[1], 11)
-    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'col'.*\[0, 5\)"):
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'bcol'.*\[0, 5\)"):
         torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1], 5)
     with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_symbolic: argument 'bcol' must have the dtype of 'browptr'"):
         torch.ops.gnnfuse.spgemm_symbolic(a[0], a[1], b[0], b[1].int(), 11)
@@ -411,7 +411,7 @@ def test_coarsen_bad_input():
     rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index, case.num_nodes)
     cluster = torch.arange(case.num_nodes) % 4
     prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, 4, torch.int64)
-    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_symbolic: argument 'col' must hold column indices in \[0, 3\)"):
+    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_symbolic: argument 'pcol' must hold column indices in \[0, 3\)"):
         torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, rowptr, col, prowptr, pcol, 3)
 
 
@@ -644,7 +644,7 @@ def test_assemble_bad_input():
         torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w[:-1], pr, pc, 17)
     with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_assemble: argument 'edge_weight' must be a float32"):
         torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w.long(), pr, pc, 17)
-    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_assemble: argument 'col' must hold column indices in \[0, 5\)"):
+    with pytest.raises(RuntimeError, match=r"gnnfuse::coarsen_assemble: argument 'pcol' must hold column indices in \[0, 5\)"):
         torch.ops.gnnfuse.coarsen_assemble(mr, mc, r, c, w, pr, pc, 5)
     a, b, _, _ = _graph_operands(torch.int64, torch.float64)
     with pytest.raises(RuntimeError, match=r"gnnfuse::spgemm_assemble: argument 'bvals' must have the dtype of 'avals'"):
