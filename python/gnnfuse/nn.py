@@ -1183,7 +1183,7 @@ class TransformerConv(_Base):
             if edge_attr.dim() == 1:
                 edge_attr = edge_attr.view(-1, 1)
             e = lin_edge(edge_attr).view(-1, H, C)[perm]
-            key_j = key[col.long()] + e
+            key_j = key.index_select(0, col) + e  # (not col.long(): a trace would alias col to it)
             score = (query[rows] * key_j).sum(-1) * scale
             csc = _csc_for_backward(rowptr, col, num_src, value)
             out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)

@@ -79,16 +79,15 @@ def assignment_csr(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype)
     n = cluster.numel()
     prowptr = torch.arange(n + 1, dtype=index_dtype, device=cluster.device)
     pcol = cluster.to(index_dtype, copy=True)  # not `cluster` itself: the cache below must not keep it alive
-    if n and (int(cluster.min()) < 0 or int(cluster.max()) >= num_clusters):
+    # Compiled, the range check is csr_transpose's below (a Python one would guard on values).
+    if n and not torch.compiler.is_compiling() and (int(cluster.min()) < 0 or int(cluster.max()) >= num_clusters):
         bad = int(((cluster < 0) | (cluster >= num_clusters)).nonzero()[0])
         raise RuntimeError(
             f"gnnfuse.coarsen: argument 'cluster' must hold values in [0, {num_clusters}) (got cluster[{bad}] = {int(cluster[bad])})"
         )
-    counts = torch.bincount(cluster.long(), minlength=num_clusters)
-    mrowptr = torch.zeros(num_clusters + 1, dtype=torch.int64, device=cluster.device)
-    torch.cumsum(counts, 0, out=mrowptr[1:])
-    mcol = torch.sort(cluster.long(), stable=True).indices
-    return prowptr, pcol, mrowptr.to(index_dtype), mcol.to(index_dtype)
+    # Pᵀ is P's CSC view: the members of each cluster, in increasing order.
+    mrowptr, mcol, _ = torch.ops.gnnfuse.csr_transpose(prowptr, pcol, num_clusters)
+    return prowptr, pcol, mrowptr, mcol
 
 
 # The assignment CSRs of the clusterings used last: coarsening the same graph by the same

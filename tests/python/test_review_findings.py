@@ -133,3 +133,46 @@ def test_gatconv_attention_edge_index_dtype_as_pyg():
     (_, (ei_ref, a_ref)), (_, (ei_ours, a_ours)) = ref(x, ei, return_attention_weights=True), ours(x, ei, return_attention_weights=True)
     assert ei_ours.dtype == ei_ref.dtype == torch.int64
     torch.testing.assert_close(a_ours, a_ref)
+
+
+# Second adversarial pass (2026-11-25 session 13).
+
+
+def test_traced_transformerconv_with_edge_dim_takes_int32_after_int64():
+    # `key[col.long()]` returned col itself for an int64 trace input, so the tracer recorded the
+    # conversion's output in place of col for every later use: an int32 edge_index then met
+    # edge_softmax_heads with an int64 col and an int32 rowptr.
+    torch.manual_seed(0)
+    m = gnn.TransformerConv(8, 4, heads=2, edge_dim=3).eval()
+    x0, e0, a0 = torch.randn(30, 8), torch.randint(0, 30, (2, 100)), torch.randn(100, 3)
+    traced = torch.jit.trace(m, (x0, e0, a0), check_trace=False)
+    x, a = torch.randn(40, 8), torch.randn(200, 3)
+    e = torch.randint(0, 40, (2, 200), dtype=torch.int32)
+    want = m(x, e, a)
+    torch.testing.assert_close(traced(x, e, a), want)
+    torch.testing.assert_close(traced(x, e.long(), a), want)
+
+
+def test_coarsen_and_pooling_compile_fullgraph():
+    # The cluster range check read cluster.min()/max() in Python: a data-dependent guard that
+    # fullgraph compilation refuses. Compiled, the check is csr_transpose's (named).
+    ei = torch.tensor([[0, 1, 2, 3, 4, 5, 0], [1, 2, 3, 4, 5, 0, 3]])
+    g = gnnfuse.to_graph(ei, 6)
+    cluster = torch.tensor([0, 1, 2, 0, 1, 2])
+    w = torch.rand(7)
+
+    def f(w):
+        return gnnfuse.coarsen(g, cluster, 3, edge_weight=w)[1] * 2
+
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="aot_eager")(w), f(w), rtol=0, atol=0)
+    x = torch.randn(6, 4)
+    pool = gnn.CoarsenPool()
+    torch._dynamo.reset()
+    got = torch.compile(pool, fullgraph=True, backend="aot_eager")(x, g, cluster, 3)
+    want = pool(x, g, cluster, 3)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::csr_transpose"):
+        torch._dynamo.reset()
+        torch.compile(lambda w: gnnfuse.coarsen(g, torch.tensor([0, 1, 3, 0, 1, 2]), 3, edge_weight=w)[1],
+                      fullgraph=True, backend="aot_eager")(w)
