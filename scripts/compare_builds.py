@@ -370,7 +370,7 @@ def op_cases(ctx: Context, spec: Spec) -> List[Tuple[str, int, str, str, str]]:
     `nocsc` (no CSC caches: the backward builds them), `noweight` (optional values None)."""
     out = []
     schema = _schema_args(spec.name)
-    optional_values = any(d.values and str(schema[d.values].type).endswith("?") for d in spec.sparse())
+    optional_values = any(d.values and _optional(schema[d.values]) for d in spec.sparse())
     for g in ctx.graphs.CASE_NAMES if not ctx.parallel else PARALLEL_GRAPHS:
         for f in FEATURES if not ctx.parallel else PARALLEL_FEATURES:
             for dt in ("float32", "float64", "bfloat16"):
@@ -395,6 +395,10 @@ def _schema(name: str) -> Any:
     import torch
 
     return torch._C._get_schema(f"gnnfuse::{name}", "")
+
+
+def _optional(arg: Any) -> bool:
+    return str(arg.type).startswith("Optional[") or str(arg.type).endswith("?")
 
 
 def _schema_args(name: str) -> Dict[str, Any]:
@@ -479,7 +483,7 @@ def build_inputs(ctx: Context, spec: Spec, graph: str, f: int, dtype: Any, itype
         aargs = [args[a.name] for a in _schema(f"{spec.name}_assemble").arguments]
         ctx.rec.run(f"{key}|assemble", lambda: asm(*aargs))
     for name, a in schema.items():
-        optional = str(a.type).endswith("?")
+        optional = _optional(a)
         if optional and mode == "nocsc" and any(name in (d.colptr, d.row, d.perm) for d in spec.sparse()):
             args[name] = None
         if optional and mode == "noweight" and any(name == d.values for d in spec.sparse()):

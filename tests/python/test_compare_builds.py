@@ -32,6 +32,13 @@ def test_inputs_for_every_spec_op(name):
     errors = {k: e for k, e in ctx.rec.entries.items() if "error" in e}
     assert not errors
     assert any(k.startswith(f"{key}|grad:") for k in ctx.rec.entries)
+    # the modes drop the optional CSC caches and edge weights
+    nocsc, _ = cb.build_inputs(ctx, spec, "uniform", 3, torch.float64, torch.int32, "nocsc", key + "n")
+    csc = [d.colptr for d in spec.sparse() if d.colptr and cb._optional(cb._schema_args(name)[d.colptr])]
+    assert all(nocsc[c] is None for c in csc)
+    noweight, fl = cb.build_inputs(ctx, spec, "uniform", 3, torch.float64, torch.int32, "noweight", key + "w")
+    if "edge_weight" in noweight and cb._optional(cb._schema_args(name)["edge_weight"]):
+        assert noweight["edge_weight"] is None and "edge_weight" not in fl
 
 
 def _write(path, entries, threads=2):
