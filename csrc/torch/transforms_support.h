@@ -34,6 +34,18 @@ inline void no_forward_ad(const char* op, std::initializer_list<const at::Tensor
                                 "the generated derivatives are reverse-mode adjoints (use torch.func.vjp, jacrev or grad)");
 }
 
+// Whether the values of these tensors can be read here (checks that read indices): not under a
+// torch.func transform (wrappers without storage), not during tracing by torch.compile or
+// export (fake tensors: the Python key, no data), not on the meta device. Where they cannot,
+// the ops called below check the unwrapped or real tensors.
+inline bool values_readable(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors)
+    if (t && t->defined() &&
+        (!t->has_storage() || t->is_meta() || t->key_set().has(c10::DispatchKey::Python)))
+      return false;
+  return true;
+}
+
 // ---------------------------------------------------------------- vmap
 // (ATen/functorch/DynamicLayer.h, and PlumbingHelper.h through it, include nlohmann/json.hpp,
 // which the torch wheels do not ship (pytorch/pytorch#181565): only BatchedTensorImpl.h is used.)
