@@ -804,25 +804,4 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
   return out;
 }
 
-Family compile_family(const OpSpec& user_op) {
-  Family f;
-  f.ops.push_back(compile(user_op));
-  for (size_t k = 0; k < f.ops.size(); ++k) {
-    const OpSpec& s = f.ops[k]->spec;
-    if (s.grad_order < 1) continue;
-    std::vector<Adjoint> adj = differentiate(s);
-    for (auto& a : adj) {
-      if (a.zero) continue;
-      for (auto& st : a.stats) {
-        bool have = false;
-        for (auto& c : f.ops) have = have || c->spec.name == st.spec.name;
-        if (!have) f.ops.push_back(compile(st.spec));
-      }
-      f.ops.push_back(compile(a.spec));
-    }
-    f.adjoints[s.name] = std::move(adj);
-  }
-  return f;
-}
-
 }  // namespace gnnfuse::codegen

@@ -10,16 +10,6 @@
 
 namespace gnnfuse::codegen {
 
-std::string Loc::str() const {
-  std::ostringstream os;
-  os << (file.empty() ? "<spec>" : file) << ":" << line << ":" << col;
-  return os.str();
-}
-
-void fail(const Loc& loc, const std::string& msg) {
-  throw SpecError(loc.str() + ": error: " + msg);
-}
-
 // ---------------------------------------------------------------- expressions
 namespace {
 
@@ -293,13 +283,6 @@ std::vector<std::string> all_vars_of(const ExprP& e) {
   return out;
 }
 
-// ---------------------------------------------------------------- schemas
-const SchemaArg* Schema::arg(const std::string& n) const {
-  for (auto& a : args)
-    if (a.name == n) return &a;
-  return nullptr;
-}
-
 Schema parse_schema(const std::string& text, const Loc& loc) {
   Schema s;
   s.text = trim(text);
@@ -347,28 +330,6 @@ Schema parse_schema(const std::string& text, const Loc& loc) {
   }
   if (s.returns.empty()) fail(loc, "the schema returns nothing");
   return s;
-}
-
-// ---------------------------------------------------------------- specs
-const TensorDecl* OpSpec::find(const std::string& n) const {
-  for (auto& t : tensors)
-    if (t.name == n) return &t;
-  return nullptr;
-}
-
-const TensorDecl& OpSpec::output() const {
-  for (auto& t : tensors)
-    if (t.role == Role::Output) return t;
-  throw SpecError("spec " + name + " has no output");
-}
-
-const TensorDecl* OpSpec::reduced_operand() const {
-  std::vector<std::string> free = vars_of(expr.rhs);
-  for (auto& t : tensors)
-    if (t.role == Role::SparseInput && !std::count(expr.lhs_idx.begin(), expr.lhs_idx.end(), t.vars[1]) &&
-        std::count(free.begin(), free.end(), t.vars[1]))
-      return &t;
-  return nullptr;
 }
 
 namespace {

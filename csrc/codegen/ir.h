@@ -318,6 +318,9 @@ struct Node {
   std::unique_ptr<Node> clone() const;
 };
 
+// The statements of the compute leaves under n, in tree order.
+void collect_stmts(const Node& n, std::vector<int>* out);
+
 // Stage 3': one chain of loops per statement, in the program's loop order, under one root.
 std::unique_ptr<Node> build_trees(const Program& p, const SpaceMap& spaces);
 
