@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "codegen/cpu_kernel.h"
+#include "codegen/emit.h"
 
 namespace gnnfuse::codegen::emit {
 
@@ -13,9 +13,8 @@ namespace gnnfuse::codegen::emit {
 // the symbolic and assembling adapters (`op` in scope); declares n_<v> for every index
 // variable (-1 where only S binds it); with `checks` false, only declares them.
 void emit_pattern_checks(const Compiled& c, std::ostream& r, bool checks = true) {
-  SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
-  auto in = se.inputs();
+  auto in = symbolic_inputs(s);
   const std::string& first = in.at(0)->rowptr;
   auto own = pattern_bindings(s);
   if (!checks) {
@@ -50,7 +49,7 @@ void emit_pattern_checks(const Compiled& c, std::ostream& r, bool checks = true)
 // The cache key of an output pattern: the operands' patterns and the extent arguments.
 std::pair<std::string, std::string> pattern_key(const Compiled& c) {
   std::string keys, ints;
-  for (auto* t : SymbolicEmitter(c).inputs()) keys += std::string(keys.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
+  for (auto* t : symbolic_inputs(c.spec)) keys += std::string(keys.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
   for (auto& [v, a] : c.spec.extents) ints += std::string(ints.empty() ? "" : ", ") + a;
   return {keys, ints};
 }
@@ -72,7 +71,7 @@ std::string pattern_extents(const Compiled& c) {
 void emit_pattern_params(const Compiled& c, const std::string& op, bool values, std::ostream& r) {
   r << "  " << op << "_params prm;\n";
   for (auto& v : c.spec.order) r << "  prm.n_" << v << " = n_" << v << ";\n";
-  for (auto* t : SymbolicEmitter(c).inputs()) {
+  for (auto* t : symbolic_inputs(c.spec)) {
     r << "  const at::Tensor " << t->rowptr << "_c = " << t->rowptr << ".contiguous();\n";
     r << "  const at::Tensor " << t->col << "_c = " << t->col << ".contiguous();\n";
     r << "  prm." << t->name << "_rowptr = " << t->rowptr << "_c.const_data_ptr();\n";
@@ -85,10 +84,9 @@ void emit_pattern_params(const Compiled& c, const std::string& op, bool values, 
 }
 
 void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
-  SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
-  const std::string op = se.name();
-  auto in = se.inputs();
+  const std::string op = symbolic_name(s);
+  auto in = symbolic_inputs(s);
   const std::string& first = in.at(0)->rowptr;
   std::string sig;
   for (auto* t : in) sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
@@ -152,7 +150,7 @@ std::string args_with_pattern(const OpSpec& s, const std::string& rowptr, const 
 }
 std::string pattern_args(const Compiled& c) {
   std::string names;
-  for (auto* t : SymbolicEmitter(c).inputs()) names += std::string(names.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
+  for (auto* t : symbolic_inputs(c.spec)) names += std::string(names.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
   for (auto& [v, a] : c.spec.extents) names += ", " + a;
   return names;
 }
@@ -166,7 +164,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   const Schema sc = assemble_schema(s);
   const std::string& op = sc.name;
   const std::string ret = "std::tuple<at::Tensor, at::Tensor, at::Tensor>";
-  auto in = SymbolicEmitter(c).inputs();
+  auto in = symbolic_inputs(c.spec);
   const std::string& first = in.at(0)->rowptr;
   const std::string ref = ref_arg(s);
   r << "// ---------------------------------------------------------------- " << op << "\n";
@@ -263,8 +261,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
 // The batching rule of `<op>_symbolic`: a batch of patterns, element by element, stacked (the
 // elements' patterns must have one number of entries).
 void emit_symbolic_batching_rule(const Compiled& c, std::ostream& r) {
-  SymbolicEmitter se(c);
-  const std::string op = se.name();
+  const std::string op = symbolic_name(c.spec);
   std::vector<std::pair<std::string, bool>> tensors;
   std::string sig, unwrapped, sliced;
   auto add = [&](const std::string& type, const std::string& name) {
@@ -273,7 +270,7 @@ void emit_symbolic_batching_rule(const Compiled& c, std::ostream& r) {
     sliced += std::string(sliced.empty() ? "" : ", ") + (type == "int64_t" ? name : "detail::slice(" + name + "_u, " + name + "_bd, b_)");
     if (type != "int64_t") tensors.push_back({name, false});
   };
-  for (auto* t : se.inputs()) {
+  for (auto* t : symbolic_inputs(c.spec)) {
     add("const at::Tensor&", t->rowptr);
     add("const at::Tensor&", t->col);
   }

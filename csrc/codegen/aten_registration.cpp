@@ -3,11 +3,38 @@
 // (include/gnnfuse/ops.h).
 #include <sstream>
 
-#include "codegen/cpu_kernel.h"
+#include "codegen/emit.h"
 
 namespace gnnfuse::codegen {
 
 using namespace emit;
+
+namespace {
+
+// A dispatch key a family registers kernels at, and the suffix of its kernels' names.
+struct DispatchKey {
+  enum class Kind { Backend, Meta, Autograd, Batched, Autocast };
+  Kind kind;
+  std::string key;
+  std::string suffix;
+};
+
+// The keys of a family compiled for `target`, from the target table: the target's backend key,
+// the keys every target shares (Meta, Autograd, FuncTorchBatched), and Autocast<device> for the
+// device of every target (the autocast kernel casts, then calls the op below autocast: one
+// template for all devices).
+std::vector<DispatchKey> dispatch_keys(Target target) {
+  const TargetInfo& t = target_info(target);
+  std::vector<DispatchKey> keys{{DispatchKey::Kind::Backend, t.dispatch_key, std::string("_") + t.name + "_kernel"},
+                                {DispatchKey::Kind::Meta, "Meta", "_meta"},
+                                {DispatchKey::Kind::Autograd, "Autograd", "_autograd"},
+                                {DispatchKey::Kind::Batched, "FuncTorchBatched", "_batched"}};
+  for (auto& d : targets())
+    keys.push_back({DispatchKey::Kind::Autocast, std::string("Autocast") + d.device, std::string("_autocast<c10::DeviceType::") + d.device + ">"});
+  return keys;
+}
+
+}  // namespace
 
 std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   const std::string& fam = f.ops[0]->spec.name;
@@ -41,21 +68,21 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {\n";
   for (auto& c : f.ops) r << "  m.def(\"" << c->spec.schema.text << "\");\n";
-  if (symbolic) r << "  m.def(\"" << SymbolicEmitter(*f.ops[0]).schema() << "\");\n";
+  if (symbolic) r << "  m.def(\"" << symbolic_schema(f.ops[0]->spec) << "\");\n";
   if (symbolic) r << "  m.def(\"" << assemble_schema(f.ops[0]->spec).text << "\");\n";
   const std::string fam_op = f.ops[0]->spec.name;
-  for (std::string key : {"CPU", "Meta", "Autograd", "FuncTorchBatched", "AutocastCPU", "AutocastCUDA"}) {
-    std::string suffix = key == "CPU" ? "_cpu_kernel" : key == "Meta" ? "_meta" : key == "Autograd" ? "_autograd" : key == "FuncTorchBatched" ? "_batched"
-                       : key == "AutocastCPU" ? "_autocast<c10::DeviceType::CPU>" : "_autocast<c10::DeviceType::CUDA>";
+  for (const DispatchKey& dk : dispatch_keys(f.target)) {
+    const std::string& key = dk.key;
+    const std::string& suffix = dk.suffix;
     r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
     for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
     // The symbolic pass has no Meta kernel here: its output size is data-dependent, which the
     // Python fake (gnnfuse._library) expresses with an unbacked size. Index tensors only: no
     // autograd or autocast kernel either (both fall through).
-    if (symbolic && (key == "CPU" || key == "FuncTorchBatched"))
+    if (symbolic && (dk.kind == DispatchKey::Kind::Backend || dk.kind == DispatchKey::Kind::Batched))
       r << "  m.impl(\"" << fam_op << "_symbolic\", &gnnfuse::generated::" << fam_op << "_symbolic" << suffix << ");\n";
     // The assembling op likewise (fake in gnnfuse._library), and the other kernels.
-    if (symbolic && key != "Meta")
+    if (symbolic && dk.kind != DispatchKey::Kind::Meta)
       r << "  m.impl(\"" << fam_op << "_assemble\", &gnnfuse::generated::" << fam_op << "_assemble" << suffix << ");\n";
   }
   r << "}\n";
@@ -90,9 +117,8 @@ std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) 
   for (auto* f : fams) {
     const OpSpec& s = f->ops[0]->spec;
     if (s.symbolic.empty()) continue;
-    SymbolicEmitter se(*f->ops[0]);
     std::string sig, types, names;
-    for (auto* t : se.inputs()) {
+    for (auto* t : symbolic_inputs(s)) {
       sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
       types += std::string(types.empty() ? "" : ", ") + "const at::Tensor&, const at::Tensor&";
       names += std::string(names.empty() ? "" : ", ") + t->rowptr + ", " + t->col;
@@ -105,7 +131,7 @@ std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) 
     {
       const Schema sc = assemble_schema(s);
       api << "// " << s.name << " with its output pattern built in the same pass: (rowptr, col, values), columns sorted; the\n";
-      api << "// pattern is cached as " << se.name() << "'s, and a later call on the same operand patterns runs\n";
+      api << "// pattern is cached as " << symbolic_name(s) << "'s, and a later call on the same operand patterns runs\n";
       api << "// " << s.name << " on it. Differentiable with respect to the values.\n";
       api << "inline std::tuple<at::Tensor, at::Tensor, at::Tensor> " << sc.name << "(" << signature(sc, true) << ") {\n";
       api << "  static const auto handle = c10::Dispatcher::singleton()\n";
@@ -114,9 +140,9 @@ std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fams) 
       api << "  return handle.call(" << arg_names(sc) << ");\n}\n\n";
     }
     api << "// The pattern (rowptr, col; sorted columns) of " << s.name << "'s output, cached per operand pattern.\n";
-    api << "inline std::tuple<at::Tensor, at::Tensor> " << se.name() << "(" << sig << ") {\n";
+    api << "inline std::tuple<at::Tensor, at::Tensor> " << symbolic_name(s) << "(" << sig << ") {\n";
     api << "  static const auto handle = c10::Dispatcher::singleton()\n";
-    api << "      .findSchemaOrThrow(\"gnnfuse::" << se.name() << "\", \"\")\n";
+    api << "      .findSchemaOrThrow(\"gnnfuse::" << symbolic_name(s) << "\", \"\")\n";
     api << "      .typed<std::tuple<at::Tensor, at::Tensor>(" << types << ")>();\n";
     api << "  return handle.call(" << names << ");\n}\n\n";
   }

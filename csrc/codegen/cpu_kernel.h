@@ -171,10 +171,6 @@ class SymbolicEmitter : public CodeWriter {
  public:
   explicit SymbolicEmitter(const Compiled& c) : c_(c), p_(c.program), s_(c.spec), S_(c.spec.symbolic) {}
 
-  std::string name() const { return s_.name + "_symbolic"; }
-  std::vector<const TensorDecl*> inputs() const;
-  std::string schema() const;
-
   std::string body();
 
   std::string bound(const Node& top);

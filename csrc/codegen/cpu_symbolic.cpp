@@ -8,24 +8,6 @@
 
 namespace gnnfuse::codegen::emit {
 
-std::vector<const TensorDecl*> SymbolicEmitter::inputs() const {
-  std::vector<const TensorDecl*> in;
-  for (auto& t : s_.tensors)
-    if (t.role == Role::SparseInput && t.name != S_) in.push_back(&t);
-  return in;
-}
-
-std::string SymbolicEmitter::schema() const {
-  std::string sc = name() + "(";
-  bool first = true;
-  for (auto* t : inputs()) {
-    sc += std::string(first ? "" : ", ") + "Tensor " + t->rowptr + ", Tensor " + t->col;
-    first = false;
-  }
-  for (auto& [v, a] : s_.extents) sc += ", int " + a;
-  return sc + ") -> (Tensor, Tensor)";
-}
-
 std::string SymbolicEmitter::body() {
   const Node* top = nullptr;
   for (auto& k : c_.tree->kids)
@@ -35,16 +17,16 @@ std::string SymbolicEmitter::body() {
     }
   if (!top || top->kind != Node::Kind::Loop || top->var != p_.outer_var(S_) || !top->space.is_dense())
     fail(s_.loc, "symbolic " + S_ + ": the products must be computed under one dense loop over " + S_ + "'s rows");
-  for (auto* t : inputs())
+  for (auto* t : symbolic_inputs(s_))
     if (p_.walks_csc(t->name)) fail(s_.loc, "symbolic " + S_ + ": " + t->name + " is walked by columns, which the symbolic pass does not lower");
   for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";  (void)n_" + v + ";");
-  for (auto* t : inputs()) {
+  for (auto* t : symbolic_inputs(s_)) {
     line("const index_t* __restrict__ " + t->name + "_rowptr = static_cast<const index_t*>(prm." + t->name + "_rowptr);");
     line("const index_t* __restrict__ " + t->name + "_col = static_cast<const index_t*>(prm." + t->name + "_col);");
     line("(void)" + t->name + "_rowptr;  (void)" + t->name + "_col;");
   }
   std::string balance;
-  for (auto* t : inputs())
+  for (auto* t : symbolic_inputs(s_))
     if (balance.empty() && p_.outer_var(t->name) == top->var && !p_.walks_csc(t->name)) balance = t->name;
   line(std::string("const std::vector<int64_t> chunks = ") +
        (balance.empty() ? "runtime::even_chunks(n_" + top->var + ")" : "runtime::balanced_chunks(" + balance + "_rowptr, n_" + top->var + ")") + ";");
@@ -123,7 +105,7 @@ bool SymbolicEmitter::has_insert(const Node& n, const std::string& walk) const {
 }
 
 void SymbolicEmitter::enter(const std::string& var) {
-  for (auto* t : inputs())
+  for (auto* t : symbolic_inputs(s_))
     if (p_.outer_var(t->name) == var) {
       const auto [rb, re] = row_bounds(p_, *t, var);
       line("const index_t " + t->name + "_rb = " + rb + ";");
@@ -149,7 +131,7 @@ void SymbolicEmitter::node(const Node& n, const std::string& walk) {
   if (levels.empty()) {
     // A dense loop: needed only when a walk below starts from its variable.
     bool needed = false;
-    for (auto* t : inputs()) needed = needed || p_.outer_var(t->name) == n.var;
+    for (auto* t : symbolic_inputs(s_)) needed = needed || p_.outer_var(t->name) == n.var;
     if (needed) {
       open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
       enter(n.var);
@@ -182,12 +164,11 @@ std::vector<const TensorDecl*> optional_values(const OpSpec& s) {
 }
 
 void emit_symbolic_params(const Compiled& c, std::ostream& h) {
-  SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
   h << "// The pattern " << s.symbolic << " of " << s.name << "'s output, from the patterns of its other csr operands.\n";
-  h << "struct " << se.name() << "_params {\n";
+  h << "struct " << symbolic_name(s) << "_params {\n";
   for (auto& v : s.order) h << "  int64_t n_" << v << " = 0;  // extent of " << v << "\n";
-  for (auto* t : se.inputs()) {
+  for (auto* t : symbolic_inputs(s)) {
     h << "  const void* " << t->name << "_rowptr = nullptr;  // index_t[n_" << t->vars[0] << " + 1]\n";
     h << "  const void* " << t->name << "_col = nullptr;     // index_t[nnz]\n";
   }
@@ -197,7 +178,7 @@ void emit_symbolic_params(const Compiled& c, std::ostream& h) {
   h << "  void* (*alloc_col)(void* ctx, int64_t nnz) = nullptr;\n";
   h << "  void* alloc_ctx = nullptr;\n";
   h << "};\n";
-  h << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype);\n\n";
+  h << "void " << symbolic_name(s) << "_cpu(const " << symbolic_name(s) << "_params& prm, runtime::IType itype);\n\n";
   // The assembling kernel: the op's inputs but S (their fields of the base left unset), the
   // pattern and the values out.
   h << "// " << s.name << " with its output pattern " << s.symbolic << " built in the same pass (values beside the columns).\n";
@@ -214,15 +195,15 @@ void emit_symbolic_params(const Compiled& c, std::ostream& h) {
 void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
   SymbolicEmitter se(c);
   const OpSpec& s = c.spec;
-  k << "// ---------------------------------------------------------------- " << se.name() << "\n";
+  k << "// ---------------------------------------------------------------- " << symbolic_name(s) << "\n";
   const std::set<std::string> unbound = unbound_indices(pattern_bindings(s));
   const std::string symbolic_body = se.body();
-  check_unbound_extents(s, se.name(), symbolic_body, unbound);
-  k << "namespace {\n\ntemplate <typename index_t>\nvoid " << se.name() << "_impl(const " << se.name() << "_params& prm) {\n" << symbolic_body
+  check_unbound_extents(s, symbolic_name(s), symbolic_body, unbound);
+  k << "namespace {\n\ntemplate <typename index_t>\nvoid " << symbolic_name(s) << "_impl(const " << symbolic_name(s) << "_params& prm) {\n" << symbolic_body
     << "}\n\n}  // namespace\n\n";
-  k << "void " << se.name() << "_cpu(const " << se.name() << "_params& prm, runtime::IType itype) {\n";
-  for (auto& i : s.index_dtypes) k << "  if (itype == " << dtype_enum(i) << ") return " << se.name() << "_impl<" << ctype(i) << ">(prm);\n";
-  k << "  runtime::unsupported(\"" << se.name() << "\", runtime::DType::Float32, itype);\n}\n\n";
+  k << "void " << symbolic_name(s) << "_cpu(const " << symbolic_name(s) << "_params& prm, runtime::IType itype) {\n";
+  for (auto& i : s.index_dtypes) k << "  if (itype == " << dtype_enum(i) << ") return " << symbolic_name(s) << "_impl<" << ctype(i) << ">(prm);\n";
+  k << "  runtime::unsupported(\"" << symbolic_name(s) << "\", runtime::DType::Float32, itype);\n}\n\n";
   if (!optional_values(s).empty()) fail(s.loc, "assemble " + s.symbolic + ": optional values are not lowered");
   const std::string op = s.name + "_assemble";
   // Compiled like the numeric kernel (a baseline and an AVX2+FMA copy), so that both contract

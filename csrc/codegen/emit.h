@@ -62,6 +62,14 @@ std::string signature(const Schema& sc, bool with_names, bool with_defaults = fa
 std::string ret_type(const OpSpec& s);
 std::string arg_names(const Schema& sc);
 
+// ---------------------------------------------------------------- pattern ops of `symbolic S`
+// `<op>_symbolic`, the output pattern S of a `symbolic S` op computed from the patterns of its
+// other csr operands (whatever the target): its name, the csr operands it reads (all but S), and
+// its schema (their rowptr and col, then the `extent` arguments; returns (rowptr, col)).
+std::string symbolic_name(const OpSpec& s);
+std::vector<const TensorDecl*> symbolic_inputs(const OpSpec& s);
+std::string symbolic_schema(const OpSpec& s);
+
 // ---------------------------------------------------------------- kernel body
 // Indented C++ text, one line at a time.
 class CodeWriter {

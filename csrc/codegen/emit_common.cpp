@@ -223,6 +223,26 @@ std::string arg_names(const Schema& sc) {
 // The bounds of row (column, through the CSC view) `var` of sparse operand t: read from its
 // pointer array, or, for a `single` operand walked by rows, the position var itself (its row
 // pointers are 0, 1, ..., n, which the adapter checks).
+std::string symbolic_name(const OpSpec& s) { return s.name + "_symbolic"; }
+
+std::vector<const TensorDecl*> symbolic_inputs(const OpSpec& s) {
+  std::vector<const TensorDecl*> in;
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput && t.name != s.symbolic) in.push_back(&t);
+  return in;
+}
+
+std::string symbolic_schema(const OpSpec& s) {
+  std::string sc = symbolic_name(s) + "(";
+  bool first = true;
+  for (auto* t : symbolic_inputs(s)) {
+    sc += std::string(first ? "" : ", ") + "Tensor " + t->rowptr + ", Tensor " + t->col;
+    first = false;
+  }
+  for (auto& [v, a] : s.extents) sc += ", int " + a;
+  return sc + ") -> (Tensor, Tensor)";
+}
+
 std::pair<std::string, std::string> row_bounds(const Program& p, const TensorDecl& t, const std::string& var) {
   const bool csc = p.walks_csc(t.name);
   if (t.single && !csc) return {"static_cast<index_t>(" + var + ")", t.name + "_rb + 1"};

@@ -336,8 +336,17 @@ void fuse(const Program& p, Node& root);
 // its only kept dimension iterates one sparse level everywhere.
 void shrink_temporaries(Program& p, Node& root);
 
-// Stage 6: CPU schedule.
+// ---------------------------------------------------------------- targets
+// The machines the generator lowers to. Every stage down to the fused, shrunk index tree is the
+// same for all; the schedule (stage 6) and the kernel printer are per target, side by side
+// (the table in target.cpp): cpu today, cuda next.
+enum class Target { Cpu, Cuda };
+
+// Stage 6, per target. CPU: the parallel row loop balanced by nonzeros, private per-thread
+// sums, simd inner loops, co-iteration by walk and locate (schedule_cpu.cpp).
 void schedule_cpu(const Program& p, Node& root);
+// The schedule of `target` (SpecError for a target not lowered yet).
+void schedule(Target target, const Program& p, Node& root);
 
 // The deepest loop common to every definition and use of a temporary (nullptr: the root).
 const Node* home_of(const Program& p, const Node& root, const std::string& temp);
@@ -349,6 +358,7 @@ std::string print_program(const Program& p);
 // ---------------------------------------------------------------- pipeline and emitters
 struct Compiled {
   OpSpec spec;
+  Target target = Target::Cpu;
   Program program;
   std::unique_ptr<Node> tree;  // after every pass
   // Snapshots of the tree after each stage, for --dump and the golden tests.
@@ -364,7 +374,7 @@ struct Compiled {
 // Runs every stage; `spec` is copied into the result (the program points to it).
 // With `variants auto`, every lowering the decomposition's ties allow (at most kMaxVariants,
 // duplicates dropped) goes to `alternatives`.
-std::unique_ptr<Compiled> compile(const OpSpec& spec);
+std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target = Target::Cpu);
 constexpr int kMaxVariants = 4;
 
 // The cost model of a scheduled tree (Compiled::cost): for every statement, the product of its
@@ -413,13 +423,34 @@ std::vector<Adjoint> differentiate(const OpSpec& spec);
 
 // One user op and every op derived from it, down to its grad_order.
 struct Family {
+  Target target = Target::Cpu;
   std::vector<std::unique_ptr<Compiled>> ops;  // ops[0] is the user op
   std::map<std::string, std::vector<Adjoint>> adjoints;  // op name -> its adjoints (grad_order > 0)
 };
-Family compile_family(const OpSpec& user_op);
+Family compile_family(const OpSpec& user_op, Target target = Target::Cpu);
 
 std::vector<GeneratedFile> emit_op_cpu(const Family& f);     // <op>_kernel.h, <op>_cpu.cpp
+// The kernel files of a family for its target (emit_op_cpu for cpu).
+std::vector<GeneratedFile> emit_op_kernels(const Family& f);
 std::vector<GeneratedFile> emit_op_registration(const Family& f);  // <op>_register.cpp
 std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fs);  // registration.cpp, include/gnnfuse/ops.h
+
+// ---------------------------------------------------------------- the target table
+// One row per target (target.cpp). Adding a target: a row here, its schedule pass and its kernel
+// printer; the stages above the schedule, autodiff and the ATen layer are shared.
+struct TargetInfo {
+  Target target;
+  const char* name;            // gnnfuse-gen --target NAME
+  const char* dispatch_key;    // the ATen backend key its kernels register at
+  const char* device;          // its c10::DeviceType: the family's autocast kernel registers at Autocast<device>
+  const char* schedule_stage;  // the name of its schedule's snapshot (Compiled::stages, --dump)
+  void (*schedule)(const Program& p, Node& root);               // nullptr: not lowered yet
+  std::vector<GeneratedFile> (*emit_kernels)(const Family& f);  // nullptr: not lowered yet
+};
+// Every target, the ones not lowered yet included (their devices get the autocast kernels).
+const std::vector<TargetInfo>& targets();
+const TargetInfo& target_info(Target target);
+// "cpu" -> Target::Cpu; SpecError naming the known targets otherwise.
+Target parse_target(const std::string& name);
 
 }  // namespace gnnfuse::codegen

@@ -1,6 +1,6 @@
-// The pipeline: one op through every stage (compile: decompose, spaces, trees, fusion,
-// shrinking, schedule, cost model; its variants), and one user op with every op derived from
-// it (compile_family: the adjoints, down to the spec's grad_order).
+// The pipeline: one op through every stage for a target (compile: decompose, spaces, trees,
+// fusion, shrinking, the target's schedule, cost model; its variants), and one user op with
+// every op derived from it (compile_family: the adjoints, down to the spec's grad_order).
 #include <algorithm>
 #include <functional>
 
@@ -11,9 +11,10 @@ namespace gnnfuse::codegen {
 // ---------------------------------------------------------------- pipeline
 namespace {
 
-std::unique_ptr<Compiled> compile_one(const OpSpec& spec, const std::vector<int>& choices, std::vector<int>* ties) {
+std::unique_ptr<Compiled> compile_one(const OpSpec& spec, Target target, const std::vector<int>& choices, std::vector<int>* ties) {
   auto c = std::make_unique<Compiled>();
   c->spec = spec;
+  c->target = target;
   c->program = decompose(c->spec, choices, ties);
   Program& p = c->program;
   c->stages.emplace_back("decomposed", print_program(p));
@@ -26,8 +27,8 @@ std::unique_ptr<Compiled> compile_one(const OpSpec& spec, const std::vector<int>
   c->stages.emplace_back("after trie fusion", print_tree(p, *tree));
   shrink_temporaries(p, *tree);
   c->stages.emplace_back("after temporary shrinking", print_tree(p, *tree));
-  schedule_cpu(p, *tree);
-  c->stages.emplace_back("CPU schedule", print_tree(p, *tree));
+  schedule(target, p, *tree);
+  c->stages.emplace_back(target_info(target).schedule_stage, print_tree(p, *tree));
   c->tree = std::move(tree);
   c->cost = cost_expr(p, *c->tree);
   if (spec.variants) c->stages.emplace_back("cost model", c->cost + "\n");
@@ -58,9 +59,9 @@ bool lowers_without_scatter(const Program& p, const Node& root) {
 
 }  // namespace
 
-std::unique_ptr<Compiled> compile(const OpSpec& spec) {
+std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
   std::vector<int> ties;
-  std::unique_ptr<Compiled> first = compile_one(spec, {}, &ties);
+  std::unique_ptr<Compiled> first = compile_one(spec, target, {}, &ties);
   if (!spec.variants) return first;
   // Every combination of choices at the steps that tie, in order (breadth first: the choices a
   // lowering made, then one other pick at a later step), the first kMaxVariants distinct trees
@@ -79,7 +80,7 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec) {
         next.resize(step, 0);
         next.push_back(alt);
         std::vector<int> next_ties;
-        std::unique_ptr<Compiled> v = compile_one(spec, next, &next_ties);
+        std::unique_ptr<Compiled> v = compile_one(spec, target, next, &next_ties);
         const std::string key = v->stages.back().second + v->stages[v->stages.size() - 2].second;
         todo.push_back({next, next_ties});
         if (std::find(seen.begin(), seen.end(), key) != seen.end() || !lowers_without_scatter(v->program, *v->tree)) continue;
@@ -90,9 +91,10 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec) {
   return first;
 }
 
-Family compile_family(const OpSpec& user_op) {
+Family compile_family(const OpSpec& user_op, Target target) {
   Family f;
-  f.ops.push_back(compile(user_op));
+  f.target = target;
+  f.ops.push_back(compile(user_op, target));
   for (size_t k = 0; k < f.ops.size(); ++k) {
     const OpSpec& s = f.ops[k]->spec;
     if (s.grad_order < 1) continue;
@@ -102,9 +104,9 @@ Family compile_family(const OpSpec& user_op) {
       for (auto& st : a.stats) {
         bool have = false;
         for (auto& c : f.ops) have = have || c->spec.name == st.spec.name;
-        if (!have) f.ops.push_back(compile(st.spec));
+        if (!have) f.ops.push_back(compile(st.spec, target));
       }
-      f.ops.push_back(compile(a.spec));
+      f.ops.push_back(compile(a.spec, target));
     }
     f.adjoints[s.name] = std::move(adj);
   }
