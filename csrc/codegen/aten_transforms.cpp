@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "codegen/builtins.h"
 #include "codegen/emit.h"
 
 namespace gnnfuse::codegen::emit {
@@ -198,7 +199,7 @@ std::string autocast_policy(const OpSpec& s) {
         }
         return;
       case Expr::Kind::Reduce: bound.insert(e->idx.begin(), e->idx.end()); break;
-      case Expr::Kind::Call: transcendental = transcendental || e->name == "exp" || e->name == "log" || e->name == "pow"; break;
+      case Expr::Kind::Call: transcendental = transcendental || find_function(e->name)->float32_under_autocast; break;
       default: break;
     }
     for (size_t k = 0; k < e->args.size(); ++k)

@@ -5,6 +5,7 @@
 #include <functional>
 #include <sstream>
 
+#include "codegen/builtins.h"
 #include "codegen/cpu_kernel.h"
 
 namespace gnnfuse::codegen::emit {
@@ -210,20 +211,7 @@ std::string KernelEmitter::rhs(const Stmt& s) const {
     case Stmt::Op::Add: return arg(0) + " + " + arg(1);
     case Stmt::Op::Sub: return arg(0) + " - " + arg(1);
     case Stmt::Op::Call:
-      if (s.fn == "exp") return "runtime::exp_acc(" + arg(0) + ")";
-      if (s.fn == "log") return "std::log(" + arg(0) + ")";
-      if (s.fn == "tanh") return "std::tanh(" + arg(0) + ")";
-      if (s.fn == "relu") return "std::max(" + arg(0) + ", acc_t(0))";
-      if (s.fn == "sigmoid") return "acc_t(1) / (acc_t(1) + std::exp(-(" + arg(0) + ")))";
-      // Branch-free forms: the signs of attention logits are data, a branch on them mispredicts.
-      if (s.fn == "step") return "static_cast<acc_t>(" + arg(0) + " > acc_t(0))";
-      const std::string prm_v = s.param_arg.empty() ? fmt_const(s.param) : "arg_" + s.param_arg;
-      if (s.fn == "leaky_relu")
-        return "(std::max(" + arg(0) + ", acc_t(0)) + " + prm_v + " * std::min(" + arg(0) + ", acc_t(0)))";
-      if (s.fn == "leaky_step")
-        return "(" + prm_v + " + (acc_t(1) - " + prm_v + ") * static_cast<acc_t>(" + arg(0) + " > acc_t(0)))";
-      if (s.fn == "pow") return "std::pow(" + arg(0) + ", " + prm_v + ")";
-      fail(s_.loc, "no CPU lowering for function " + s.fn);
+      return spell_function(s.fn, Target::Cpu, arg(0), s.param_arg.empty() ? fmt_const(s.param) : "arg_" + s.param_arg);
   }
   return "";
 }

@@ -4,7 +4,7 @@
 #include <map>
 #include <sstream>
 
-#include "codegen/ir.h"
+#include "codegen/builtins.h"
 
 namespace gnnfuse::codegen {
 
@@ -266,7 +266,7 @@ class Decomposer {
       }
       case Expr::Kind::Call:
         // detach(e) is e (it only stops differentiation).
-        if (e->name == "detach") return lower(e->args[0], needed);
+        if (find_function(e->name)->detach) return lower(e->args[0], needed);
         [[fallthrough]];
       case Expr::Kind::Neg: {
         pd.op = e->kind == Expr::Kind::Neg ? Stmt::Op::Neg : Stmt::Op::Call;

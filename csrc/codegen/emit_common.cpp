@@ -3,6 +3,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "codegen/builtins.h"
 #include "codegen/emit.h"
 
 namespace gnnfuse::codegen::emit {
@@ -20,31 +21,21 @@ std::string banner(const std::string& op) {
 }
 
 std::string ctype(const std::string& dtype) {
-  if (dtype == "float32") return "float";
-  if (dtype == "float64") return "double";
-  if (dtype == "bfloat16") return "runtime::bfloat16";
-  if (dtype == "float16") return "runtime::float16";
-  if (dtype == "int32") return "int32_t";
-  if (dtype == "int64") return "int64_t";
-  throw SpecError("internal error: dtype " + dtype);
+  const DTypeInfo* d = find_dtype(dtype);
+  if (!d) throw SpecError("internal error: dtype " + dtype);
+  return d->ctype;
 }
 
 std::string dtype_enum(const std::string& dtype) {
-  if (dtype == "float32") return "runtime::DType::Float32";
-  if (dtype == "float64") return "runtime::DType::Float64";
-  if (dtype == "bfloat16") return "runtime::DType::BFloat16";
-  if (dtype == "float16") return "runtime::DType::Float16";
-  if (dtype == "int32") return "runtime::IType::Int32";
-  return "runtime::IType::Int64";
+  const DTypeInfo* d = find_dtype(dtype);
+  if (!d) throw SpecError("internal error: dtype " + dtype);
+  return d->runtime;
 }
 
 // The bit set of checks:: dtype flags a spec's `dtypes` line admits.
 std::string dtype_mask(const OpSpec& s) {
   std::string m;
-  for (auto& d : s.dtypes) {
-    const char* flag = d == "float64" ? "kFloat64" : d == "bfloat16" ? "kBFloat16" : d == "float16" ? "kFloat16" : "kFloat32";
-    m += (m.empty() ? "checks::" : " | checks::") + std::string(flag);
-  }
+  for (auto& d : s.dtypes) m += (m.empty() ? "checks::" : " | checks::") + find_dtype(d)->check;
   return m;
 }
 

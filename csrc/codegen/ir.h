@@ -55,10 +55,9 @@ std::string to_string(const ExprP& e);
 std::vector<std::string> vars_of(const ExprP& e);
 // Every variable of an expression, bound ones included (the loops it needs).
 std::vector<std::string> all_vars_of(const ExprP& e);
-// Element-wise functions the generator knows: one expression argument, and for some a constant
-// parameter (leaky_relu(x, slope), leaky_step(x, slope), pow(x, exponent)).
-bool is_known_function(const std::string& name);
-bool function_takes_param(const std::string& name);
+// The element-wise functions the generator knows (one expression argument, and for some a
+// constant parameter: leaky_relu(x, slope), leaky_step(x, slope), pow(x, exponent)) are the
+// function table of builtins.h.
 
 struct Assignment {
   std::string lhs;
