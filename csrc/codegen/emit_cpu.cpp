@@ -69,7 +69,7 @@ void emit_params(const Compiled& c, std::ostream& h) {
 // compile-time flags (<fn>_flags), so the inner loops carry no branch.
 void emit_lowering(const Compiled& c, const std::string& fn, std::ostream& k) {
   const OpSpec& s = c.spec;
-  std::istringstream tree(c.stages[c.stages.size() - (s.variants ? 2 : 1)].second);
+  std::istringstream tree(print_tree(c.program, *c.tree));
   for (std::string l; std::getline(tree, l);) k << "//   " << l << "\n";
   auto opt = optional_values(s);
   std::string tparams = "template <typename scalar_t, typename index_t";
@@ -101,7 +101,7 @@ void emit_lowering(const Compiled& c, const std::string& fn, std::ostream& k) {
 }
 
 // An op with `variants auto`: every lowering, and <op>_run, which evaluates their cost models
-// (Compiled::cost) on the call's extents and stored entries and runs the cheapest (or the one
+// (Compiled::cost_model) on the call's extents and stored entries and runs the cheapest (or the one
 // forced through runtime::Variants).
 void emit_variant_choice(const Compiled& c, std::ostream& k) {
   const OpSpec& s = c.spec;
@@ -116,8 +116,8 @@ void emit_variant_choice(const Compiled& c, std::ostream& k) {
     if (t.role == Role::SparseInput)
       k << "  const double nnz_" << t.name << " = static_cast<double>(static_cast<const index_t*>(prm." << t.name << "_rowptr)[prm.n_"
         << t.vars[0] << "]);\n";
-  k << "  const double costs[" << count << "] = {" << c.cost;
-  for (auto& a : c.alternatives) k << ",\n      " << a->cost;
+  k << "  const double costs[" << count << "] = {" << print_cost_cpu(c.cost_model);
+  for (auto& a : c.alternatives) k << ",\n      " << print_cost_cpu(a->cost_model);
   k << "};\n";
   for (auto& v : s.order) k << "  (void)n_" << v << ";\n";
   for (auto& t : s.tensors)
@@ -137,10 +137,10 @@ void emit_kernel(const Compiled& c, std::ostream& k) {
   for (size_t m = 0; m < s.expr.lhs_idx.size(); ++m) k << (m ? "," : "") << s.expr.lhs_idx[m];
   k << ") = " << to_string(s.expr.rhs) << "\n";
   k << "namespace {\n\n";
-  if (!c.alternatives.empty()) k << "// variant 0, cost " << c.cost << "\n";
+  if (!c.alternatives.empty()) k << "// variant 0, cost " << print_cost_cpu(c.cost_model) << "\n";
   emit_lowering(c, op, k);
   for (size_t v = 0; v < c.alternatives.size(); ++v) {
-    k << "// variant " << v + 1 << ", cost " << c.alternatives[v]->cost << "\n";
+    k << "// variant " << v + 1 << ", cost " << print_cost_cpu(c.alternatives[v]->cost_model) << "\n";
     emit_lowering(*c.alternatives[v], op + "_v" + std::to_string(v + 1), k);
   }
   const std::string entry = c.alternatives.empty() ? op + "_flags" : op + "_run";
@@ -162,6 +162,24 @@ void emit_kernel(const Compiled& c, std::ostream& k) {
 namespace gnnfuse::codegen {
 
 using namespace emit;
+
+std::string print_cost_cpu(const Cost& cost) {
+  std::string out;
+  for (auto& t : cost.terms) {
+    std::ostringstream coeff;
+    coeff << t.coeff;
+    std::string term = t.coeff == 1 ? "1.0" : coeff.str();
+    for (auto& f : t.factors) {
+      switch (f.kind) {
+        case CostFactor::Kind::Extent: term += " * n_" + f.var; break;
+        case CostFactor::Kind::Nnz: term += " * nnz_" + f.sparse; break;
+        case CostFactor::Kind::MeanRow: term += " * (nnz_" + f.sparse + " / std::max(1.0, n_" + f.var + "))"; break;
+      }
+    }
+    out += (out.empty() ? "" : " + ") + term;
+  }
+  return out.empty() ? "0.0" : out;
+}
 
 std::vector<GeneratedFile> emit_op_cpu(const Family& f) {
   const std::string& fam = f.ops[0]->spec.name;

@@ -354,6 +354,29 @@ const Node* home_of(const Program& p, const Node& root, const std::string& temp)
 std::string print_tree(const Program& p, const Node& root);
 std::string print_program(const Program& p);
 
+// ---------------------------------------------------------------- cost model
+// A cost model as a value: a sum of terms, each a coefficient times factors over the call's
+// extents n_<v> and the stored entries nnz_<S> of each csr operand S. Each target prints it in
+// its own language (print_cost_cpu: a C++ expression over doubles).
+struct CostFactor {
+  enum class Kind { Extent, Nnz, MeanRow };  // n_<var>; nnz_<sparse>; nnz_<sparse> / max(1, n_<var>)
+  Kind kind = Kind::Extent;
+  std::string var;
+  std::string sparse;
+  bool operator==(const CostFactor& o) const { return kind == o.kind && var == o.var && sparse == o.sparse; }
+};
+struct CostTerm {
+  double coeff = 1;
+  std::vector<CostFactor> factors;
+  bool operator==(const CostTerm& o) const { return coeff == o.coeff && factors == o.factors; }
+};
+struct Cost {
+  std::vector<CostTerm> terms;  // none: 0
+  bool operator==(const Cost& o) const { return terms == o.terms; }
+};
+// The CPU spelling of a cost model: "1.0 * n_i * (nnz_A / std::max(1.0, n_i)) + 0.125 * n_i".
+std::string print_cost_cpu(const Cost& cost);
+
 // ---------------------------------------------------------------- pipeline and emitters
 struct Compiled {
   OpSpec spec;
@@ -365,24 +388,30 @@ struct Compiled {
   // `variants auto`: the other lowerings of the same expression (distinct final trees), each a
   // Compiled of its own with an empty `alternatives`; this one is variant 0.
   std::vector<std::unique_ptr<Compiled>> alternatives;
-  // The cost model of this lowering: a C++ expression over the extents n_<v> and the stored
-  // entries nnz_<S> of each csr operand S (doubles), in units of one gathered multiply-add
-  // (cost_expr). The kernel runs the variant of least cost.
+  // The final, scheduled tree, as the pipeline returns it: `tree` (the snapshots above are
+  // text for people and golden tests; nothing is read back from them).
+  // The cost model of this lowering over the extents n_<v> and the stored entries nnz_<S> of
+  // each csr operand S, in units of one gathered multiply-add (cost_model). The kernel runs the
+  // variant of least cost. `cost` is its spelling for the target (the "cost model" snapshot).
+  Cost cost_model;
   std::string cost;
 };
+// Whether two lowerings are the same: structurally equal scheduled trees over equal statements
+// and temporaries, and equal cost models (variants are deduplicated with it).
+bool same_lowering(const Compiled& a, const Compiled& b);
 // Runs every stage; `spec` is copied into the result (the program points to it).
 // With `variants auto`, every lowering the decomposition's ties allow (at most kMaxVariants,
 // duplicates dropped) goes to `alternatives`.
 std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target = Target::Cpu);
 constexpr int kMaxVariants = 4;
 
-// The cost model of a scheduled tree (Compiled::cost): for every statement, the product of its
+// The cost model of a scheduled tree (Compiled::cost_model): for every statement, the product of its
 // loops' trip counts (a dense loop: n_v; a walk over S: nnz_S / n_<S's outer variable>, its mean
 // row length), weighted 1 when it sits under a walk (a gathered, cache-missing access per
 // multiply-add) and kDenseWeight when only dense loops enclose it (a dense product, which the
 // emitter hands to the register-tiled GEMM); plus each temporary stored whole at the root, one
 // unit per element (written, then read back from memory).
-std::string cost_expr(const Program& p, const Node& root);
+Cost cost_model(const Program& p, const Node& root);
 constexpr double kDenseWeight = 0.125;
 
 struct GeneratedFile {
@@ -445,11 +474,14 @@ struct TargetInfo {
   const char* schedule_stage;  // the name of its schedule's snapshot (Compiled::stages, --dump)
   void (*schedule)(const Program& p, Node& root);               // nullptr: not lowered yet
   std::vector<GeneratedFile> (*emit_kernels)(const Family& f);  // nullptr: not lowered yet
+  std::string (*print_cost)(const Cost& cost);                  // its spelling of a cost model
 };
 // Every target, the ones not lowered yet included (their devices get the autocast kernels).
 const std::vector<TargetInfo>& targets();
 const TargetInfo& target_info(Target target);
 // "cpu" -> Target::Cpu; SpecError naming the known targets otherwise.
 Target parse_target(const std::string& name);
+// A cost model as `target` spells it.
+std::string print_cost(Target target, const Cost& cost);
 
 }  // namespace gnnfuse::codegen

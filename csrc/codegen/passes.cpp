@@ -571,45 +571,37 @@ std::string print_tree(const Program& p, const Node& root) {
 }
 
 // ---------------------------------------------------------------- cost model
-std::string cost_expr(const Program& p, const Node& root) {
-  std::ostringstream w;
-  w << kDenseWeight;
-  std::vector<std::string> terms;
+Cost cost_model(const Program& p, const Node& root) {
+  Cost cost;
   // trips: the factors of the enclosing loops; walked: whether a walk encloses.
-  std::function<void(const Node&, std::vector<std::string>, bool)> rec = [&](const Node& n, std::vector<std::string> trips, bool walked) {
+  std::function<void(const Node&, std::vector<CostFactor>, bool)> rec = [&](const Node& n, std::vector<CostFactor> trips, bool walked) {
     if (n.kind == Node::Kind::Loop) {
       std::string level = n.walk;
       if (level.empty() && !n.space.is_dense()) n.space.single_level(&level);
       if (level.empty()) {
-        trips.push_back("n_" + n.var);
+        trips.push_back({CostFactor::Kind::Extent, n.var, ""});
       } else {
-        trips.push_back("(nnz_" + level + " / std::max(1.0, n_" + p.outer_var(level) + "))");
+        trips.push_back({CostFactor::Kind::MeanRow, p.outer_var(level), level});
         walked = true;
       }
     }
-    if (n.kind == Node::Kind::Compute) {
-      std::string t = walked ? "1.0" : w.str();
-      for (auto& f : trips) t += " * " + f;
-      terms.push_back(t);
-    }
+    if (n.kind == Node::Kind::Compute) cost.terms.push_back({walked ? 1.0 : kDenseWeight, trips});
     for (auto& k : n.kids) rec(*k, trips, walked);
   };
   rec(root, {}, false);
   for (auto& name : p.temps) {
     const TensorInfo& t = p.tensor(name);
     if (home_of(p, root, name) || t.kept_dims.empty()) continue;
-    std::string size = "1.0";
+    CostTerm size;
     if (!t.compressed_by.empty()) {
-      size += " * nnz_" + t.compressed_by;
-      for (size_t d = 2; d < t.kept_dims.size(); ++d) size += " * n_" + t.kept_dims[d];
+      size.factors.push_back({CostFactor::Kind::Nnz, "", t.compressed_by});
+      for (size_t d = 2; d < t.kept_dims.size(); ++d) size.factors.push_back({CostFactor::Kind::Extent, t.kept_dims[d], ""});
     } else {
-      for (auto& d : t.kept_dims) size += " * n_" + d;
+      for (auto& d : t.kept_dims) size.factors.push_back({CostFactor::Kind::Extent, d, ""});
     }
-    terms.push_back(size);
+    cost.terms.push_back(size);
   }
-  std::string out;
-  for (auto& t : terms) out += (out.empty() ? "" : " + ") + t;
-  return out.empty() ? "0.0" : out;
+  return cost;
 }
 
 }  // namespace gnnfuse::codegen

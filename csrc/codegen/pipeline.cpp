@@ -30,7 +30,8 @@ std::unique_ptr<Compiled> compile_one(const OpSpec& spec, Target target, const s
   schedule(target, p, *tree);
   c->stages.emplace_back(target_info(target).schedule_stage, print_tree(p, *tree));
   c->tree = std::move(tree);
-  c->cost = cost_expr(p, *c->tree);
+  c->cost_model = cost_model(p, *c->tree);
+  c->cost = print_cost(target, c->cost_model);
   if (spec.variants) c->stages.emplace_back("cost model", c->cost + "\n");
   return c;
 }
@@ -57,7 +58,40 @@ bool lowers_without_scatter(const Program& p, const Node& root) {
   return ok(root);
 }
 
+bool same_node(const Program& pa, const Node& a, const Program& pb, const Node& b) {
+  if (a.kind != b.kind || a.var != b.var || a.space != b.space || a.stmt != b.stmt || a.tensor != b.tensor || a.parallel != b.parallel ||
+      a.private_sums != b.private_sums || a.balance_by != b.balance_by || a.simd != b.simd || a.simd_reduction != b.simd_reduction ||
+      a.walk != b.walk || a.located != b.located || a.located_by_map != b.located_by_map || a.kids.size() != b.kids.size())
+    return false;
+  if (a.kind == Node::Kind::Compute) {
+    const Stmt& x = pa.stmts[static_cast<size_t>(a.stmt)];
+    const Stmt& y = pb.stmts[static_cast<size_t>(b.stmt)];
+    auto same_operand = [](const Operand& o, const Operand& q) { return o.is_const == q.is_const && o.value == q.value && o.access == q.access; };
+    if (!(x.lhs == y.lhs) || x.op != y.op || x.fn != y.fn || x.param != y.param || x.has_param != y.has_param ||
+        x.param_arg != y.param_arg || x.accumulate != y.accumulate || x.reduce != y.reduce || x.rhs.size() != y.rhs.size() ||
+        !std::equal(x.rhs.begin(), x.rhs.end(), y.rhs.begin(), same_operand))
+      return false;
+  }
+  for (size_t k = 0; k < a.kids.size(); ++k)
+    if (!same_node(pa, *a.kids[k], pb, *b.kids[k])) return false;
+  return true;
+}
+
 }  // namespace
+
+bool same_lowering(const Compiled& a, const Compiled& b) {
+  const Program& pa = a.program;
+  const Program& pb = b.program;
+  if (!(a.cost_model == b.cost_model) || pa.temps != pb.temps) return false;
+  for (auto& name : pa.temps) {
+    const TensorInfo& x = pa.tensor(name);
+    const TensorInfo& y = pb.tensor(name);
+    if (x.dims != y.dims || x.kept_dims != y.kept_dims || x.compressed_by != y.compressed_by || x.compressed_global != y.compressed_global ||
+        x.shrunk != y.shrunk || x.init != y.init)
+      return false;
+  }
+  return same_node(pa, *a.tree, pb, *b.tree);
+}
 
 std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
   std::vector<int> ties;
@@ -67,7 +101,7 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
   // lowering made, then one other pick at a later step), the first kMaxVariants distinct trees
   // among at most 8 * kMaxVariants lowerings tried (a long chain of tied dense factors has
   // factorially many associations, mostly equivalent).
-  std::vector<std::string> seen{first->stages.back().second + first->stages[first->stages.size() - 2].second};
+  std::vector<const Compiled*> seen{first.get()};
   std::vector<std::pair<std::vector<int>, std::vector<int>>> todo;  // (choices, their lowering's ties)
   todo.push_back({{}, ties});
   int tries = 0;
@@ -81,10 +115,10 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
         next.push_back(alt);
         std::vector<int> next_ties;
         std::unique_ptr<Compiled> v = compile_one(spec, target, next, &next_ties);
-        const std::string key = v->stages.back().second + v->stages[v->stages.size() - 2].second;
         todo.push_back({next, next_ties});
-        if (std::find(seen.begin(), seen.end(), key) != seen.end() || !lowers_without_scatter(v->program, *v->tree)) continue;
-        seen.push_back(key);
+        const bool dup = std::any_of(seen.begin(), seen.end(), [&](const Compiled* s) { return same_lowering(*s, *v); });
+        if (dup || !lowers_without_scatter(v->program, *v->tree)) continue;
+        seen.push_back(v.get());
         first->alternatives.push_back(std::move(v));
       }
   }

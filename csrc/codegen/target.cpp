@@ -8,10 +8,10 @@ namespace gnnfuse::codegen {
 
 const std::vector<TargetInfo>& targets() {
   static const std::vector<TargetInfo> all{
-      {Target::Cpu, "cpu", "CPU", "CPU", "CPU schedule", schedule_cpu, emit_op_cpu},
+      {Target::Cpu, "cpu", "CPU", "CPU", "CPU schedule", schedule_cpu, emit_op_cpu, print_cost_cpu},
       // CUDA (issue [CUDA]): a schedule mapping loops to the grid, blocks, warps and lanes, and a
       // kernel printer; its ops then register at the CUDA key.
-      {Target::Cuda, "cuda", "CUDA", "CUDA", "CUDA schedule", nullptr, nullptr},
+      {Target::Cuda, "cuda", "CUDA", "CUDA", "CUDA schedule", nullptr, nullptr, nullptr},
   };
   return all;
 }
@@ -35,7 +35,7 @@ namespace {
 
 const TargetInfo& lowered(Target target) {
   const TargetInfo& t = target_info(target);
-  if (!t.schedule || !t.emit_kernels) throw SpecError(std::string("target ") + t.name + " is not lowered yet");
+  if (!t.schedule || !t.emit_kernels || !t.print_cost) throw SpecError(std::string("target ") + t.name + " is not lowered yet");
   return t;
 }
 
@@ -44,5 +44,7 @@ const TargetInfo& lowered(Target target) {
 void schedule(Target target, const Program& p, Node& root) { lowered(target).schedule(p, root); }
 
 std::vector<GeneratedFile> emit_op_kernels(const Family& f) { return lowered(f.target).emit_kernels(f); }
+
+std::string print_cost(Target target, const Cost& cost) { return lowered(target).print_cost(cost); }
 
 }  // namespace gnnfuse::codegen
