@@ -11,7 +11,7 @@
 #include <optional>
 #include <sstream>
 
-#include "codegen/ir.h"
+#include "codegen/builtins.h"
 
 namespace gnnfuse::codegen {
 namespace {
@@ -30,36 +30,6 @@ std::string join(const Vars& v, const std::string& sep = ",") {
   std::string out;
   for (size_t k = 0; k < v.size(); ++k) out += (k ? sep : "") + v[k];
   return out;
-}
-
-ExprP make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
-
-ExprP constant(double v) {
-  Expr e;
-  e.kind = Expr::Kind::Const;
-  e.value = v;
-  return make(std::move(e));
-}
-
-ExprP binary(char op, ExprP a, ExprP b) {
-  Expr e;
-  e.kind = Expr::Kind::Binary;
-  e.op = op;
-  e.args = {std::move(a), std::move(b)};
-  return make(std::move(e));
-}
-
-ExprP call(const std::string& fn, ExprP arg, std::optional<double> param = std::nullopt, const std::string& param_arg = "") {
-  Expr e;
-  e.kind = Expr::Kind::Call;
-  e.name = fn;
-  e.args = {std::move(arg)};
-  if (param) {
-    e.has_param = true;
-    e.value = *param;
-    e.param_arg = param_arg;
-  }
-  return make(std::move(e));
 }
 
 void flatten_product(const ExprP& e, std::vector<ExprP>* out) {
@@ -107,7 +77,7 @@ class Differentiator {
         return {};
       }
       case Expr::Kind::Call: {
-        if (e->name == "detach") return {};  // stops differentiation: its derivative is zero
+        if (find_function(e->name)->detach) return {};  // stops differentiation: its derivative is zero
         const ExprP& g = e->args[0];
         Terms dg = d(g, needed);
         if (dg.empty()) return {};
@@ -226,33 +196,19 @@ class Differentiator {
                            " inside " + to_string(g) + ", which the generator does not lower");
       }
       for (auto& a : c.args) a = rec(a);
-      return make(std::move(c));
+      return make_expr(std::move(c));
     };
     return rec(g);
   }
 
-  // f'(g) as factors (the derivative table).
+  // f'(g) as factors (the derivative column of the function table).
   Term derivative_of(const Expr& f, const ExprP& g, const Vars& needed) {
-    const std::string& fn = f.name;
-    if (fn == "exp") return {1, {call("exp", copy(g, needed))}};
-    if (fn == "log") return {1, {binary('/', constant(1), copy(g, needed))}};
-    if (fn == "relu") return {1, {call("step", copy(g, needed))}};
-    if (fn == "leaky_relu") return {1, {call("leaky_step", copy(g, needed), f.value, f.param_arg)}};
-    if (fn == "step" || fn == "leaky_step") return {0, {}};  // piecewise constant
-    if (fn == "sigmoid") return {1, {call("sigmoid", copy(g, needed)), binary('-', constant(1), call("sigmoid", copy(g, needed)))}};
-    if (fn == "tanh") {
-      ExprP t1 = call("tanh", copy(g, needed));
-      ExprP t2 = call("tanh", copy(g, needed));
-      return {1, {binary('-', constant(1), binary('*', t1, t2))}};
+    const Function* fn = find_function(f.name);
+    if (fn && fn->derivative) {
+      Derivative d = fn->derivative(f, [&] { return copy(g, needed); });
+      return {d.coeff, std::move(d.factors)};
     }
-    if (fn == "pow") {
-      if (!f.param_arg.empty()) fail(f.loc, "pow with an argument exponent (" + f.param_arg + ") has no derivative here: write a number");
-      if (f.value == 0) return {0, {}};
-      if (f.value == 1) return {1, {}};
-      if (f.value == 2) return {2, {copy(g, needed)}};
-      return {f.value, {call("pow", copy(g, needed), f.value - 1)}};
-    }
-    fail(f.loc, "no derivative known for function " + fn);
+    fail(f.loc, "no derivative known for function " + f.name);
   }
 };
 
@@ -291,7 +247,7 @@ ExprP rename_vars(const ExprP& e, const std::map<std::string, std::string>& ren)
     if (it != ren.end()) v = it->second;
   }
   for (auto& a : c.args) a = rename_vars(a, ren);
-  return make(std::move(c));
+  return make_expr(std::move(c));
 }
 
 // Occurrences of each variable in the accesses and max/min bindings of e.
@@ -319,12 +275,12 @@ class RowStatHoister {
     if (e->kind == Expr::Kind::Binary && (e->op == '+' || e->op == '-')) {
       Expr c = *e;
       c.args = {run(e->args[0]), run(e->args[1])};
-      return make(std::move(c));
+      return make_expr(std::move(c));
     }
     if (e->kind == Expr::Kind::Neg) {
       Expr c = *e;
       c.args = {run(e->args[0])};
-      return make(std::move(c));
+      return make_expr(std::move(c));
     }
     return term(e);
   }
@@ -397,7 +353,7 @@ class RowStatHoister {
     if (e->args.empty()) return e;
     Expr c = *e;
     for (auto& a : c.args) a = sub(a);
-    return make(std::move(c));
+    return make_expr(std::move(c));
   }
   ExprP term(const ExprP& e) {
     term_count_.clear();
@@ -524,7 +480,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
         Expr c = *e;
         for (auto& v : c.idx) v = rn(v);
         for (auto& a : c.args) a = rename(a);
-        return make(std::move(c));
+        return make_expr(std::move(c));
       };
       Vars lhs;
       for (auto& v : s.expr.lhs_idx) lhs.push_back(rn(v));
@@ -802,27 +758,6 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     out.push_back(std::move(adj));
   }
   return out;
-}
-
-Family compile_family(const OpSpec& user_op) {
-  Family f;
-  f.ops.push_back(compile(user_op));
-  for (size_t k = 0; k < f.ops.size(); ++k) {
-    const OpSpec& s = f.ops[k]->spec;
-    if (s.grad_order < 1) continue;
-    std::vector<Adjoint> adj = differentiate(s);
-    for (auto& a : adj) {
-      if (a.zero) continue;
-      for (auto& st : a.stats) {
-        bool have = false;
-        for (auto& c : f.ops) have = have || c->spec.name == st.spec.name;
-        if (!have) f.ops.push_back(compile(st.spec));
-      }
-      f.ops.push_back(compile(a.spec));
-    }
-    f.adjoints[s.name] = std::move(adj);
-  }
-  return f;
 }
 
 }  // namespace gnnfuse::codegen

@@ -4,66 +4,9 @@
 #include <map>
 #include <sstream>
 
-#include "codegen/ir.h"
+#include "codegen/builtins.h"
 
 namespace gnnfuse::codegen {
-
-bool Stmt::reads(const std::string& tensor) const {
-  for (auto& o : rhs)
-    if (!o.is_const && o.access.tensor == tensor) return true;
-  return false;
-}
-
-std::string to_string(const Stmt& s) {
-  auto acc = [](const Access& a) {
-    std::string out = a.tensor;
-    if (!a.idx.empty()) {
-      out += "(";
-      for (size_t k = 0; k < a.idx.size(); ++k) out += (k ? "," : "") + a.idx[k];
-      out += ")";
-    }
-    return out;
-  };
-  auto opnd = [&](const Operand& o) {
-    if (!o.is_const) return acc(o.access);
-    std::ostringstream os;
-    os << o.value;
-    return os.str();
-  };
-  std::string rhs;
-  switch (s.op) {
-    case Stmt::Op::Copy: rhs = opnd(s.rhs[0]); break;
-    case Stmt::Op::Neg: rhs = "-" + opnd(s.rhs[0]); break;
-    case Stmt::Op::Call: {
-      std::ostringstream prm;
-      if (s.has_param && !s.param_arg.empty()) prm << ", " << s.param_arg;
-      else if (s.has_param) prm << ", " << s.param;
-      rhs = s.fn + "(" + opnd(s.rhs[0]) + prm.str() + ")";
-      break;
-    }
-    case Stmt::Op::Mul: rhs = opnd(s.rhs[0]) + " * " + opnd(s.rhs[1]); break;
-    case Stmt::Op::Div: rhs = opnd(s.rhs[0]) + " / " + opnd(s.rhs[1]); break;
-    case Stmt::Op::Add: rhs = opnd(s.rhs[0]) + " + " + opnd(s.rhs[1]); break;
-    case Stmt::Op::Sub: rhs = opnd(s.rhs[0]) + " - " + opnd(s.rhs[1]); break;
-  }
-  if (!s.accumulate) return acc(s.lhs) + " = " + rhs;
-  return acc(s.lhs) + (s.reduce == "sum" ? " += " : " " + s.reduce + "= ") + rhs;
-}
-
-const TensorInfo& Program::tensor(const std::string& name) const {
-  auto it = tensors.find(name);
-  if (it == tensors.end()) throw SpecError("internal error: unknown tensor " + name);
-  return it->second;
-}
-
-std::string Program::outer_var(const std::string& sparse) const {
-  const TensorInfo& t = tensor(sparse);
-  return t.dims.at(static_cast<size_t>(t.outer));
-}
-std::string Program::inner_var(const std::string& sparse) const {
-  const TensorInfo& t = tensor(sparse);
-  return t.dims.at(static_cast<size_t>(1 - t.outer));
-}
 
 namespace {
 
@@ -323,7 +266,7 @@ class Decomposer {
       }
       case Expr::Kind::Call:
         // detach(e) is e (it only stops differentiation).
-        if (e->name == "detach") return lower(e->args[0], needed);
+        if (find_function(e->name)->detach) return lower(e->args[0], needed);
         [[fallthrough]];
       case Expr::Kind::Neg: {
         pd.op = e->kind == Expr::Kind::Neg ? Stmt::Op::Neg : Stmt::Op::Call;

@@ -6,33 +6,12 @@
 #include <functional>
 #include <sstream>
 
-#include "codegen/ir.h"
+#include "codegen/builtins.h"
 
 namespace gnnfuse::codegen {
 
-std::string Loc::str() const {
-  std::ostringstream os;
-  os << (file.empty() ? "<spec>" : file) << ":" << line << ":" << col;
-  return os.str();
-}
-
-void fail(const Loc& loc, const std::string& msg) {
-  throw SpecError(loc.str() + ": error: " + msg);
-}
-
 // ---------------------------------------------------------------- expressions
 namespace {
-
-const std::set<std::string>& known_functions() {
-  static const std::set<std::string> fns{"exp",  "log",        "relu",       "sigmoid", "tanh",
-                                         "step", "leaky_relu", "leaky_step", "pow",     "detach"};
-  return fns;
-}
-
-const std::set<std::string>& param_functions() {
-  static const std::set<std::string> fns{"leaky_relu", "leaky_step", "pow"};
-  return fns;
-}
 
 class ExprParser {
  public:
@@ -162,13 +141,16 @@ class ExprParser {
       return make(std::move(e));
     }
     if (!eat('(')) fail(here(), "expected '(' after '" + name + "': tensors are written with their indices, e.g. X(j,f)");
-    if (known_functions().count(name)) {
+    if (const Function* fn = find_function(name)) {
       Expr e;
       e.kind = Expr::Kind::Call;
       e.name = name;
-      e.args = {sum()};
+      for (int k = 0; k < fn->arity; ++k) {
+        if (k && !eat(',')) fail(here(), name + " takes " + std::to_string(fn->arity) + " arguments");
+        e.args.push_back(sum());
+      }
       e.loc = at;
-      if (param_functions().count(name)) {
+      if (fn->takes_param) {
         if (!eat(',')) fail(here(), name + " takes a constant parameter: " + name + "(x, c)");
         skip();
         e.has_param = true;
@@ -238,9 +220,6 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 
 }  // namespace
 
-bool is_known_function(const std::string& name) { return known_functions().count(name) > 0; }
-bool function_takes_param(const std::string& name) { return param_functions().count(name) > 0; }
-
 Assignment parse_assignment(const std::string& text, const Loc& loc) { return ExprParser(text, loc).assignment(); }
 
 std::string to_string(const ExprP& e) {
@@ -293,13 +272,6 @@ std::vector<std::string> all_vars_of(const ExprP& e) {
   return out;
 }
 
-// ---------------------------------------------------------------- schemas
-const SchemaArg* Schema::arg(const std::string& n) const {
-  for (auto& a : args)
-    if (a.name == n) return &a;
-  return nullptr;
-}
-
 Schema parse_schema(const std::string& text, const Loc& loc) {
   Schema s;
   s.text = trim(text);
@@ -349,28 +321,6 @@ Schema parse_schema(const std::string& text, const Loc& loc) {
   return s;
 }
 
-// ---------------------------------------------------------------- specs
-const TensorDecl* OpSpec::find(const std::string& n) const {
-  for (auto& t : tensors)
-    if (t.name == n) return &t;
-  return nullptr;
-}
-
-const TensorDecl& OpSpec::output() const {
-  for (auto& t : tensors)
-    if (t.role == Role::Output) return t;
-  throw SpecError("spec " + name + " has no output");
-}
-
-const TensorDecl* OpSpec::reduced_operand() const {
-  std::vector<std::string> free = vars_of(expr.rhs);
-  for (auto& t : tensors)
-    if (t.role == Role::SparseInput && !std::count(expr.lhs_idx.begin(), expr.lhs_idx.end(), t.vars[1]) &&
-        std::count(free.begin(), free.end(), t.vars[1]))
-      return &t;
-  return nullptr;
-}
-
 namespace {
 
 // "A(i,j)" -> name A, vars [i, j]
@@ -398,10 +348,10 @@ void check_spec(OpSpec& s) {
   if (s.dtypes.empty()) fail(s.loc, "missing 'dtypes' line");
   if (s.index_dtypes.empty()) fail(s.loc, "missing 'index' line");
   for (auto& d : s.dtypes)
-    if (d != "float32" && d != "float64" && d != "bfloat16" && d != "float16")
+    if (!find_dtype(d) || find_dtype(d)->index)
       fail(s.loc, "dtype '" + d + "' is not supported (float32, float64, bfloat16, float16)");
   for (auto& d : s.index_dtypes)
-    if (d != "int32" && d != "int64") fail(s.loc, "index dtype '" + d + "' is not int32 or int64");
+    if (!find_dtype(d) || !find_dtype(d)->index) fail(s.loc, "index dtype '" + d + "' is not int32 or int64");
   if (s.reduce != "sum" && s.reduce != "max" && s.reduce != "min")
     fail(s.loc, "reduce '" + s.reduce + "' is not known (sum, max, min; a mean is a sum divided by a count operand)");
 

@@ -55,10 +55,9 @@ std::string to_string(const ExprP& e);
 std::vector<std::string> vars_of(const ExprP& e);
 // Every variable of an expression, bound ones included (the loops it needs).
 std::vector<std::string> all_vars_of(const ExprP& e);
-// Element-wise functions the generator knows: one expression argument, and for some a constant
-// parameter (leaky_relu(x, slope), leaky_step(x, slope), pow(x, exponent)).
-bool is_known_function(const std::string& name);
-bool function_takes_param(const std::string& name);
+// The element-wise functions the generator knows (one expression argument, and for some a
+// constant parameter: leaky_relu(x, slope), leaky_step(x, slope), pow(x, exponent)) are the
+// function table of builtins.h.
 
 struct Assignment {
   std::string lhs;
@@ -318,6 +317,9 @@ struct Node {
   std::unique_ptr<Node> clone() const;
 };
 
+// The statements of the compute leaves under n, in tree order.
+void collect_stmts(const Node& n, std::vector<int>* out);
+
 // Stage 3': one chain of loops per statement, in the program's loop order, under one root.
 std::unique_ptr<Node> build_trees(const Program& p, const SpaceMap& spaces);
 
@@ -333,8 +335,17 @@ void fuse(const Program& p, Node& root);
 // its only kept dimension iterates one sparse level everywhere.
 void shrink_temporaries(Program& p, Node& root);
 
-// Stage 6: CPU schedule.
+// ---------------------------------------------------------------- targets
+// The machines the generator lowers to. Every stage down to the fused, shrunk index tree is the
+// same for all; the schedule (stage 6) and the kernel printer are per target, side by side
+// (the table in target.cpp): cpu today, cuda next.
+enum class Target { Cpu, Cuda };
+
+// Stage 6, per target. CPU: the parallel row loop balanced by nonzeros, private per-thread
+// sums, simd inner loops, co-iteration by walk and locate (schedule_cpu.cpp).
 void schedule_cpu(const Program& p, Node& root);
+// The schedule of `target` (SpecError for a target not lowered yet).
+void schedule(Target target, const Program& p, Node& root);
 
 // The deepest loop common to every definition and use of a temporary (nullptr: the root).
 const Node* home_of(const Program& p, const Node& root, const std::string& temp);
@@ -343,9 +354,33 @@ const Node* home_of(const Program& p, const Node& root, const std::string& temp)
 std::string print_tree(const Program& p, const Node& root);
 std::string print_program(const Program& p);
 
+// ---------------------------------------------------------------- cost model
+// A cost model as a value: a sum of terms, each a coefficient times factors over the call's
+// extents n_<v> and the stored entries nnz_<S> of each csr operand S. Each target prints it in
+// its own language (print_cost_cpu: a C++ expression over doubles).
+struct CostFactor {
+  enum class Kind { Extent, Nnz, MeanRow };  // n_<var>; nnz_<sparse>; nnz_<sparse> / max(1, n_<var>)
+  Kind kind = Kind::Extent;
+  std::string var;
+  std::string sparse;
+  bool operator==(const CostFactor& o) const { return kind == o.kind && var == o.var && sparse == o.sparse; }
+};
+struct CostTerm {
+  double coeff = 1;
+  std::vector<CostFactor> factors;
+  bool operator==(const CostTerm& o) const { return coeff == o.coeff && factors == o.factors; }
+};
+struct Cost {
+  std::vector<CostTerm> terms;  // none: 0
+  bool operator==(const Cost& o) const { return terms == o.terms; }
+};
+// The CPU spelling of a cost model: "1.0 * n_i * (nnz_A / std::max(1.0, n_i)) + 0.125 * n_i".
+std::string print_cost_cpu(const Cost& cost);
+
 // ---------------------------------------------------------------- pipeline and emitters
 struct Compiled {
   OpSpec spec;
+  Target target = Target::Cpu;
   Program program;
   std::unique_ptr<Node> tree;  // after every pass
   // Snapshots of the tree after each stage, for --dump and the golden tests.
@@ -353,24 +388,30 @@ struct Compiled {
   // `variants auto`: the other lowerings of the same expression (distinct final trees), each a
   // Compiled of its own with an empty `alternatives`; this one is variant 0.
   std::vector<std::unique_ptr<Compiled>> alternatives;
-  // The cost model of this lowering: a C++ expression over the extents n_<v> and the stored
-  // entries nnz_<S> of each csr operand S (doubles), in units of one gathered multiply-add
-  // (cost_expr). The kernel runs the variant of least cost.
+  // The final, scheduled tree, as the pipeline returns it: `tree` (the snapshots above are
+  // text for people and golden tests; nothing is read back from them).
+  // The cost model of this lowering over the extents n_<v> and the stored entries nnz_<S> of
+  // each csr operand S, in units of one gathered multiply-add (cost_model). The kernel runs the
+  // variant of least cost. `cost` is its spelling for the target (the "cost model" snapshot).
+  Cost cost_model;
   std::string cost;
 };
+// Whether two lowerings are the same: structurally equal scheduled trees over equal statements
+// and temporaries, and equal cost models (variants are deduplicated with it).
+bool same_lowering(const Compiled& a, const Compiled& b);
 // Runs every stage; `spec` is copied into the result (the program points to it).
 // With `variants auto`, every lowering the decomposition's ties allow (at most kMaxVariants,
 // duplicates dropped) goes to `alternatives`.
-std::unique_ptr<Compiled> compile(const OpSpec& spec);
+std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target = Target::Cpu);
 constexpr int kMaxVariants = 4;
 
-// The cost model of a scheduled tree (Compiled::cost): for every statement, the product of its
+// The cost model of a scheduled tree (Compiled::cost_model): for every statement, the product of its
 // loops' trip counts (a dense loop: n_v; a walk over S: nnz_S / n_<S's outer variable>, its mean
 // row length), weighted 1 when it sits under a walk (a gathered, cache-missing access per
 // multiply-add) and kDenseWeight when only dense loops enclose it (a dense product, which the
 // emitter hands to the register-tiled GEMM); plus each temporary stored whole at the root, one
 // unit per element (written, then read back from memory).
-std::string cost_expr(const Program& p, const Node& root);
+Cost cost_model(const Program& p, const Node& root);
 constexpr double kDenseWeight = 0.125;
 
 struct GeneratedFile {
@@ -410,13 +451,37 @@ std::vector<Adjoint> differentiate(const OpSpec& spec);
 
 // One user op and every op derived from it, down to its grad_order.
 struct Family {
+  Target target = Target::Cpu;
   std::vector<std::unique_ptr<Compiled>> ops;  // ops[0] is the user op
   std::map<std::string, std::vector<Adjoint>> adjoints;  // op name -> its adjoints (grad_order > 0)
 };
-Family compile_family(const OpSpec& user_op);
+Family compile_family(const OpSpec& user_op, Target target = Target::Cpu);
 
 std::vector<GeneratedFile> emit_op_cpu(const Family& f);     // <op>_kernel.h, <op>_cpu.cpp
+// The kernel files of a family for its target (emit_op_cpu for cpu).
+std::vector<GeneratedFile> emit_op_kernels(const Family& f);
 std::vector<GeneratedFile> emit_op_registration(const Family& f);  // <op>_register.cpp
 std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fs);  // registration.cpp, include/gnnfuse/ops.h
+
+// ---------------------------------------------------------------- the target table
+// One row per target (target.cpp). Adding a target: a row here, its schedule pass and its kernel
+// printer; the stages above the schedule, autodiff and the ATen layer are shared.
+struct TargetInfo {
+  Target target;
+  const char* name;            // gnnfuse-gen --target NAME
+  const char* dispatch_key;    // the ATen backend key its kernels register at
+  const char* device;          // its c10::DeviceType: the family's autocast kernel registers at Autocast<device>
+  const char* schedule_stage;  // the name of its schedule's snapshot (Compiled::stages, --dump)
+  void (*schedule)(const Program& p, Node& root);               // nullptr: not lowered yet
+  std::vector<GeneratedFile> (*emit_kernels)(const Family& f);  // nullptr: not lowered yet
+  std::string (*print_cost)(const Cost& cost);                  // its spelling of a cost model
+};
+// Every target, the ones not lowered yet included (their devices get the autocast kernels).
+const std::vector<TargetInfo>& targets();
+const TargetInfo& target_info(Target target);
+// "cpu" -> Target::Cpu; SpecError naming the known targets otherwise.
+Target parse_target(const std::string& name);
+// A cost model as `target` spells it.
+std::string print_cost(Target target, const Cost& cost);
 
 }  // namespace gnnfuse::codegen

@@ -1,11 +1,14 @@
 // gnnfuse-gen: reads op specs, writes kernels, registration and the C++ API.
-//   gnnfuse-gen --out DIR ops/*.spec     generate into DIR (files rewritten only when changed)
-//   gnnfuse-gen --dump FILE.spec ...     print the program and the index trees after every stage
+//   gnnfuse-gen [--target T] --out DIR ops/*.spec   generate into DIR (files rewritten only when changed)
+//   gnnfuse-gen [--target T] --dump FILE.spec ...   print the program and the index trees after every stage
+// --target: the machine the kernels are for (the target table in target.cpp); cpu by default.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "codegen/ir.h"
 
@@ -15,7 +18,7 @@ using namespace gnnfuse::codegen;
 namespace {
 
 int usage() {
-  std::cerr << "usage: gnnfuse-gen --out DIR SPEC...\n       gnnfuse-gen --dump SPEC...\n";
+  std::cerr << "usage: gnnfuse-gen [--target T] --out DIR SPEC...\n       gnnfuse-gen [--target T] --dump SPEC...\n";
   return 2;
 }
 
@@ -36,15 +39,22 @@ void write_if_changed(const fs::path& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) return usage();
-  std::string mode = argv[1];
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string target_name = "cpu";
+  if (args.size() >= 2 && args[0] == "--target") {
+    target_name = args[1];
+    args.erase(args.begin(), args.begin() + 2);
+  }
+  if (args.size() < 2) return usage();
+  const std::string& mode = args[0];
   try {
+    const Target target = parse_target(target_name);
     if (mode == "--dump") {
-      for (int a = 2; a < argc; ++a) {
-        Family f = compile_family(load_spec(argv[a]));
+      for (size_t a = 1; a < args.size(); ++a) {
+        Family f = compile_family(load_spec(args[a]), target);
         for (auto& c : f.ops) {
           std::cout << "==== " << c->spec.name << (c->spec.derived() ? " (derived from " + c->spec.family + ")" : "") << " ("
-                    << argv[a] << ")\n";
+                    << args[a] << ")\n";
           std::cout << "---- spec\n" << print_spec(c->spec);
           for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
           for (size_t v = 0; v < c->alternatives.size(); ++v)
@@ -59,19 +69,19 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    if (mode == "--out" && argc >= 4) {
-      fs::path out = argv[2];
+    if (mode == "--out" && args.size() >= 3) {
+      fs::path out = args[1];
       std::vector<std::unique_ptr<Family>> all;
       std::set<std::string> names;
-      for (int a = 3; a < argc; ++a) {
-        auto fam = std::make_unique<Family>(compile_family(load_spec(argv[a])));
+      for (size_t a = 2; a < args.size(); ++a) {
+        auto fam = std::make_unique<Family>(compile_family(load_spec(args[a]), target));
         const std::string& name = fam->ops[0]->spec.name;
-        std::string stem = fs::path(argv[a]).stem().string();
-        if (stem != name) throw SpecError(std::string(argv[a]) + ": error: file name must be the op name '" + name + ".spec'");
+        std::string stem = fs::path(args[a]).stem().string();
+        if (stem != name) throw SpecError(args[a] + ": error: file name must be the op name '" + name + ".spec'");
         for (auto& c : fam->ops)
           if (!names.insert(c->spec.name).second)
-            throw SpecError(std::string(argv[a]) + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
-        for (auto& f : emit_op_cpu(*fam)) write_if_changed(out / f.path, f.text);
+            throw SpecError(args[a] + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
+        for (auto& f : emit_op_kernels(*fam)) write_if_changed(out / f.path, f.text);
         for (auto& f : emit_op_registration(*fam)) write_if_changed(out / f.path, f.text);
         all.push_back(std::move(fam));
       }

@@ -1,4 +1,6 @@
-// Stages 3-6: iteration spaces, index trees, trie-like fusion, temporary shrinking, CPU schedule.
+// Stages 3-5: iteration spaces, index trees, trie-like fusion, temporary shrinking; the printer
+// of trees and the cost model of a scheduled tree. The schedules (stage 6) are per target
+// (schedule_cpu.cpp); the pipeline that runs every stage is pipeline.cpp.
 #include <algorithm>
 #include <functional>
 #include <sstream>
@@ -8,66 +10,6 @@
 namespace gnnfuse::codegen {
 
 // ---------------------------------------------------------------- spaces
-namespace {
-std::set<std::set<std::string>> absorb(const std::set<std::set<std::string>>& terms) {
-  std::set<std::set<std::string>> out;
-  for (auto& t : terms) {
-    bool covered = false;
-    for (auto& o : terms)
-      if (o != t && std::includes(t.begin(), t.end(), o.begin(), o.end())) covered = true;
-    if (!covered) out.insert(t);
-  }
-  return out;
-}
-}  // namespace
-
-Space Space::operator&(const Space& o) const {
-  Space s;
-  s.terms.clear();
-  for (auto& a : terms)
-    for (auto& b : o.terms) {
-      std::set<std::string> t = a;
-      t.insert(b.begin(), b.end());
-      s.terms.insert(t);
-    }
-  s.terms = absorb(s.terms);
-  return s;
-}
-
-Space Space::operator|(const Space& o) const {
-  Space s;
-  s.terms = terms;
-  s.terms.insert(o.terms.begin(), o.terms.end());
-  s.terms = absorb(s.terms);
-  return s;
-}
-
-bool Space::is_dense() const { return terms.size() == 1 && terms.begin()->empty(); }
-
-bool Space::single_level(std::string* sparse) const {
-  if (is_dense()) {
-    sparse->clear();
-    return true;
-  }
-  if (terms.size() == 1 && terms.begin()->size() == 1) {
-    *sparse = *terms.begin()->begin();
-    return true;
-  }
-  return false;
-}
-
-std::string Space::str() const {
-  if (is_dense()) return "dense";
-  std::string out;
-  for (auto& t : terms) {
-    if (!out.empty()) out += " | ";
-    std::string term;
-    for (auto& l : t) term += (term.empty() ? "" : "&") + l;
-    out += term;
-  }
-  return out;
-}
-
 SpaceMap initial_spaces(const Program& p) {
   // Forward, in statement order: a temporary holds values only where its producer iterates
   // (stored-entry semantics), so a consumer sees the producer's space for each of its dims.
@@ -284,49 +226,6 @@ bool merge_walks(Program& p) {
 }
 
 // ---------------------------------------------------------------- trees
-std::unique_ptr<Node> Node::root() { return std::make_unique<Node>(); }
-
-std::unique_ptr<Node> Node::loop(const std::string& var, const Space& space) {
-  auto n = std::make_unique<Node>();
-  n->kind = Kind::Loop;
-  n->var = var;
-  n->space = space;
-  return n;
-}
-
-std::unique_ptr<Node> Node::compute(int stmt) {
-  auto n = std::make_unique<Node>();
-  n->kind = Kind::Compute;
-  n->stmt = stmt;
-  return n;
-}
-
-std::unique_ptr<Node> Node::reset(const std::string& tensor) {
-  auto n = std::make_unique<Node>();
-  n->kind = Kind::Reset;
-  n->tensor = tensor;
-  return n;
-}
-
-std::unique_ptr<Node> Node::clone() const {
-  auto n = std::make_unique<Node>();
-  n->kind = kind;
-  n->var = var;
-  n->space = space;
-  n->stmt = stmt;
-  n->tensor = tensor;
-  n->parallel = parallel;
-  n->balance_by = balance_by;
-  n->simd = simd;
-  n->simd_reduction = simd_reduction;
-  n->private_sums = private_sums;
-  n->walk = walk;
-  n->located = located;
-  n->located_by_map = located_by_map;
-  for (auto& k : kids) n->kids.push_back(k->clone());
-  return n;
-}
-
 std::unique_ptr<Node> build_trees(const Program& p, const SpaceMap& spaces) {
   auto root = Node::root();
   for (auto& s : p.stmts) {
@@ -342,11 +241,6 @@ std::unique_ptr<Node> build_trees(const Program& p, const SpaceMap& spaces) {
 
 // ---------------------------------------------------------------- fusion
 namespace {
-
-void collect_stmts(const Node& n, std::vector<int>* out) {
-  if (n.kind == Node::Kind::Compute) out->push_back(n.stmt);
-  for (auto& k : n.kids) collect_stmts(*k, out);
-}
 
 bool same_space(const Node& a, const Node& b) {
   return a.kind == Node::Kind::Loop && b.kind == Node::Kind::Loop && a.var == b.var && a.space == b.space;
@@ -596,104 +490,6 @@ void shrink_temporaries(Program& p, Node& root) {
   }
 }
 
-// ---------------------------------------------------------------- CPU schedule
-void schedule_cpu(const Program& p, Node& root) {
-  for (auto& top : root.kids) {
-    if (top->kind != Node::Kind::Loop) continue;
-    std::vector<int> st;
-    collect_stmts(*top, &st);
-    // Statements summing over the loop's variable: allowed when they sum into temporaries that
-    // live across the loop (homed at the root), which each thread then sums privately.
-    bool serial = false;
-    std::vector<std::string> priv;
-    for (int s : st) {
-      const Stmt& x = p.stmts[s];
-      if (!std::count(x.sum_vars.begin(), x.sum_vars.end(), top->var)) continue;
-      const TensorInfo& t = p.tensor(x.lhs.tensor);
-      if (x.reduce != "sum" || t.role != Role::Temp || home_of(p, root, t.name) != nullptr) {
-        serial = true;
-        continue;
-      }
-      if (!std::count(priv.begin(), priv.end(), t.name)) priv.push_back(t.name);
-    }
-    if (serial || !top->space.is_dense()) continue;
-    top->parallel = true;
-    top->private_sums = priv;
-    std::function<void(const Node&)> find_level = [&](const Node& n) {
-      std::string l;
-      if (n.kind == Node::Kind::Loop && n.space.single_level(&l) && !l.empty() && p.outer_var(l) == top->var && top->balance_by.empty())
-        top->balance_by = l;
-      for (auto& k : n.kids) find_level(*k);
-    };
-    find_level(*top);
-  }
-  // Co-iteration: a loop over A&B walks the operand declared first and locates the others at
-  // each walked coordinate, by a dense position map of the row when the row is the top loop's
-  // variable (filled once per row), else by binary search in the row.
-  auto declared_at = [&](const std::string& t) {
-    for (size_t k = 0; k < p.spec->tensors.size(); ++k)
-      if (p.spec->tensors[k].name == t) return k;
-    return p.spec->tensors.size();
-  };
-  for (auto& top : root.kids) {
-    if (top->kind != Node::Kind::Loop) continue;
-    std::function<void(Node&, std::vector<std::string>&)> rec = [&](Node& n, std::vector<std::string>& enclosing) {
-      if (n.kind == Node::Kind::Loop && n.space.terms.size() == 1 && !n.space.is_dense()) {
-        // A level whose row no enclosing loop binds constrains nothing here (the values read
-        // were restricted to it where they were produced): the loop iterates the others.
-        std::vector<std::string> levels;
-        for (auto& l : *n.space.terms.begin())
-          if (std::count(enclosing.begin(), enclosing.end(), p.outer_var(l))) levels.push_back(l);
-        if (levels.empty()) {
-          // None is: a walk of any would read a row no loop has chosen (the copy of a row's
-          // accumulator over j after the walks over k of `Y(i,j) = A(i,k) * B(k,j)`, which
-          // must write every j of a dense result anyway). The loop runs densely over its extent.
-          n.space = Space::dense();
-          n.walk.clear();
-          n.located.clear();
-          n.located_by_map.clear();
-        }
-      }
-      if (n.kind == Node::Kind::Loop && n.space.terms.size() == 1 && !n.space.is_dense()) {
-        std::vector<std::string> levels;
-        for (auto& l : *n.space.terms.begin())
-          if (std::count(enclosing.begin(), enclosing.end(), p.outer_var(l))) levels.push_back(l);
-        std::sort(levels.begin(), levels.end(), [&](const std::string& a, const std::string& b) { return declared_at(a) < declared_at(b); });
-        n.walk = levels[0];
-        n.located.clear();
-        n.located_by_map.clear();
-        for (size_t k = 1; k < levels.size(); ++k) {
-          n.located.push_back(levels[k]);
-          n.located_by_map.push_back(p.outer_var(levels[k]) == top->var);
-        }
-      }
-      if (n.kind == Node::Kind::Loop) enclosing.push_back(n.var);
-      for (auto& k : n.kids) rec(*k, enclosing);
-      if (n.kind == Node::Kind::Loop) enclosing.pop_back();
-    };
-    std::vector<std::string> enclosing;
-    rec(*top, enclosing);
-  }
-  std::function<void(Node&)> mark_simd = [&](Node& n) {
-    for (auto& k : n.kids) mark_simd(*k);
-    if (n.kind != Node::Kind::Loop || !n.space.is_dense() || n.parallel) return;
-    std::string reduction;
-    for (auto& k : n.kids) {
-      if (k->kind != Node::Kind::Compute) return;
-      const Stmt& s = p.stmts[k->stmt];
-      const TensorInfo& t = p.tensor(s.lhs.tensor);
-      const auto& dims = t.role == Role::Temp ? t.kept_dims : t.dims;
-      if (std::count(dims.begin(), dims.end(), n.var)) continue;
-      // The statement reduces over this loop: only a scalar temporary can be a simd reduction.
-      if (!s.accumulate || s.reduce != "sum" || t.role != Role::Temp || !dims.empty() || !reduction.empty()) return;
-      reduction = t.name;
-    }
-    n.simd = true;
-    n.simd_reduction = reduction;
-  };
-  mark_simd(root);
-}
-
 // ---------------------------------------------------------------- printing
 std::string print_tree(const Program& p, const Node& root) {
   std::ostringstream os;
@@ -775,127 +571,37 @@ std::string print_tree(const Program& p, const Node& root) {
 }
 
 // ---------------------------------------------------------------- cost model
-std::string cost_expr(const Program& p, const Node& root) {
-  std::ostringstream w;
-  w << kDenseWeight;
-  std::vector<std::string> terms;
+Cost cost_model(const Program& p, const Node& root) {
+  Cost cost;
   // trips: the factors of the enclosing loops; walked: whether a walk encloses.
-  std::function<void(const Node&, std::vector<std::string>, bool)> rec = [&](const Node& n, std::vector<std::string> trips, bool walked) {
+  std::function<void(const Node&, std::vector<CostFactor>, bool)> rec = [&](const Node& n, std::vector<CostFactor> trips, bool walked) {
     if (n.kind == Node::Kind::Loop) {
       std::string level = n.walk;
       if (level.empty() && !n.space.is_dense()) n.space.single_level(&level);
       if (level.empty()) {
-        trips.push_back("n_" + n.var);
+        trips.push_back({CostFactor::Kind::Extent, n.var, ""});
       } else {
-        trips.push_back("(nnz_" + level + " / std::max(1.0, n_" + p.outer_var(level) + "))");
+        trips.push_back({CostFactor::Kind::MeanRow, p.outer_var(level), level});
         walked = true;
       }
     }
-    if (n.kind == Node::Kind::Compute) {
-      std::string t = walked ? "1.0" : w.str();
-      for (auto& f : trips) t += " * " + f;
-      terms.push_back(t);
-    }
+    if (n.kind == Node::Kind::Compute) cost.terms.push_back({walked ? 1.0 : kDenseWeight, trips});
     for (auto& k : n.kids) rec(*k, trips, walked);
   };
   rec(root, {}, false);
   for (auto& name : p.temps) {
     const TensorInfo& t = p.tensor(name);
     if (home_of(p, root, name) || t.kept_dims.empty()) continue;
-    std::string size = "1.0";
+    CostTerm size;
     if (!t.compressed_by.empty()) {
-      size += " * nnz_" + t.compressed_by;
-      for (size_t d = 2; d < t.kept_dims.size(); ++d) size += " * n_" + t.kept_dims[d];
+      size.factors.push_back({CostFactor::Kind::Nnz, "", t.compressed_by});
+      for (size_t d = 2; d < t.kept_dims.size(); ++d) size.factors.push_back({CostFactor::Kind::Extent, t.kept_dims[d], ""});
     } else {
-      for (auto& d : t.kept_dims) size += " * n_" + d;
+      for (auto& d : t.kept_dims) size.factors.push_back({CostFactor::Kind::Extent, d, ""});
     }
-    terms.push_back(size);
+    cost.terms.push_back(size);
   }
-  std::string out;
-  for (auto& t : terms) out += (out.empty() ? "" : " + ") + t;
-  return out.empty() ? "0.0" : out;
-}
-
-// ---------------------------------------------------------------- pipeline
-namespace {
-
-std::unique_ptr<Compiled> compile_one(const OpSpec& spec, const std::vector<int>& choices, std::vector<int>* ties) {
-  auto c = std::make_unique<Compiled>();
-  c->spec = spec;
-  c->program = decompose(c->spec, choices, ties);
-  Program& p = c->program;
-  c->stages.emplace_back("decomposed", print_program(p));
-  if (merge_walks(p)) c->stages.emplace_back("after walk merging", print_program(p));
-  auto tree = build_trees(p, initial_spaces(p));
-  c->stages.emplace_back("index trees", print_tree(p, *tree));
-  tree = build_trees(p, propagate_spaces(p));
-  c->stages.emplace_back("after iteration-space propagation", print_tree(p, *tree));
-  fuse(p, *tree);
-  c->stages.emplace_back("after trie fusion", print_tree(p, *tree));
-  shrink_temporaries(p, *tree);
-  c->stages.emplace_back("after temporary shrinking", print_tree(p, *tree));
-  schedule_cpu(p, *tree);
-  c->stages.emplace_back("CPU schedule", print_tree(p, *tree));
-  c->tree = std::move(tree);
-  c->cost = cost_expr(p, *c->tree);
-  if (spec.variants) c->stages.emplace_back("cost model", c->cost + "\n");
-  return c;
-}
-
-// Whether a lowering runs as the CPU emitter lays it out without scattering: no walk outside a
-// loop over its operand's rows (a sparse level iterated at the root), and no private per-thread
-// sum over a temporary that keeps the walked coordinate (each thread would hold an N x F copy and
-// scatter into it). An association whose order would need the walk in the other direction (the
-// loop order is the spec's, one for all variants) gives such a tree; it is not offered.
-bool lowers_without_scatter(const Program& p, const Node& root) {
-  for (auto& k : root.kids)
-    if (k->kind == Node::Kind::Loop && !k->space.is_dense()) return false;
-  std::function<bool(const Node&)> ok = [&](const Node& n) {
-    for (auto& t : n.private_sums) {
-      const TensorInfo& ti = p.tensor(t);
-      for (auto& d : ti.kept_dims)
-        for (auto& [name, info] : p.tensors)
-          if (info.role == Role::SparseInput && p.inner_var(name) == d) return false;
-    }
-    for (auto& k : n.kids)
-      if (!ok(*k)) return false;
-    return true;
-  };
-  return ok(root);
-}
-
-}  // namespace
-
-std::unique_ptr<Compiled> compile(const OpSpec& spec) {
-  std::vector<int> ties;
-  std::unique_ptr<Compiled> first = compile_one(spec, {}, &ties);
-  if (!spec.variants) return first;
-  // Every combination of choices at the steps that tie, in order (breadth first: the choices a
-  // lowering made, then one other pick at a later step), the first kMaxVariants distinct trees
-  // among at most 8 * kMaxVariants lowerings tried (a long chain of tied dense factors has
-  // factorially many associations, mostly equivalent).
-  std::vector<std::string> seen{first->stages.back().second + first->stages[first->stages.size() - 2].second};
-  std::vector<std::pair<std::vector<int>, std::vector<int>>> todo;  // (choices, their lowering's ties)
-  todo.push_back({{}, ties});
-  int tries = 0;
-  for (size_t q = 0; q < todo.size() && static_cast<int>(seen.size()) < kMaxVariants; ++q) {
-    const auto [choices, at] = todo[q];
-    for (size_t step = choices.size(); step < at.size(); ++step)
-      for (int alt = 1; alt < at[step]; ++alt) {
-        if (static_cast<int>(seen.size()) >= kMaxVariants || ++tries > 8 * kMaxVariants) break;
-        std::vector<int> next = choices;
-        next.resize(step, 0);
-        next.push_back(alt);
-        std::vector<int> next_ties;
-        std::unique_ptr<Compiled> v = compile_one(spec, next, &next_ties);
-        const std::string key = v->stages.back().second + v->stages[v->stages.size() - 2].second;
-        todo.push_back({next, next_ties});
-        if (std::find(seen.begin(), seen.end(), key) != seen.end() || !lowers_without_scatter(v->program, *v->tree)) continue;
-        seen.push_back(key);
-        first->alternatives.push_back(std::move(v));
-      }
-  }
-  return first;
+  return cost;
 }
 
 }  // namespace gnnfuse::codegen

@@ -1,4 +1,4 @@
-// Helpers the generated ATen adapters share (csrc/codegen/emit_cpu.cpp emits calls to them;
+// Helpers the generated ATen adapters share (csrc/codegen/aten_*.cpp emit calls to them;
 // they live here once). The CSC view comes from gnnfuse::csr_transpose (gnnfuse/graph.h).
 #pragma once
 

@@ -1,5 +1,5 @@
 // Helpers the generated batching rules (vmap: the FuncTorchBatched key) and autocast kernels
-// (the AutocastCPU / AutocastCUDA keys) share; csrc/codegen/emit_cpu.cpp emits calls to them.
+// (the AutocastCPU / AutocastCUDA keys) share; csrc/codegen/aten_transforms.cpp emits calls to them.
 #pragma once
 
 #include <algorithm>

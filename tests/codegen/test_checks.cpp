@@ -3,7 +3,8 @@
 // column index some other operand or an `extent` line binds gets an O(nnz) value check of its
 // columns against that extent in the CPU adapter, naming its schema arguments; the Meta kernels
 // stay data-free; a kernel that would need the extent of an index nothing binds is a generation
-// error. The binding analysis is recomputed here from the spec, independently of emit_cpu.cpp's.
+// error. The binding analysis is recomputed here from the spec, independently of the
+// emitters' (csrc/codegen/emit_common.cpp).
 // That the emitted check fires at run time is shown for the same unseen spec (two_hop, compiled
 // into gnnfuse_test_ops) by tests/cpp/test_shared_indices.cpp and fuzz_ops.
 #include <gtest/gtest.h>

@@ -1,0 +1,140 @@
+// The tables of builtins.h.
+#include "codegen/builtins.h"
+
+namespace gnnfuse::codegen {
+
+ExprP make_expr(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
+
+ExprP constant(double v) {
+  Expr e;
+  e.kind = Expr::Kind::Const;
+  e.value = v;
+  return make_expr(std::move(e));
+}
+
+ExprP binary(char op, ExprP a, ExprP b) {
+  Expr e;
+  e.kind = Expr::Kind::Binary;
+  e.op = op;
+  e.args = {std::move(a), std::move(b)};
+  return make_expr(std::move(e));
+}
+
+ExprP call(const std::string& fn, ExprP arg, std::optional<double> param, const std::string& param_arg) {
+  Expr e;
+  e.kind = Expr::Kind::Call;
+  e.name = fn;
+  e.args = {std::move(arg)};
+  if (param) {
+    e.has_param = true;
+    e.value = *param;
+    e.param_arg = param_arg;
+  }
+  return make_expr(std::move(e));
+}
+
+namespace {
+
+using G = std::function<ExprP()>;
+
+Function fn(const std::string& name, bool param, decltype(Function::derivative) d, decltype(Function::cpu) cpu, bool float32 = false) {
+  Function f;
+  f.name = name;
+  f.takes_param = param;
+  f.derivative = std::move(d);
+  f.cpu = std::move(cpu);
+  f.float32_under_autocast = float32;
+  return f;
+}
+
+std::vector<Function> make_functions() {
+  std::vector<Function> t;
+  t.push_back(fn(
+      "exp", false, [](const Expr&, const G& g) { return Derivative{1, {call("exp", g())}}; },
+      [](const std::string& x, const std::string&) { return "runtime::exp_acc(" + x + ")"; }, true));
+  t.push_back(fn(
+      "log", false, [](const Expr&, const G& g) { return Derivative{1, {binary('/', constant(1), g())}}; },
+      [](const std::string& x, const std::string&) { return "std::log(" + x + ")"; }, true));
+  t.push_back(fn(
+      "relu", false, [](const Expr&, const G& g) { return Derivative{1, {call("step", g())}}; },
+      [](const std::string& x, const std::string&) { return "std::max(" + x + ", acc_t(0))"; }));
+  t.push_back(fn(
+      "sigmoid", false,
+      [](const Expr&, const G& g) {
+        ExprP s1 = call("sigmoid", g());
+        return Derivative{1, {s1, binary('-', constant(1), call("sigmoid", g()))}};
+      },
+      [](const std::string& x, const std::string&) { return "acc_t(1) / (acc_t(1) + std::exp(-(" + x + ")))"; }));
+  t.push_back(fn(
+      "tanh", false,
+      [](const Expr&, const G& g) {
+        ExprP t1 = call("tanh", g());
+        ExprP t2 = call("tanh", g());
+        return Derivative{1, {binary('-', constant(1), binary('*', t1, t2))}};
+      },
+      [](const std::string& x, const std::string&) { return "std::tanh(" + x + ")"; }));
+  // Branch-free forms: the signs of attention logits are data, a branch on them mispredicts.
+  t.push_back(fn(
+      "step", false, [](const Expr&, const G&) { return Derivative{0, {}}; },  // piecewise constant
+      [](const std::string& x, const std::string&) { return "static_cast<acc_t>(" + x + " > acc_t(0))"; }));
+  t.push_back(fn(
+      "leaky_relu", true, [](const Expr& f, const G& g) { return Derivative{1, {call("leaky_step", g(), f.value, f.param_arg)}}; },
+      [](const std::string& x, const std::string& p) { return "(std::max(" + x + ", acc_t(0)) + " + p + " * std::min(" + x + ", acc_t(0)))"; }));
+  t.push_back(fn(
+      "leaky_step", true, [](const Expr&, const G&) { return Derivative{0, {}}; },  // piecewise constant
+      [](const std::string& x, const std::string& p) { return "(" + p + " + (acc_t(1) - " + p + ") * static_cast<acc_t>(" + x + " > acc_t(0)))"; }));
+  t.push_back(fn(
+      "pow", true,
+      [](const Expr& f, const G& g) {
+        if (!f.param_arg.empty()) fail(f.loc, "pow with an argument exponent (" + f.param_arg + ") has no derivative here: write a number");
+        if (f.value == 0) return Derivative{0, {}};
+        if (f.value == 1) return Derivative{1, {}};
+        if (f.value == 2) return Derivative{2, {g()}};
+        return Derivative{f.value, {call("pow", g(), f.value - 1)}};
+      },
+      [](const std::string& x, const std::string& p) { return "std::pow(" + x + ", " + p + ")"; }, true));
+  Function detach;
+  detach.name = "detach";
+  detach.detach = true;
+  t.push_back(detach);
+  return t;
+}
+
+}  // namespace
+
+const std::vector<Function>& functions() {
+  static const std::vector<Function> table = make_functions();
+  return table;
+}
+
+const Function* find_function(const std::string& name) {
+  for (auto& f : functions())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::string spell_function(const std::string& name, Target target, const std::string& x, const std::string& p) {
+  const Function* f = find_function(name);
+  if (f && target == Target::Cpu && f->cpu) return f->cpu(x, p);
+  throw SpecError("internal error: no " + std::string(target_info(target).name) + " spelling of function " + name);
+}
+
+const std::vector<DTypeInfo>& dtypes() {
+  static const std::vector<DTypeInfo> table{
+      {"float32", false, "float", "runtime::DType::Float32", "kFloat32"},
+      {"float64", false, "double", "runtime::DType::Float64", "kFloat64"},
+      {"bfloat16", false, "runtime::bfloat16", "runtime::DType::BFloat16", "kBFloat16"},
+      {"float16", false, "runtime::float16", "runtime::DType::Float16", "kFloat16"},
+      {"int32", true, "int32_t", "runtime::IType::Int32", ""},
+      {"int64", true, "int64_t", "runtime::IType::Int64", ""},
+  };
+  return table;
+}
+
+const DTypeInfo* find_dtype(const std::string& name) {
+  for (auto& d : dtypes())
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+}  // namespace gnnfuse::codegen
