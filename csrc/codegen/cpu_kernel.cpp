@@ -341,7 +341,7 @@ void KernelEmitter::node(const Node& n) {
       for (auto& l : n.located)
         if (!enclosing_.count(p_.outer_var(l)) || walking_.count(l))
           fail(s_.loc, "the loop over '" + n.var + "' co-iterates " + l + ", whose row '" + p_.outer_var(l) + "' no enclosing loop binds");
-      if (level.empty() && n.simd && !n.simd_reduction.empty()) {
+      if (level.empty() && n.sched.simd() && !n.sched.simd_reduction().empty()) {
         simd_sum(n);
         return;
       }
@@ -360,7 +360,7 @@ void KernelEmitter::node(const Node& n) {
         }
         return;
       }
-      if (n.simd) line("#pragma omp simd");
+      if (n.sched.simd()) line("#pragma omp simd");
       const bool from = n.var == tile_var_ && !tile_begin_.empty();
       open("for (int64_t " + n.var + " = " + (from ? tile_begin_ : "0") + "; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
       enter(n);
@@ -463,7 +463,7 @@ void KernelEmitter::map_workspaces(const Node& top) {
 // lanes over blocks of 8 (a plain simd loop) and a scalar tail, then adds the lanes.
 void KernelEmitter::simd_sum(const Node& n) {
   const std::string& v = n.var;
-  const std::string& r = n.simd_reduction;
+  const std::string& r = n.sched.simd_reduction();
   // The body once, as text, with the loop variable and the sum as placeholders.
   std::ostringstream body;
   std::swap(body, os_);
@@ -536,7 +536,7 @@ void KernelEmitter::row_body(const Node& n) {
 // buffers. Then row pointers, one exact allocation and one copy per task, as in the symbolic
 // pass. Products are summed in the same order as in the numeric kernel.
 void KernelEmitter::assemble_top(const Node& n) {
-  if (n.kind != Node::Kind::Loop || n.var != p_.outer_var(S_) || !n.space.is_dense() || !n.private_sums.empty())
+  if (n.kind != Node::Kind::Loop || n.var != p_.outer_var(S_) || !n.space.is_dense() || !n.sched.private_sums().empty())
     fail(s_.loc, "assemble " + S_ + ": the output must be computed under one dense loop over " + S_ + "'s rows");
   for (auto& name : p_.temps)
     if (p_.tensor(name).compressed_by == S_ && p_.tensor(name).compressed_global)
@@ -545,7 +545,7 @@ void KernelEmitter::assemble_top(const Node& n) {
   const std::string& i = n.var;
   open("{");
   line(std::string("const std::vector<int64_t> chunks = ") +
-       (n.balance_by.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + i + ")") + ";");
+       (n.sched.balance_by.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + ptr(n.sched.balance_by) + ", n_" + i + ")") + ";");
   line("const int64_t tasks_ = static_cast<int64_t>(chunks.size()) - 1;");
   line("std::vector<std::vector<index_t>> part_col_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
   line("std::vector<std::vector<scalar_t>> part_val_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
@@ -556,8 +556,8 @@ void KernelEmitter::assemble_top(const Node& n) {
   line("runtime::SymbolicWorkspace ws(n_" + p_.inner_var(S_) + ");");
   line("std::vector<index_t>& out_col_ = part_col_[static_cast<size_t>(c_begin)];");
   line("std::vector<scalar_t>& out_val_ = part_val_[static_cast<size_t>(c_begin)];");
-  if (!n.balance_by.empty()) {  // room for about one output entry per nonzero of the balancing operand
-    const std::string room = "static_cast<size_t>(" + ptr(n.balance_by) + "[chunks[c_end]] - " + ptr(n.balance_by) + "[chunks[c_begin]])";
+  if (!n.sched.balance_by.empty()) {  // room for about one output entry per nonzero of the balancing operand
+    const std::string room = "static_cast<size_t>(" + ptr(n.sched.balance_by) + "[chunks[c_end]] - " + ptr(n.sched.balance_by) + "[chunks[c_begin]])";
     line("out_col_.reserve(" + room + ");");
     line("out_val_.reserve(" + room + ");");
   }
@@ -646,23 +646,23 @@ void KernelEmitter::top(const Node& n) {
   if (!n.space.single_level(&level) || !level.empty())
     fail(s_.loc, "an outermost loop over '" + n.var + "' must be dense (a csr operand's columns need its row loop outside)");
   open("{");
-  if (n.parallel) {
+  if (n.sched.chunks()) {
     const std::optional<RowGemm> gemm = row_gemm(n);
     if (gemm) pack_dense(*gemm);
     line(std::string("const std::vector<int64_t> chunks = ") +
-         (n.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
-                               : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + n.var + ")") + ";");
+         (n.sched.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
+                               : "runtime::balanced_chunks(" + ptr(n.sched.balance_by) + ", n_" + n.var + ")") + ";");
     // Sums over the parallel variable: one private copy per call of the body (one per thread),
     // kept by its first chunk and added in chunk order after the loop (reproducible).
-    for (auto& t : n.private_sums)
+    for (auto& t : n.sched.private_sums())
       line("std::vector<std::vector<acc_t>> partial_" + t + "(chunks.size());");
     open("runtime::parallel_for(0, static_cast<int64_t>(chunks.size()) - 1, 1, [&](int64_t c_begin, int64_t c_end) {");
     locals();
     for (auto& name : p_.temps)
       if (!home_of(p_, *c_.tree, name) &&
-          std::find(n.private_sums.begin(), n.private_sums.end(), name) == n.private_sums.end())
+          std::find(n.sched.private_sums().begin(), n.sched.private_sums().end(), name) == n.sched.private_sums().end())
         line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
-    for (auto& t : n.private_sums) {
+    for (auto& t : n.sched.private_sums()) {
       line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(t) + ");");
       line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
     }
@@ -687,9 +687,9 @@ void KernelEmitter::top(const Node& n) {
       close();
       close();
     }
-    for (auto& t : n.private_sums) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
+    for (auto& t : n.sched.private_sums()) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
     close("});");
-    for (auto& t : n.private_sums) {
+    for (auto& t : n.sched.private_sums()) {
       open("for (const std::vector<acc_t>& part : partial_" + t + ") {");
       line("#pragma omp simd");
       line("for (size_t x = 0; x < part.size(); ++x) " + t + "[x] += part[x];");

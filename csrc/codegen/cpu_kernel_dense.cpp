@@ -30,7 +30,7 @@ const Node* KernelEmitter::tile_loop(const Node& n) const {
   for (auto& k : n.kids) {
     switch (k->kind) {
       case Node::Kind::Loop:
-        if (fl || !k->walk.empty() || !k->space.is_dense() || !k->simd || !k->simd_reduction.empty() || !k->located.empty())
+        if (fl || !k->walk.empty() || !k->space.is_dense() || !k->sched.simd() || !k->sched.simd_reduction().empty() || !k->located.empty())
           return nullptr;
         fl = k.get();
         break;
@@ -243,7 +243,7 @@ bool KernelEmitter::row_times_dense(const Node& top, const Stmt& st, const std::
 }
 
 std::optional<KernelEmitter::RowGemm> KernelEmitter::row_gemm(const Node& top) const {
-  if (!top.parallel || top.kind != Node::Kind::Loop) return std::nullopt;
+  if (!top.sched.chunks() || top.kind != Node::Kind::Loop) return std::nullopt;
   std::set<std::string> maps;
   mapped_levels(top, &maps);
   if (!maps.empty()) return std::nullopt;
@@ -280,7 +280,7 @@ std::optional<KernelEmitter::RowGemm> KernelEmitter::row_gemm(const Node& top) c
         g.c = st.lhs.idx[1];
         if (row_times_dense(top, st, *vars.begin() == g.c ? *vars.rbegin() : *vars.begin(), &g)) return g;
       } else if (!home_of(p_, *c_.tree, st.lhs.tensor) &&
-                 std::count(top.private_sums.begin(), top.private_sums.end(), st.lhs.tensor) && lhs.kept_dims.size() == 2 &&
+                 std::count(top.sched.private_sums().begin(), top.sched.private_sums().end(), st.lhs.tensor) && lhs.kept_dims.size() == 2 &&
                  lhs.dims == lhs.kept_dims && st.lhs.idx == lhs.dims && vars == std::set<std::string>(lhs.dims.begin(), lhs.dims.end())) {
         g.form = RowGemm::Form::Outer;
         RowOperand r0, r1;

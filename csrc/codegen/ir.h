@@ -285,6 +285,52 @@ using SpaceMap = std::vector<std::map<std::string, Space>>;  // per statement id
 SpaceMap initial_spaces(const Program& p);
 SpaceMap propagate_spaces(const Program& p);
 
+// ---------------------------------------------------------------- schedule annotations
+// How a target maps a loop of the index tree to the machine: set by the target's schedule pass
+// (schedule_cpu), read by the lowering and the printers; typed and copyable (Node::clone copies
+// it). The CUDA units and strategies are declared for the CUDA target; the CPU schedule uses
+// None, CpuChunk and SimdLane with Serial, PrivateCopy and Simd.
+enum class ParallelUnit {
+  None,       // a serial loop
+  CpuChunk,   // the iterations split into chunks that runtime::parallel_for runs on threads
+  SimdLane,   // the iterations are SIMD lanes (an innermost contiguous loop)
+  Grid,       // CUDA: thread blocks over the iterations (grid-stride)
+  Block,      // CUDA: one thread block per iteration
+  Warp,       // CUDA: one warp per iteration
+  LaneGroup,  // CUDA: a group of LoopSchedule::group lanes per iteration
+  Lane,       // CUDA: one lane per iteration
+};
+enum class ReductionStrategy {
+  Serial,       // nothing reduced across the unit's iterations (or reduced in order by one)
+  PrivateCopy,  // each chunk sums into a private copy of the reduced temporaries, added into the
+                // shared one in chunk order afterwards (reproducible)
+  Simd,         // one scalar temporary summed in SIMD lanes, the lanes added in a fixed order
+  Shuffle,      // CUDA: lanes combined by warp shuffles
+  Segmented,    // CUDA: a segmented reduction over rows split across units
+  Atomic,       // CUDA: atomic additions into the shared result
+};
+const char* to_string(ParallelUnit u);
+const char* to_string(ReductionStrategy r);
+
+struct LoopSchedule {
+  ParallelUnit unit = ParallelUnit::None;
+  int group = 0;  // LaneGroup: lanes per group
+  ReductionStrategy reduction = ReductionStrategy::Serial;
+  // The temporaries the strategy reduces over the loop's variable: PrivateCopy, those homed at
+  // the root that the loop sums into; Simd, the one scalar.
+  std::vector<std::string> reduced;
+  std::string balance_by;  // CpuChunk: the sparse operand whose nonzeros balance the chunks
+
+  bool chunks() const { return unit == ParallelUnit::CpuChunk; }
+  bool simd() const { return unit == ParallelUnit::SimdLane; }
+  // PrivateCopy: the temporaries summed privately per chunk (else none).
+  const std::vector<std::string>& private_sums() const;
+  // Simd: the scalar summed in lanes (else "").
+  std::string simd_reduction() const;
+  bool operator==(const LoopSchedule& o) const;
+  bool operator!=(const LoopSchedule& o) const { return !(*this == o); }
+};
+
 // ---------------------------------------------------------------- index trees
 struct Node {
   enum class Kind { Root, Loop, Compute, Reset };
@@ -295,14 +341,8 @@ struct Node {
   std::string tensor; // Reset: temporary set to zero
   std::vector<std::unique_ptr<Node>> kids;
 
-  // CPU schedule annotations.
-  bool parallel = false;        // outer row loop run with runtime::parallel_for
-  // Parallel loop that sums over its own variable into these temporaries (homed at the root):
-  // each thread sums into a private copy, added into the shared one in chunk order afterwards.
-  std::vector<std::string> private_sums;
-  std::string balance_by;       // sparse operand whose nonzeros balance the parallel chunks
-  bool simd = false;            // innermost contiguous loop
-  std::string simd_reduction;   // scalar temporary reduced in a simd loop
+  // Loop: the target's schedule of it.
+  LoopSchedule sched;
   // Co-iteration of several sparse levels (a loop over A&B): the level walked, and the others,
   // located at each walked coordinate: through a dense position map of the row (filled once
   // per iteration of the top loop, whose variable is the located operand's row) or by binary
@@ -336,7 +376,7 @@ void fuse(const Program& p, Node& root);
 // its only kept dimension iterates one sparse level everywhere.
 void shrink_temporaries(Program& p, Node& root);
 
-// Stage 6: CPU schedule.
+// Stage 6: CPU schedule (schedule_cpu.cpp).
 void schedule_cpu(const Program& p, Node& root);
 
 // The deepest loop common to every definition and use of a temporary (nullptr: the root).

@@ -43,7 +43,7 @@ bool lowers_without_scatter(const Program& p, const Node& root) {
   for (auto& k : root.kids)
     if (k->kind == Node::Kind::Loop && !k->space.is_dense()) return false;
   std::function<bool(const Node&)> ok = [&](const Node& n) {
-    for (auto& t : n.private_sums) {
+    for (auto& t : n.sched.private_sums()) {
       const TensorInfo& ti = p.tensor(t);
       for (auto& d : ti.kept_dims)
         for (auto& [name, info] : p.tensors)
