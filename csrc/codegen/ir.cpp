@@ -226,8 +226,15 @@ std::string LoopSchedule::simd_reduction() const {
   return reduction == ReductionStrategy::Simd && !reduced.empty() ? reduced[0] : std::string();
 }
 
+bool MatmulBlock::operator==(const MatmulBlock& o) const {
+  return form == o.form && r == o.r && r2 == o.r2 && dense == o.dense && c == o.c && x == o.x && transpose == o.transpose &&
+         target == o.target && matrix_target == o.matrix_target && overwrite == o.overwrite;
+}
+
 bool LoopSchedule::operator==(const LoopSchedule& o) const {
-  return unit == o.unit && group == o.group && reduction == o.reduction && reduced == o.reduced && balance_by == o.balance_by;
+  return unit == o.unit && group == o.group && reduction == o.reduction && reduced == o.reduced && balance_by == o.balance_by &&
+         register_tile == o.register_tile && prefetch_rows == o.prefetch_rows && prefetch_edges == o.prefetch_edges &&
+         (matmul == o.matmul || (matmul && o.matmul && *matmul == *o.matmul));
 }
 
 void collect_stmts(const Node& n, std::vector<int>* out) {

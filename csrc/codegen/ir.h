@@ -312,6 +312,35 @@ enum class ReductionStrategy {
 const char* to_string(ParallelUnit u);
 const char* to_string(ReductionStrategy r);
 
+// A dense product block under a parallel row loop over i (its rows run in blocks of
+// runtime::kRowBlock): a child subtree of the row loop that multiplies per-row values by a dense
+// operand D not indexed by i, or sums per-row outer products over i:
+//   Product  for c, x (either order): C(c) += R(x) * D(..)     C a temporary of the row
+//   Dot      for c: { s = 0; for x: s += R(x) * D(..); Out(i,c) = s }
+//   Outer    for a, b: C(a,b) += R(a) * R2(b)                  C a private sum over i
+// with R, R2 row operands: temporaries homed at the row loop over one variable, or dense inputs
+// (i, x). The CPU target maps it to its register-tiled GEMM (runtime::gemm_acc) once per block
+// of rows; the subtree below it stays the block's meaning (and the cost model's).
+struct MatmulBlock {
+  enum class Form { Product, Dot, Outer };
+  struct RowOperand {
+    std::string tensor;
+    bool temp = false;
+    std::string var;  // its index besides the row
+    bool operator==(const RowOperand& o) const { return tensor == o.tensor && temp == o.temp && var == o.var; }
+  };
+  Form form = Form::Product;
+  RowOperand r, r2;
+  std::string dense, c, x;     // Product, Dot: D, the result's variable c, the contracted x
+  bool transpose = false;      // D is stored (c, x): transposed before the row loop
+  std::string target;          // Product: C; Dot: the output; Outer: C
+  bool matrix_target = false;  // Product into a root matrix C(i, c) (its rows, not a row buffer)
+  // Product: C is reset just before and written by no other statement: the block's product
+  // overwrites C (its reset is left out, C is not loaded).
+  bool overwrite = false;
+  bool operator==(const MatmulBlock& o) const;
+};
+
 struct LoopSchedule {
   ParallelUnit unit = ParallelUnit::None;
   int group = 0;  // LaneGroup: lanes per group
@@ -320,6 +349,18 @@ struct LoopSchedule {
   // the root that the loop sums into; Simd, the one scalar.
   std::vector<std::string> reduced;
   std::string balance_by;  // CpuChunk: the sparse operand whose nonzeros balance the chunks
+  // A dense SimdLane loop (the features f) directly under a walk: the walk runs in passes over
+  // register tiles of f (4, 2, then 1 vectors of runtime::Vec while they fit, each tile's row
+  // accumulators held in registers over the whole walk), then once plainly over the rest of f.
+  bool register_tile = false;
+  // A walk: what it reads at random, prefetched a distance ahead of the walked position (across
+  // row ends): the dense rows it gathers (an access whose first index is the walked coordinate,
+  // one per tensor) and, through a CSC view, what is stored in CSR order and so reached through
+  // perm: an edge input's rows or the walked operand's own values (tensor names, in tree order).
+  std::vector<Access> prefetch_rows;
+  std::vector<std::string> prefetch_edges;
+  // A child loop of a CpuChunk row loop: the subtree is a dense product block.
+  std::shared_ptr<const MatmulBlock> matmul;
 
   bool chunks() const { return unit == ParallelUnit::CpuChunk; }
   bool simd() const { return unit == ParallelUnit::SimdLane; }
@@ -379,8 +420,17 @@ void shrink_temporaries(Program& p, Node& root);
 // Stage 6: CPU schedule (schedule_cpu.cpp).
 void schedule_cpu(const Program& p, Node& root);
 
+// Stage 6, CPU target, continued (schedule_cpu_blocks.cpp, called by schedule_cpu): register
+// tiles of walks, prefetches, dense product blocks of the parallel row loops.
+void schedule_cpu_blocks(const Program& p, Node& root);
+
 // The deepest loop common to every definition and use of a temporary (nullptr: the root).
 const Node* home_of(const Program& p, const Node& root, const std::string& temp);
+// A temporary stored whole as a row-major matrix, computed in a nest of its own at the root and
+// read by later nests (the X W of a chain order A (X W)): its rows are read like a dense input's.
+bool root_matrix(const Program& p, const Node& root, const std::string& temp);
+// The levels some loop under n locates through a row map (located_by_map).
+void mapped_levels(const Node& n, std::set<std::string>* out);
 
 // Printers.
 std::string print_tree(const Program& p, const Node& root);

@@ -1,6 +1,7 @@
 // Stage 6, CPU target: the CPU schedule of a fused, shrunk index tree: the parallel row loop
 // balanced by nonzeros (private per-thread sums where it sums over its own variable), simd
-// inner loops and simd reductions, co-iteration by walk and locate.
+// inner loops and simd reductions, co-iteration by walk and locate; then register tiles,
+// prefetches and dense product blocks (schedule_cpu_blocks.cpp).
 #include <algorithm>
 #include <functional>
 
@@ -110,6 +111,7 @@ void schedule_cpu(const Program& p, Node& root) {
     }
   };
   mark_simd(root);
+  schedule_cpu_blocks(p, root);
 }
 
 }  // namespace gnnfuse::codegen
