@@ -83,13 +83,7 @@ void KernelEmitter::locals() {
   }
 }
 
-// A temporary stored whole as a row-major matrix, computed in a nest of its own at the root
-// and read by later nests (the X W of a chain order A (X W)): its rows are read like a dense
-// input's.
-bool KernelEmitter::root_matrix(const std::string& name) const {
-  const TensorInfo& t = p_.tensor(name);
-  return t.role == Role::Temp && !home_of(p_, *c_.tree, name) && t.compressed_by.empty() && t.kept_dims == t.dims && t.dims.size() == 2;
-}
+bool KernelEmitter::root_matrix(const std::string& name) const { return codegen::root_matrix(p_, *c_.tree, name); }
 
 std::string KernelEmitter::buffer_size(const std::string& temp) const {
   const TensorInfo& t = p_.tensor(temp);
@@ -158,34 +152,13 @@ std::string KernelEmitter::read(const Operand& o) const {
   return "";
 }
 
-// The sparse operand whose row (open in an enclosing loop, not being walked) a temporary is a
-// sum over, directly or as a factor of a product or a sum of such products; "" if none. Such a
-// value is an empty sum, 0, for a row without entries, whatever it is multiplied by.
-std::string KernelEmitter::empty_walk_of(const Operand& o, int depth) const {
-  if (o.is_const || depth > 8 || p_.tensor(o.access.tensor).role != Role::Temp) return "";
-  for (auto& st : p_.stmts) {
-    if (st.lhs.tensor != o.access.tensor) continue;
-    if (st.accumulate && st.reduce == "sum")
-      for (auto& t : s_.tensors)
-        if (t.role == Role::SparseInput && enclosing_.count(p_.outer_var(t.name)) && !walking_.count(t.name))
-          for (auto& v : st.sum_vars)
-            if (v == p_.inner_var(t.name)) return t.name;
-    if (st.op == Stmt::Op::Mul || st.op == Stmt::Op::Copy)
-      for (size_t k = 0; k < st.rhs.size(); ++k) {
-        std::string w = empty_walk_of(st.rhs[k], depth + 1);
-        if (!w.empty()) return w;
-      }
-  }
-  return "";
-}
-
 std::string KernelEmitter::temp_ref(const Access& a) const {
   const TensorInfo& t = p_.tensor(a.tensor);
   if (!t.compressed_by.empty()) {
     const std::string& S = t.compressed_by;
     return a.tensor + "[" + (t.compressed_global ? pos(S) : pos(S) + " - " + S + "_rb") + "]";
   }
-  if (t.kept_dims.empty()) return a.tensor;
+  if (t.kept_dims.empty()) return a.tensor == lane_sum_ ? a.tensor + "_lanes_[" + lane_var_ + "_l]" : a.tensor;
   std::vector<std::string> idx;
   for (size_t k = 0; k < t.dims.size(); ++k)
     if (std::count(t.kept_dims.begin(), t.kept_dims.end(), t.dims[k])) idx.push_back(a.idx[k]);
@@ -199,12 +172,8 @@ std::string KernelEmitter::rhs(const Stmt& s) const {
     case Stmt::Op::Neg: return "-(" + arg(0) + ")";
     case Stmt::Op::Mul: return arg(0) + " * " + arg(1);
     case Stmt::Op::Div: {
-      // Stored-entry semantics for a row without entries: a sum over its walk divided by a row
-      // statistic (a softmax-weighted sum, the division taken out of the sum) is an empty sum,
-      // 0, not 0 / 0; a statistic divided by such a sum (1 / sum exp) exists only where the row
-      // has entries, 0 elsewhere, not inf (which would turn an empty sum times it into NaN).
-      std::string walk = empty_walk_of(s.rhs[0]);
-      if (walk.empty()) walk = empty_walk_of(s.rhs[1]);
+      // Stored-entry semantics (entry_semantics): 0 for a row without entries.
+      const std::string& walk = entries_[static_cast<size_t>(s.id)].div_nonempty;
       if (!walk.empty()) return "(" + walk + "_re > " + walk + "_rb ? " + arg(0) + " / " + arg(1) + " : acc_t(0))";
       return arg(0) + " / " + arg(1);
     }
@@ -223,10 +192,10 @@ void KernelEmitter::compute(const Stmt& s) {
     if (s.accumulate) fail(s_.loc, "internal error: the output accumulates directly");
     std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : on_edge(t.pattern, s.lhs.idx, t.dims);
     // reduce max/min: a row without entries gives 0 (its position stays -1).
-    if (s_.selects()) {
-      const TensorDecl& A = *s_.reduced_operand();
-      const std::string& i = A.vars[0];
-      value = "(" + A.name + "_rowptr[" + i + " + 1] == " + A.name + "_rowptr[" + i + "]) ? acc_t(0) : " + value;
+    const EntryRule& rule = entries_[static_cast<size_t>(s.id)];
+    if (!rule.store_empty_zero.empty()) {
+      const std::string& A = rule.store_empty_zero;
+      value = "(" + A + "_rowptr[" + rule.row + " + 1] == " + A + "_rowptr[" + rule.row + "]) ? acc_t(0) : " + value;
     }
     if (s_.find(s.lhs.tensor)->acc) line(s.lhs.tensor + "[" + at + "] = " + value + ";");
     else line("runtime::store(&" + s.lhs.tensor + "[" + at + "], static_cast<acc_t>(" + value + "));");
@@ -329,7 +298,7 @@ void KernelEmitter::node(const Node& n) {
       for (auto& l : n.located)
         if (!enclosing_.count(p_.outer_var(l)) || walking_.count(l))
           fail(s_.loc, "the loop over '" + n.var + "' co-iterates " + l + ", whose row '" + p_.outer_var(l) + "' no enclosing loop binds");
-      if (level.empty() && n.simd && !n.simd_reduction.empty()) {
+      if (level.empty() && n.sched.simd() && !n.sched.simd_reduction().empty()) {
         simd_sum(n);
         return;
       }
@@ -341,14 +310,17 @@ void KernelEmitter::node(const Node& n) {
         if (walking_.count(level))
           fail(s_.loc, "the loop over '" + n.var + "' walks " + level + " inside another walk over " + level +
                            ": nested walks over one sparse operand are not lowered (write the inner sum so that it is hoisted)");
-        if (const Node* fl = tile_loop(n)) {
+        const Node* fl = nullptr;
+        for (auto& k : n.kids)
+          if (k->sched.register_tile) fl = k.get();
+        if (fl) {
           tiled_walk(n, level, *fl);
         } else {
           walk(n, level, WalkMode{});
         }
         return;
       }
-      if (n.simd) line("#pragma omp simd");
+      if (n.sched.simd()) line("#pragma omp simd");
       const bool from = n.var == tile_var_ && !tile_begin_.empty();
       open("for (int64_t " + n.var + " = " + (from ? tile_begin_ : "0") + "; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
       enter(n);
@@ -364,15 +336,14 @@ void KernelEmitter::node(const Node& n) {
 // One loop over the stored entries of the current row (column) of `level`.
 void KernelEmitter::walk(const Node& n, const std::string& level, const WalkMode& mode) {
   walking_.insert(level);
-  const Gathered gathered = gathered_rows(n, level);
-  const bool prefetch_scope = prefetch_setup(level, gathered, mode);
+  const bool prefetch_scope = prefetch_setup(level, n, mode);
   open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
   bool csc = p_.walks_csc(level);
   line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + (csc ? "_row[" : "_col[") + pos(level) + "]);");
   line("(void)" + n.var + ";");
   line(std::string("const int64_t ") + edge(level) + " = " + (csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
   line("(void)" + edge(level) + ";");
-  prefetch(level, gathered, mode);
+  prefetch(level, n, mode);
   locate(n);
   enter(n);
   enclosing_.insert(n.var);
@@ -414,13 +385,6 @@ void KernelEmitter::locate(const Node& n) {
   }
 }
 
-// Levels some loop of a top-level tree locates through a row map (the top loop's row).
-void KernelEmitter::mapped_levels(const Node& n, std::set<std::string>* out) {
-  for (size_t k = 0; k < n.located.size(); ++k)
-    if (n.located_by_map[k]) out->insert(n.located[k]);
-  for (auto& c : n.kids) mapped_levels(*c, out);
-}
-
 // The row map of L: loc_L[column] = CSR position in the current row, -1 elsewhere. Filled when
 // the top loop enters a row, cleared when it leaves (O(row) each, never O(columns)).
 void KernelEmitter::fill_maps(const Node& top, bool fill) {
@@ -451,40 +415,12 @@ void KernelEmitter::map_workspaces(const Node& top) {
 // lanes over blocks of 8 (a plain simd loop) and a scalar tail, then adds the lanes.
 void KernelEmitter::simd_sum(const Node& n) {
   const std::string& v = n.var;
-  const std::string& r = n.simd_reduction;
-  // The body once, as text, with the loop variable and the sum as placeholders.
-  std::ostringstream body;
-  std::swap(body, os_);
-  int depth = depth_;
-  depth_ = 0;
-  enter(n);
-  enclosing_.insert(v);
-  for (auto& k : n.kids) node(*k);
-  enclosing_.erase(v);
-  std::swap(body, os_);
-  depth_ = depth;
-  auto substitute = [&](const std::string& text, const std::string& var_to, const std::string& sum_to) {
-    std::string out;
-    for (size_t k = 0; k < text.size();) {
-      auto word = [&](const std::string& w) {
-        return text.compare(k, w.size(), w) == 0 && (k == 0 || !(std::isalnum(static_cast<unsigned char>(text[k - 1])) || text[k - 1] == '_')) &&
-               (k + w.size() >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[k + w.size()])) || text[k + w.size()] == '_'));
-      };
-      if (word(v)) {
-        out += var_to;
-        k += v.size();
-      } else if (word(r)) {
-        out += sum_to;
-        k += r.size();
-      } else {
-        out += text[k++];
-      }
-    }
-    return out;
-  };
-  auto put = [&](const std::string& text) {
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);) line(l);
+  const std::string r = n.sched.simd_reduction();
+  auto body = [&] {
+    enter(n);
+    enclosing_.insert(v);
+    for (auto& k : n.kids) node(*k);
+    enclosing_.erase(v);
   };
   open("{");
   line("acc_t " + r + "_lanes_[8] = {};");
@@ -493,11 +429,14 @@ void KernelEmitter::simd_sum(const Node& n) {
   line("#pragma omp simd");
   open("for (int64_t " + v + "_l = 0; " + v + "_l < 8; ++" + v + "_l) {");
   line("const int64_t " + v + " = " + v + "_ + " + v + "_l;");
-  put(substitute(body.str(), v, r + "_lanes_[" + v + "_l]"));
+  lane_sum_ = r;  // the sum is spelled as its lane
+  lane_var_ = v;
+  body();
+  lane_sum_.clear();
   close();
   close();
   open("for (int64_t " + v + " = " + v + "_; " + v + " < n_" + v + "; ++" + v + ") {");
-  put(body.str());
+  body();
   close();
   line(r + " += ((" + r + "_lanes_[0] + " + r + "_lanes_[1]) + (" + r + "_lanes_[2] + " + r + "_lanes_[3])) + ((" + r + "_lanes_[4] + " + r +
        "_lanes_[5]) + (" + r + "_lanes_[6] + " + r + "_lanes_[7]));");
@@ -524,7 +463,7 @@ void KernelEmitter::row_body(const Node& n) {
 // buffers. Then row pointers, one exact allocation and one copy per task, as in the symbolic
 // pass. Products are summed in the same order as in the numeric kernel.
 void KernelEmitter::assemble_top(const Node& n) {
-  if (n.kind != Node::Kind::Loop || n.var != p_.outer_var(S_) || !n.space.is_dense() || !n.private_sums.empty())
+  if (n.kind != Node::Kind::Loop || n.var != p_.outer_var(S_) || !n.space.is_dense() || !n.sched.private_sums().empty())
     fail(s_.loc, "assemble " + S_ + ": the output must be computed under one dense loop over " + S_ + "'s rows");
   for (auto& name : p_.temps)
     if (p_.tensor(name).compressed_by == S_ && p_.tensor(name).compressed_global)
@@ -533,7 +472,7 @@ void KernelEmitter::assemble_top(const Node& n) {
   const std::string& i = n.var;
   open("{");
   line(std::string("const std::vector<int64_t> chunks = ") +
-       (n.balance_by.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + i + ")") + ";");
+       (n.sched.balance_by.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + ptr(n.sched.balance_by) + ", n_" + i + ")") + ";");
   line("const int64_t tasks_ = static_cast<int64_t>(chunks.size()) - 1;");
   line("std::vector<std::vector<index_t>> part_col_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
   line("std::vector<std::vector<scalar_t>> part_val_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
@@ -544,8 +483,8 @@ void KernelEmitter::assemble_top(const Node& n) {
   line("runtime::SymbolicWorkspace ws(n_" + p_.inner_var(S_) + ");");
   line("std::vector<index_t>& out_col_ = part_col_[static_cast<size_t>(c_begin)];");
   line("std::vector<scalar_t>& out_val_ = part_val_[static_cast<size_t>(c_begin)];");
-  if (!n.balance_by.empty()) {  // room for about one output entry per nonzero of the balancing operand
-    const std::string room = "static_cast<size_t>(" + ptr(n.balance_by) + "[chunks[c_end]] - " + ptr(n.balance_by) + "[chunks[c_begin]])";
+  if (!n.sched.balance_by.empty()) {  // room for about one output entry per nonzero of the balancing operand
+    const std::string room = "static_cast<size_t>(" + ptr(n.sched.balance_by) + "[chunks[c_end]] - " + ptr(n.sched.balance_by) + "[chunks[c_begin]])";
     line("out_col_.reserve(" + room + ");");
     line("out_val_.reserve(" + room + ");");
   }
@@ -576,8 +515,7 @@ void KernelEmitter::assemble_top(const Node& n) {
 // row bounds as the slots of the workspace (the temporaries stored by S positions are sized
 // from them by enter()).
 void KernelEmitter::begin_output_row(const Node& n) {
-  std::istringstream bound(symbolic_bound_walk(c_, n));
-  for (std::string l; std::getline(bound, l);) line(l);
+  os_ << symbolic_bound_walk(c_, n, depth_);
   line("ws.begin(ub_);");
   line("const index_t " + S_ + "_rb = 0;");
   line("const index_t " + S_ + "_re = static_cast<index_t>(ws.capacity());");
@@ -634,36 +572,41 @@ void KernelEmitter::top(const Node& n) {
   if (!n.space.single_level(&level) || !level.empty())
     fail(s_.loc, "an outermost loop over '" + n.var + "' must be dense (a csr operand's columns need its row loop outside)");
   open("{");
-  if (n.parallel) {
-    const std::optional<RowGemm> gemm = row_gemm(n);
+  if (n.sched.chunks()) {
+    const MatmulBlock* gemm = nullptr;
+    size_t gemm_kid = 0;
+    for (size_t k = 0; k < n.kids.size(); ++k)
+      if (n.kids[k]->sched.matmul && !gemm) {
+        gemm = n.kids[k]->sched.matmul.get();
+        gemm_kid = k;
+      }
     if (gemm) pack_dense(*gemm);
     line(std::string("const std::vector<int64_t> chunks = ") +
-         (n.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
-                               : "runtime::balanced_chunks(" + ptr(n.balance_by) + ", n_" + n.var + ")") + ";");
+         (n.sched.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
+                               : "runtime::balanced_chunks(" + ptr(n.sched.balance_by) + ", n_" + n.var + ")") + ";");
     // Sums over the parallel variable: one private copy per call of the body (one per thread),
     // kept by its first chunk and added in chunk order after the loop (reproducible).
-    for (auto& t : n.private_sums)
+    for (auto& t : n.sched.private_sums())
       line("std::vector<std::vector<acc_t>> partial_" + t + "(chunks.size());");
     open("runtime::parallel_for(0, static_cast<int64_t>(chunks.size()) - 1, 1, [&](int64_t c_begin, int64_t c_end) {");
     locals();
     for (auto& name : p_.temps)
       if (!home_of(p_, *c_.tree, name) &&
-          std::find(n.private_sums.begin(), n.private_sums.end(), name) == n.private_sums.end())
+          std::find(n.sched.private_sums().begin(), n.sched.private_sums().end(), name) == n.sched.private_sums().end())
         line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
-    for (auto& t : n.private_sums) {
+    for (auto& t : n.sched.private_sums()) {
       line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(t) + ");");
       line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
     }
     if (gemm) {
       workspaces(n, true);
-      if (gemm->form == RowGemm::Form::Dot) line("std::vector<acc_t> ws_gemm_(static_cast<size_t>(runtime::kRowBlock * n_" + gemm->c + "));");
+      if (gemm->form == MatmulBlock::Form::Dot) line("std::vector<acc_t> ws_gemm_(static_cast<size_t>(runtime::kRowBlock * n_" + gemm->c + "));");
       open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
       open("for (int64_t ib_ = chunks[ch_]; ib_ < chunks[ch_ + 1]; ib_ += runtime::kRowBlock) {");
       line("const int64_t nb_ = std::min<int64_t>(runtime::kRowBlock, chunks[ch_ + 1] - ib_);");
-      const bool overwrite = product_overwrites(n, *gemm);
-      block_phase(n, 0, gemm->kid, overwrite ? gemm->target : "");
-      block_product(*gemm, overwrite);
-      block_phase(n, gemm->kid + 1, n.kids.size());
+      block_phase(n, 0, gemm_kid, gemm->overwrite ? gemm->target : "");
+      block_product(*gemm);
+      block_phase(n, gemm_kid + 1, n.kids.size());
       close();
       close();
     } else {
@@ -675,9 +618,9 @@ void KernelEmitter::top(const Node& n) {
       close();
       close();
     }
-    for (auto& t : n.private_sums) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
+    for (auto& t : n.sched.private_sums()) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
     close("});");
-    for (auto& t : n.private_sums) {
+    for (auto& t : n.sched.private_sums()) {
       open("for (const std::vector<acc_t>& part : partial_" + t + ") {");
       line("#pragma omp simd");
       line("for (size_t x = 0; x < part.size(); ++x) " + t + "[x] += part[x];");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codegen/emit.h"
+#include "codegen/imperative.h"
 
 namespace gnnfuse::codegen::emit {
 
@@ -16,7 +17,7 @@ class KernelEmitter : public CodeWriter {
   // `assemble`: the op's output pattern S (`symbolic S`) is not an input but built while the
   // values are computed (seed 002's workspace with values): see assemble_top.
   explicit KernelEmitter(const Compiled& c, bool assemble = false)
-      : c_(c), p_(c.program), s_(c.spec), S_(assemble ? c.spec.symbolic : std::string()) {}
+      : c_(c), p_(c.program), s_(c.spec), S_(assemble ? c.spec.symbolic : std::string()), entries_(entry_semantics(p_, *c.tree)) {}
 
   std::string body();
 
@@ -26,12 +27,14 @@ class KernelEmitter : public CodeWriter {
   const Program& p_;
   const OpSpec& s_;
   const std::string S_;     // assembling: the output pattern built by the kernel, else empty
+  const std::vector<EntryRule> entries_;  // per statement: its stored-entry semantics
   std::string row_var_;     // assembling: the variable of the row loop
   std::set<std::string> walking_;  // sparse operands walked by the enclosing loops
   std::set<std::string> enclosing_;  // variables of the enclosing loops
   std::string tile_var_;    // the feature variable of the tiled walk being emitted
   std::string tile_begin_;  // its plain loop's first column (the columns the tiles left)
   bool vector_reads_ = false;  // dense reads over tile_var_ are vector loads
+  std::string lane_sum_, lane_var_;  // in a simd sum's lanes: the sum, read and written as its lane
 
 
   bool is_outer_var(const std::string& sparse, const std::string& var) const { return p_.outer_var(sparse) == var; }
@@ -52,8 +55,6 @@ class KernelEmitter : public CodeWriter {
   std::string edge(const std::string& sparse) const { return "e_" + sparse; }
 
   std::string read(const Operand& o) const;
-
-  std::string empty_walk_of(const Operand& o, int depth = 0) const;
 
   std::string temp_ref(const Access& a) const;
 
@@ -76,74 +77,33 @@ class KernelEmitter : public CodeWriter {
 
   void walk(const Node& n, const std::string& level, const WalkMode& mode);
 
-  // ---- register tiles (runtime::Vec) ----
-  const Node* tile_loop(const Node& n) const;
-
+  // ---- register tiles (runtime::Vec), over the loop marked register_tile ----
   void tiled_walk(const Node& n, const std::string& level, const Node& fl);
 
   void tile_body(const Node& fl, const WalkMode& mode);
 
-  // What a walk reads at random and prefetches: the dense input rows it gathers (accesses in its
-  // body whose first index is the walked coordinate, X(j,f) under a walk binding j, one per
-  // tensor) and, through the CSC view, the edge values of the walked operand, stored in CSR
-  // order and so reached through perm (W[e,:] of an edge input, the operand's own values).
+  // ---- prefetch of what the schedule marked (LoopSchedule::prefetch_rows, prefetch_edges) ----
   struct EdgeRow {
     std::string ptr, elems, guard;  // guard: the optional values' flag, or ""
   };
-  struct Gathered {
-    std::vector<Access> rows;
-    std::vector<EdgeRow> edge_rows;
-    bool empty() const { return rows.empty() && edge_rows.empty(); }
-  };
-  Gathered gathered_rows(const Node& n, const std::string& level) const;
+  EdgeRow edge_row(const std::string& tensor) const;
   static std::string row_elems(const Access& a);
   std::pair<std::string, std::string> row_part(const Access& a, const WalkMode& mode) const;
-  bool prefetch_setup(const std::string& level, const Gathered& g, const WalkMode& mode);
-  void prefetch(const std::string& level, const Gathered& g, const WalkMode& mode);
+  bool prefetch_setup(const std::string& level, const Node& n, const WalkMode& mode);
+  void prefetch(const std::string& level, const Node& n, const WalkMode& mode);
 
   void locate(const Node& n);
 
-  // ---- row-blocked dense products (runtime::gemm_acc) ----
-  // A child subtree of the parallel row loop `top` (variable i) that multiplies per-row values by
-  // a dense operand D not indexed by i, or sums per-row outer products over i:
-  //   Product  for c, x (either order): C(c) += R(x) * D(..)     C a temporary of the row
-  //   Dot      for c: { s = 0; for x: s += R(x) * D(..); Out(i,c) = s }
-  //   Outer    for a, b: C(a,b) += R(a) * R2(b)                  C a private sum over i
-  // with R, R2 row operands: temporaries homed at `top` over one variable, or dense inputs (i, x).
-  // The row loop then runs in blocks of runtime::kRowBlock rows: the children before the subtree
-  // for every row of the block (its temporaries in block-sized workspaces, one slot per row), the
-  // product once for the block through gemm_acc, then the children after it.
-  struct RowOperand {
-    std::string tensor;
-    bool temp = false;
-    std::string var;  // its index besides the row
-  };
-  struct RowGemm {
-    enum class Form { Product, Dot, Outer } form = Form::Product;
-    size_t kid = 0;
-    RowOperand r, r2;
-    std::string dense, c, x;  // Product, Dot: D, the result's variable c, the contracted x
-    bool transpose = false;   // D is stored (c, x): transposed before the row loop
-    std::string target;       // Product: C; Dot: the output; Outer: C
-    bool matrix_target = false;  // Product into a root matrix C(i, c) (its rows, not a row buffer)
-  };
-
-  bool row_operand(const Node& top, const Access& a, RowOperand* out) const;
-  bool dense_operand(const Node& top, const Access& a) const;
-  static bool plain_dense_loop(const Node& n);
-  static bool product_stmt(const Stmt& s);
-
-  bool row_times_dense(const Node& top, const Stmt& st, const std::string& x, RowGemm* g) const;
-
-  std::optional<RowGemm> row_gemm(const Node& top) const;
-
-  std::pair<std::string, std::string> block_rows(const RowOperand& r) const;
-  void pack_dense(const RowGemm& g);
+  // ---- row-blocked dense products (runtime::gemm_acc): a child of the parallel row loop
+  // marked as a MatmulBlock. The row loop then runs in blocks of runtime::kRowBlock rows: the
+  // children before the block for every row of the block (its temporaries in block-sized
+  // workspaces, one slot per row), the product once for the block through gemm_acc, then the
+  // children after it.
+  std::pair<std::string, std::string> block_rows(const MatmulBlock::RowOperand& r) const;
+  void pack_dense(const MatmulBlock& g);
   void block_phase(const Node& top, size_t from, size_t to, const std::string& skip_reset = "");
-  bool product_overwrites(const Node& top, const RowGemm& g) const;
-  void block_product(const RowGemm& g, bool overwrite);
+  void block_product(const MatmulBlock& g);
 
-  static void mapped_levels(const Node& n, std::set<std::string>* out);
   void fill_maps(const Node& top, bool fill);
   void map_workspaces(const Node& top);
 
@@ -173,7 +133,7 @@ class SymbolicEmitter : public CodeWriter {
 
   std::string body();
 
-  std::string bound(const Node& top);
+  std::string bound(const Node& top, int depth);
 
  private:
   const Compiled& c_;

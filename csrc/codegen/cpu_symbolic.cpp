@@ -68,8 +68,8 @@ std::string SymbolicEmitter::body() {
 
 // The product count of the row of `top` (ub_), for an assembling kernel (KernelEmitter) that
 // declares the row bounds of the operands walked from `top` and a workspace `ws`.
-std::string SymbolicEmitter::bound(const Node& top) {
-  depth_ = 0;
+std::string SymbolicEmitter::bound(const Node& top, int depth) {
+  depth_ = depth;
   emit_bound(top);
   return os_.str();
 }
@@ -154,7 +154,7 @@ void SymbolicEmitter::node(const Node& n, const std::string& walk) {
   close();
 }
 
-std::string symbolic_bound_walk(const Compiled& c, const Node& top) { return SymbolicEmitter(c).bound(top); }
+std::string symbolic_bound_walk(const Compiled& c, const Node& top, int depth) { return SymbolicEmitter(c).bound(top, depth); }
 
 std::vector<const TensorDecl*> optional_values(const OpSpec& s) {
   std::vector<const TensorDecl*> out;

@@ -91,7 +91,8 @@ class CodeWriter {
 std::pair<std::string, std::string> row_bounds(const Program& p, const TensorDecl& t, const std::string& var);
 
 // ---------------------------------------------------------------- CPU kernels (cpu_symbolic.cpp)
-std::string symbolic_bound_walk(const Compiled& c, const Node& top);
+// The product count of the row of `top` (ub_), indented `depth` levels.
+std::string symbolic_bound_walk(const Compiled& c, const Node& top, int depth);
 std::vector<const TensorDecl*> optional_values(const OpSpec& s);
 void emit_symbolic_params(const Compiled& c, std::ostream& h);
 void emit_symbolic_kernel(const Compiled& c, std::ostream& k);

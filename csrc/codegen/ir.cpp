@@ -191,6 +191,52 @@ std::unique_ptr<Node> Node::reset(const std::string& tensor) {
   return n;
 }
 
+const char* to_string(ParallelUnit u) {
+  switch (u) {
+    case ParallelUnit::None: return "none";
+    case ParallelUnit::CpuChunk: return "cpu chunk";
+    case ParallelUnit::SimdLane: return "simd lane";
+    case ParallelUnit::Grid: return "grid";
+    case ParallelUnit::Block: return "block";
+    case ParallelUnit::Warp: return "warp";
+    case ParallelUnit::LaneGroup: return "lane group";
+    case ParallelUnit::Lane: return "lane";
+  }
+  return "?";
+}
+
+const char* to_string(ReductionStrategy r) {
+  switch (r) {
+    case ReductionStrategy::Serial: return "serial";
+    case ReductionStrategy::PrivateCopy: return "private copy";
+    case ReductionStrategy::Simd: return "simd";
+    case ReductionStrategy::Shuffle: return "shuffle";
+    case ReductionStrategy::Segmented: return "segmented";
+    case ReductionStrategy::Atomic: return "atomic";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& LoopSchedule::private_sums() const {
+  static const std::vector<std::string> none;
+  return reduction == ReductionStrategy::PrivateCopy ? reduced : none;
+}
+
+std::string LoopSchedule::simd_reduction() const {
+  return reduction == ReductionStrategy::Simd && !reduced.empty() ? reduced[0] : std::string();
+}
+
+bool MatmulBlock::operator==(const MatmulBlock& o) const {
+  return form == o.form && r == o.r && r2 == o.r2 && dense == o.dense && c == o.c && x == o.x && transpose == o.transpose &&
+         target == o.target && matrix_target == o.matrix_target && overwrite == o.overwrite;
+}
+
+bool LoopSchedule::operator==(const LoopSchedule& o) const {
+  return unit == o.unit && group == o.group && reduction == o.reduction && reduced == o.reduced && balance_by == o.balance_by &&
+         register_tile == o.register_tile && prefetch_rows == o.prefetch_rows && prefetch_edges == o.prefetch_edges &&
+         (matmul == o.matmul || (matmul && o.matmul && *matmul == *o.matmul));
+}
+
 void collect_stmts(const Node& n, std::vector<int>* out) {
   if (n.kind == Node::Kind::Compute) out->push_back(n.stmt);
   for (auto& k : n.kids) collect_stmts(*k, out);
@@ -203,11 +249,7 @@ std::unique_ptr<Node> Node::clone() const {
   n->space = space;
   n->stmt = stmt;
   n->tensor = tensor;
-  n->parallel = parallel;
-  n->balance_by = balance_by;
-  n->simd = simd;
-  n->simd_reduction = simd_reduction;
-  n->private_sums = private_sums;
+  n->sched = sched;
   n->walk = walk;
   n->located = located;
   n->located_by_map = located_by_map;

@@ -284,6 +284,93 @@ using SpaceMap = std::vector<std::map<std::string, Space>>;  // per statement id
 SpaceMap initial_spaces(const Program& p);
 SpaceMap propagate_spaces(const Program& p);
 
+// ---------------------------------------------------------------- schedule annotations
+// How a target maps a loop of the index tree to the machine: set by the target's schedule pass
+// (schedule_cpu), read by the lowering and the printers; typed and copyable (Node::clone copies
+// it). The CUDA units and strategies are declared for the CUDA target; the CPU schedule uses
+// None, CpuChunk and SimdLane with Serial, PrivateCopy and Simd.
+enum class ParallelUnit {
+  None,       // a serial loop
+  CpuChunk,   // the iterations split into chunks that runtime::parallel_for runs on threads
+  SimdLane,   // the iterations are SIMD lanes (an innermost contiguous loop)
+  Grid,       // CUDA: thread blocks over the iterations (grid-stride)
+  Block,      // CUDA: one thread block per iteration
+  Warp,       // CUDA: one warp per iteration
+  LaneGroup,  // CUDA: a group of LoopSchedule::group lanes per iteration
+  Lane,       // CUDA: one lane per iteration
+};
+enum class ReductionStrategy {
+  Serial,       // nothing reduced across the unit's iterations (or reduced in order by one)
+  PrivateCopy,  // each chunk sums into a private copy of the reduced temporaries, added into the
+                // shared one in chunk order afterwards (reproducible)
+  Simd,         // one scalar temporary summed in SIMD lanes, the lanes added in a fixed order
+  Shuffle,      // CUDA: lanes combined by warp shuffles
+  Segmented,    // CUDA: a segmented reduction over rows split across units
+  Atomic,       // CUDA: atomic additions into the shared result
+};
+const char* to_string(ParallelUnit u);
+const char* to_string(ReductionStrategy r);
+
+// A dense product block under a parallel row loop over i (its rows run in blocks of
+// runtime::kRowBlock): a child subtree of the row loop that multiplies per-row values by a dense
+// operand D not indexed by i, or sums per-row outer products over i:
+//   Product  for c, x (either order): C(c) += R(x) * D(..)     C a temporary of the row
+//   Dot      for c: { s = 0; for x: s += R(x) * D(..); Out(i,c) = s }
+//   Outer    for a, b: C(a,b) += R(a) * R2(b)                  C a private sum over i
+// with R, R2 row operands: temporaries homed at the row loop over one variable, or dense inputs
+// (i, x). The CPU target maps it to its register-tiled GEMM (runtime::gemm_acc) once per block
+// of rows; the subtree below it stays the block's meaning (and the cost model's).
+struct MatmulBlock {
+  enum class Form { Product, Dot, Outer };
+  struct RowOperand {
+    std::string tensor;
+    bool temp = false;
+    std::string var;  // its index besides the row
+    bool operator==(const RowOperand& o) const { return tensor == o.tensor && temp == o.temp && var == o.var; }
+  };
+  Form form = Form::Product;
+  RowOperand r, r2;
+  std::string dense, c, x;     // Product, Dot: D, the result's variable c, the contracted x
+  bool transpose = false;      // D is stored (c, x): transposed before the row loop
+  std::string target;          // Product: C; Dot: the output; Outer: C
+  bool matrix_target = false;  // Product into a root matrix C(i, c) (its rows, not a row buffer)
+  // Product: C is reset just before and written by no other statement: the block's product
+  // overwrites C (its reset is left out, C is not loaded).
+  bool overwrite = false;
+  bool operator==(const MatmulBlock& o) const;
+};
+
+struct LoopSchedule {
+  ParallelUnit unit = ParallelUnit::None;
+  int group = 0;  // LaneGroup: lanes per group
+  ReductionStrategy reduction = ReductionStrategy::Serial;
+  // The temporaries the strategy reduces over the loop's variable: PrivateCopy, those homed at
+  // the root that the loop sums into; Simd, the one scalar.
+  std::vector<std::string> reduced;
+  std::string balance_by;  // CpuChunk: the sparse operand whose nonzeros balance the chunks
+  // A dense SimdLane loop (the features f) directly under a walk: the walk runs in passes over
+  // register tiles of f (4, 2, then 1 vectors of runtime::Vec while they fit, each tile's row
+  // accumulators held in registers over the whole walk), then once plainly over the rest of f.
+  bool register_tile = false;
+  // A walk: what it reads at random, prefetched a distance ahead of the walked position (across
+  // row ends): the dense rows it gathers (an access whose first index is the walked coordinate,
+  // one per tensor) and, through a CSC view, what is stored in CSR order and so reached through
+  // perm: an edge input's rows or the walked operand's own values (tensor names, in tree order).
+  std::vector<Access> prefetch_rows;
+  std::vector<std::string> prefetch_edges;
+  // A child loop of a CpuChunk row loop: the subtree is a dense product block.
+  std::shared_ptr<const MatmulBlock> matmul;
+
+  bool chunks() const { return unit == ParallelUnit::CpuChunk; }
+  bool simd() const { return unit == ParallelUnit::SimdLane; }
+  // PrivateCopy: the temporaries summed privately per chunk (else none).
+  const std::vector<std::string>& private_sums() const;
+  // Simd: the scalar summed in lanes (else "").
+  std::string simd_reduction() const;
+  bool operator==(const LoopSchedule& o) const;
+  bool operator!=(const LoopSchedule& o) const { return !(*this == o); }
+};
+
 // ---------------------------------------------------------------- index trees
 struct Node {
   enum class Kind { Root, Loop, Compute, Reset };
@@ -294,14 +381,8 @@ struct Node {
   std::string tensor; // Reset: temporary set to zero
   std::vector<std::unique_ptr<Node>> kids;
 
-  // CPU schedule annotations.
-  bool parallel = false;        // outer row loop run with runtime::parallel_for
-  // Parallel loop that sums over its own variable into these temporaries (homed at the root):
-  // each thread sums into a private copy, added into the shared one in chunk order afterwards.
-  std::vector<std::string> private_sums;
-  std::string balance_by;       // sparse operand whose nonzeros balance the parallel chunks
-  bool simd = false;            // innermost contiguous loop
-  std::string simd_reduction;   // scalar temporary reduced in a simd loop
+  // Loop: the target's schedule of it.
+  LoopSchedule sched;
   // Co-iteration of several sparse levels (a loop over A&B): the level walked, and the others,
   // located at each walked coordinate: through a dense position map of the row (filled once
   // per iteration of the top loop, whose variable is the located operand's row) or by binary
@@ -347,8 +428,17 @@ void schedule_cpu(const Program& p, Node& root);
 // The schedule of `target` (SpecError for a target not lowered yet).
 void schedule(Target target, const Program& p, Node& root);
 
+// Stage 6, CPU target, continued (schedule_cpu_blocks.cpp, called by schedule_cpu): register
+// tiles of walks, prefetches, dense product blocks of the parallel row loops.
+void schedule_cpu_blocks(const Program& p, Node& root);
+
 // The deepest loop common to every definition and use of a temporary (nullptr: the root).
 const Node* home_of(const Program& p, const Node& root, const std::string& temp);
+// A temporary stored whole as a row-major matrix, computed in a nest of its own at the root and
+// read by later nests (the X W of a chain order A (X W)): its rows are read like a dense input's.
+bool root_matrix(const Program& p, const Node& root, const std::string& temp);
+// The levels some loop under n locates through a row map (located_by_map).
+void mapped_levels(const Node& n, std::set<std::string>* out);
 
 // Printers.
 std::string print_tree(const Program& p, const Node& root);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/imperative.h"
 #include "codegen/ir.h"
 
 namespace fs = std::filesystem;
@@ -57,9 +58,12 @@ int main(int argc, char** argv) {
                     << args[a] << ")\n";
           std::cout << "---- spec\n" << print_spec(c->spec);
           for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
-          for (size_t v = 0; v < c->alternatives.size(); ++v)
+          std::cout << "---- imperative IR\n" << imp::print(imp::lower(*c));
+          for (size_t v = 0; v < c->alternatives.size(); ++v) {
             for (auto& [name, text] : c->alternatives[v]->stages)
               std::cout << "---- variant " << v + 1 << ": " << name << "\n" << text;
+            std::cout << "---- variant " << v + 1 << ": imperative IR\n" << imp::print(imp::lower(*c->alternatives[v]));
+          }
           auto it = f.adjoints.find(c->spec.name);
           if (it == f.adjoints.end()) continue;
           std::cout << "---- adjoints\n";

@@ -510,12 +510,12 @@ std::string print_tree(const Program& p, const Node& root) {
       case Node::Kind::Root: os << pad << "root\n"; break;
       case Node::Kind::Loop:
         os << pad << "for " << n.var << " in " << n.space.str();
-        if (n.parallel) {
-          os << "  [parallel" << (n.balance_by.empty() ? "" : ", balanced by " + n.balance_by + " nonzeros");
-          for (auto& t : n.private_sums) os << ", private sum " << t;
+        if (n.sched.chunks()) {
+          os << "  [parallel" << (n.sched.balance_by.empty() ? "" : ", balanced by " + n.sched.balance_by + " nonzeros");
+          for (auto& t : n.sched.private_sums()) os << ", private sum " << t;
           os << "]";
         }
-        if (n.simd) os << "  [simd" << (n.simd_reduction.empty() ? "" : " reduction(+:" + n.simd_reduction + ")") << "]";
+        if (n.sched.simd()) os << "  [simd" << (n.sched.simd_reduction().empty() ? "" : " reduction(+:" + n.sched.simd_reduction() + ")") << "]";
         if (!n.located.empty() || (n.space.terms.size() == 1 && n.space.terms.begin()->size() > 1)) {
           os << "  [walk " << n.walk;
           for (size_t k = 0; k < n.located.size(); ++k)

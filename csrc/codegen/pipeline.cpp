@@ -45,7 +45,7 @@ bool lowers_without_scatter(const Program& p, const Node& root) {
   for (auto& k : root.kids)
     if (k->kind == Node::Kind::Loop && !k->space.is_dense()) return false;
   std::function<bool(const Node&)> ok = [&](const Node& n) {
-    for (auto& t : n.private_sums) {
+    for (auto& t : n.sched.private_sums()) {
       const TensorInfo& ti = p.tensor(t);
       for (auto& d : ti.kept_dims)
         for (auto& [name, info] : p.tensors)
@@ -59,8 +59,7 @@ bool lowers_without_scatter(const Program& p, const Node& root) {
 }
 
 bool same_node(const Program& pa, const Node& a, const Program& pb, const Node& b) {
-  if (a.kind != b.kind || a.var != b.var || a.space != b.space || a.stmt != b.stmt || a.tensor != b.tensor || a.parallel != b.parallel ||
-      a.private_sums != b.private_sums || a.balance_by != b.balance_by || a.simd != b.simd || a.simd_reduction != b.simd_reduction ||
+  if (a.kind != b.kind || a.var != b.var || a.space != b.space || a.stmt != b.stmt || a.tensor != b.tensor || !(a.sched == b.sched) ||
       a.walk != b.walk || a.located != b.located || a.located_by_map != b.located_by_map || a.kids.size() != b.kids.size())
     return false;
   if (a.kind == Node::Kind::Compute) {

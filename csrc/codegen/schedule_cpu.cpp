@@ -1,6 +1,7 @@
 // Stage 6, CPU target: the CPU schedule of a fused, shrunk index tree: the parallel row loop
 // balanced by nonzeros (private per-thread sums where it sums over its own variable), simd
-// inner loops and simd reductions, co-iteration by walk and locate.
+// inner loops and simd reductions, co-iteration by walk and locate; then register tiles,
+// prefetches and dense product blocks (schedule_cpu_blocks.cpp).
 #include <algorithm>
 #include <functional>
 
@@ -29,12 +30,15 @@ void schedule_cpu(const Program& p, Node& root) {
       if (!std::count(priv.begin(), priv.end(), t.name)) priv.push_back(t.name);
     }
     if (serial || !top->space.is_dense()) continue;
-    top->parallel = true;
-    top->private_sums = priv;
+    top->sched.unit = ParallelUnit::CpuChunk;
+    if (!priv.empty()) {
+      top->sched.reduction = ReductionStrategy::PrivateCopy;
+      top->sched.reduced = priv;
+    }
     std::function<void(const Node&)> find_level = [&](const Node& n) {
       std::string l;
-      if (n.kind == Node::Kind::Loop && n.space.single_level(&l) && !l.empty() && p.outer_var(l) == top->var && top->balance_by.empty())
-        top->balance_by = l;
+      if (n.kind == Node::Kind::Loop && n.space.single_level(&l) && !l.empty() && p.outer_var(l) == top->var && top->sched.balance_by.empty())
+        top->sched.balance_by = l;
       for (auto& k : n.kids) find_level(*k);
     };
     find_level(*top);
@@ -88,7 +92,7 @@ void schedule_cpu(const Program& p, Node& root) {
   }
   std::function<void(Node&)> mark_simd = [&](Node& n) {
     for (auto& k : n.kids) mark_simd(*k);
-    if (n.kind != Node::Kind::Loop || !n.space.is_dense() || n.parallel) return;
+    if (n.kind != Node::Kind::Loop || !n.space.is_dense() || n.sched.chunks()) return;
     std::string reduction;
     for (auto& k : n.kids) {
       if (k->kind != Node::Kind::Compute) return;
@@ -100,10 +104,14 @@ void schedule_cpu(const Program& p, Node& root) {
       if (!s.accumulate || s.reduce != "sum" || t.role != Role::Temp || !dims.empty() || !reduction.empty()) return;
       reduction = t.name;
     }
-    n.simd = true;
-    n.simd_reduction = reduction;
+    n.sched.unit = ParallelUnit::SimdLane;
+    if (!reduction.empty()) {
+      n.sched.reduction = ReductionStrategy::Simd;
+      n.sched.reduced = {reduction};
+    }
   };
   mark_simd(root);
+  schedule_cpu_blocks(p, root);
 }
 
 }  // namespace gnnfuse::codegen

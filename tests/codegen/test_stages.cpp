@@ -275,15 +275,16 @@ root
 TEST(Schedule, ParallelRowsBalancedAndSimdInnerLoops) {
   auto c = compile(load_spec(kOps + "/sddmm_spmm.spec"));
   const Node& i = *c->tree->kids.at(0);
-  EXPECT_TRUE(i.parallel);
-  EXPECT_EQ(i.balance_by, "A");
+  EXPECT_EQ(i.sched.unit, ParallelUnit::CpuChunk);
+  EXPECT_EQ(i.sched.balance_by, "A");
   const Node& j = *i.kids.at(1);
   ASSERT_EQ(j.var, "j");
-  EXPECT_FALSE(j.simd);
+  EXPECT_EQ(j.sched.unit, ParallelUnit::None);
   const Node& k = *j.kids.at(1);
   ASSERT_EQ(k.var, "k");
-  EXPECT_TRUE(k.simd);
-  EXPECT_EQ(k.simd_reduction, "T0");
+  EXPECT_EQ(k.sched.unit, ParallelUnit::SimdLane);
+  EXPECT_EQ(k.sched.reduction, ReductionStrategy::Simd);
+  EXPECT_EQ(k.sched.reduced, std::vector<std::string>{"T0"});
 }
 
 // ---------------------------------------------------------------- legality
