@@ -1295,7 +1295,7 @@ class CoarsenPool(torch.nn.Module):
     def forward(self, x: Tensor, graph, cluster: Optional[Tensor] = None, num_clusters: Optional[int] = None,
                 edge_weight: Optional[Tensor] = None):
         from .cluster import heavy_edge_matching
-        from .graph import Graph, _infer_num_nodes
+        from .graph import Graph, infer_num_nodes
         from .ops import spmm
         from .sparse import _assignment, _coarsen_csr, _coarsen_inputs
 
@@ -1304,7 +1304,7 @@ class CoarsenPool(torch.nn.Module):
                 raise ValueError("CoarsenPool: num_clusters given without cluster (the matching chooses its own count)")
             cluster, num_clusters = heavy_edge_matching(graph, edge_weight, num_nodes=x.size(0))
         elif num_clusters is None:
-            num_clusters = _infer_num_nodes(cluster)
+            num_clusters = infer_num_nodes(cluster)
         if x.dim() == 0 or x.size(0) != cluster.numel():
             raise RuntimeError(
                 f"CoarsenPool: argument 'x' must have one row per node, {cluster.numel()} (the length of 'cluster') "

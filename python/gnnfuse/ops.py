@@ -28,12 +28,12 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .graph import Graph, to_graph
+from .graph import SPARSE_LAYOUTS, Graph, GraphLike, implicit_weights, is_convertible, resolve, to_graph
 
 __all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "gcn_norm", "force_variant",
            "variant_count", "last_variant"]
@@ -54,61 +54,6 @@ def _csc_for(graph: GraphLike, *inputs: Optional[Tensor]) -> Tuple[_Csc, _Csc, _
         if csc is not None:
             return csc[0], csc[1], csc[2]
     return None, None, None
-
-GraphLike = Union[Graph, Tensor]
-
-_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
-
-
-def _convertible(graph) -> bool:
-    """A scipy.sparse matrix or a DGL graph (converted by :func:`gnnfuse.to_graph`)."""
-    return not isinstance(graph, (Graph, torch.Tensor)) and (
-        (hasattr(graph, "tocsr") and hasattr(graph, "shape")) or (hasattr(graph, "edges") and hasattr(graph, "num_dst_nodes"))
-    )
-
-
-def _implicit_weights(values: Optional[Tensor], dtype: Optional[torch.dtype]) -> Optional[Tensor]:
-    """A graph's own values used as edge weights take the features' floating dtype (a scipy
-    matrix holds float64 or integers whatever the model's dtype); an explicit ``edge_weight``
-    is passed as given (the op checks it)."""
-    if values is None or dtype is None or values.dtype == dtype:
-        return values
-    return values.to(dtype)
-
-
-def _resolve(
-    graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str, dtype: Optional[torch.dtype] = None
-) -> Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
-    """-> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None).
-    Without ``edge_weight``, the values of a weighted graph are the weights (in ``dtype`` when
-    given)."""
-    if _convertible(graph):
-        graph = to_graph(graph)  # scipy.sparse, DGL
-    if isinstance(graph, Graph):
-        if edge_weight is None:
-            edge_weight = _implicit_weights(graph.values, dtype)
-        return graph.rowptr, graph.col, edge_weight, None
-    if isinstance(graph, torch.Tensor):
-        if graph.layout == torch.sparse_csr:
-            if edge_weight is None:
-                edge_weight = _implicit_weights(graph.values(), dtype)
-            return graph.crow_indices(), graph.col_indices(), edge_weight, None
-        if graph.layout in _SPARSE_LAYOUTS:
-            g = Graph.from_sparse(graph, validate=False)  # the op validates anyway
-            if edge_weight is None:
-                edge_weight = _implicit_weights(g.values, dtype)
-            return g.rowptr, g.col, edge_weight, None
-        # A strided tensor: a PyG-style edge_index; the op checks its shape and dtype.
-        rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(graph, num_nodes)
-        if edge_weight is not None and edge_weight.dim() == 1 and edge_weight.size(0) == perm.size(0):
-            edge_weight = edge_weight[perm]
-        # (otherwise pass it on unchanged: the op rejects it with a message naming 'edge_weight')
-        return rowptr, col, edge_weight, perm
-    raise TypeError(
-        f"gnnfuse.ops.{fn}: expected a gnnfuse.Graph, a torch sparse tensor or an "
-        f"edge_index tensor, got {type(graph).__name__}"
-    )
-
 
 def _check_rows(fn: str, graph: GraphLike, **tensors: Tuple[Optional[Tensor], bool]) -> None:
     """A :class:`Graph` fixes its node counts: each ``name=(tensor, is_source)`` must have
@@ -201,7 +146,7 @@ def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, redu
     if op is None:
         raise ValueError(f"gnnfuse.spmm: reduce must be one of {sorted(_REDUCE_OPS)}, got {reduce!r}")
     _check_rows("spmm", graph, x=(x, True))
-    rowptr, col, w, _ = _resolve(graph, edge_weight, x.size(0), "spmm", x.dtype)
+    rowptr, col, w, _ = resolve(graph, edge_weight, x.size(0), "spmm", x.dtype)
     colptr, row, perm = _csc_for(graph, w, x)
     out = getattr(torch.ops.gnnfuse, op)(rowptr, col, w, x, colptr, row, perm)
     return out[0] if reduce in ("max", "min") else out
@@ -228,7 +173,7 @@ def edge_softmax(graph: GraphLike, score: Tensor, num_nodes: Optional[int] = Non
         num_nodes = 0
         if isinstance(graph, torch.Tensor) and graph.layout == torch.strided:
             num_nodes = int(graph.max()) + 1 if graph.numel() > 0 else 0
-    rowptr, col, _, perm = _resolve(graph, None, num_nodes, "edge_softmax")
+    rowptr, col, _, perm = resolve(graph, None, num_nodes, "edge_softmax")
     if perm is not None:
         score = score[perm] if score.dim() >= 1 and score.size(0) == perm.size(0) else score
     if score.dim() == 2:
@@ -264,7 +209,7 @@ def sddmm(
     if op != "dot" and edge_weight is not None:
         raise ValueError(f"gnnfuse.sddmm: op={op!r} takes no edge_weight")
     _check_rows("sddmm", graph, u=(u, False), v=(v, True))
-    rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm", u.dtype)
+    rowptr, col, w, perm = resolve(graph, edge_weight, u.size(0), "sddmm", u.dtype)
     colptr, row, cperm = _csc_for(graph, w, u, v)
     if op == "dot" and u.dim() == 3:
         if edge_weight is not None:
@@ -300,13 +245,13 @@ def sddmm_spmm(
         ``[num_nodes, F]``.
     """
     _check_rows("sddmm_spmm", graph, u=(u, False), v=(v, True), x=(x, True))
-    rowptr, col, w, _ = _resolve(graph, edge_weight, u.size(0), "sddmm_spmm", x.dtype)
+    rowptr, col, w, _ = resolve(graph, edge_weight, u.size(0), "sddmm_spmm", x.dtype)
     colptr, row, perm = _csc_for(graph, w, u, v, x)
     return torch.ops.gnnfuse.sddmm_spmm(rowptr, col, w, u, v, x, colptr, row, perm)
 
 
 def _to_input_order(out: Tensor, perm: Optional[Tensor]) -> Tensor:
-    """Per-edge values in CSR order -> the caller's edge order (``perm`` from :func:`_resolve`)."""
+    """Per-edge values in CSR order -> the caller's edge order (``perm`` from :func:`gnnfuse.graph.resolve`)."""
     if perm is None:
         return out
     return torch.index_copy(torch.empty_like(out), 0, perm, out)
@@ -373,7 +318,7 @@ def gat(
     _check_rows("gat", graph, x=(x, True), x_dst=(xd, False))
     a_src = (x * _heads_vector(att_src, H, C, "att_src")).sum(-1)
     a_dst = (xd * _heads_vector(att_dst, H, C, "att_dst")).sum(-1)
-    rowptr, col, _, perm = _resolve(graph, None, xd.size(0), "gat")
+    rowptr, col, _, perm = resolve(graph, None, xd.size(0), "gat")
     colptr, row, cperm = _csc_for(graph, x, a_src, a_dst)
     if not 0.0 <= dropout <= 1.0:
         raise ValueError(f"gnnfuse.gat: dropout must be a probability in [0, 1] (got {dropout})")
@@ -424,7 +369,7 @@ def graph_attention(graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Op
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1)) if q.size(-1) > 0 else 1.0
     _check_rows("graph_attention", graph, q=(q, False), k=(k, True), v=(v, True))
-    rowptr, col, _, _ = _resolve(graph, None, q.size(0), "graph_attention")
+    rowptr, col, _, _ = resolve(graph, None, q.size(0), "graph_attention")
     colptr, row, perm = _csc_for(graph, q, k, v)
     return torch.ops.gnnfuse.graph_attention(rowptr, col, (q * scale).contiguous(), k.contiguous(), v.contiguous(), colptr, row, perm)
 
@@ -606,17 +551,17 @@ def _gcn_norm_edges(
 
 def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor], dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Optional[Tensor]]:
     """(edge_index, weights in its order) of any graph form (square graphs); a graph's own
-    values take ``dtype`` (see :func:`_implicit_weights`)."""
-    if _convertible(graph):
+    values take ``dtype`` (see :func:`gnnfuse.graph.implicit_weights`)."""
+    if is_convertible(graph):
         graph = to_graph(graph)  # scipy.sparse, DGL
-    if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in _SPARSE_LAYOUTS):
+    if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in SPARSE_LAYOUTS):
         g = graph if isinstance(graph, Graph) else Graph.from_sparse(graph, validate=False)
         if g.num_src_nodes != g.num_nodes:
             raise RuntimeError(
                 f"gnnfuse.gcn: argument 'graph' must be square, one node set (GCN adds self-loops and normalises by "
                 f"degree; got a bipartite graph of {g.num_nodes} targets and {g.num_src_nodes} sources)"
             )
-        return g.to_edge_index().long(), edge_weight if edge_weight is not None else _implicit_weights(g.values, dtype)
+        return g.to_edge_index().long(), edge_weight if edge_weight is not None else implicit_weights(g.values, dtype)
     if isinstance(graph, torch.Tensor):
         return graph, edge_weight
     raise TypeError(f"gnnfuse.gcn: expected a gnnfuse.Graph, a torch sparse tensor or an edge_index tensor, got {type(graph).__name__}")
