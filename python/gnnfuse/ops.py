@@ -31,9 +31,11 @@ import warnings
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .graph import SPARSE_LAYOUTS, Graph, GraphLike, implicit_weights, is_convertible, resolve, to_graph
+from .utils import gcn_norm_edges
 
 __all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "gcn_norm", "force_variant",
            "variant_count", "last_variant"]
@@ -263,6 +265,48 @@ def _heads_vector(att: Tensor, heads: int, channels: int, name: str) -> Tensor:
     return att.reshape(1, heads, channels)
 
 
+def attention_dropout(alpha: Tensor, p: float, training: bool, generator: Optional[torch.Generator] = None) -> Tensor:
+    """The dropout of attention coefficients, one semantics for :func:`gat` and the attention
+    layers (:class:`gnnfuse.nn.GATConv`, :class:`gnnfuse.nn.TransformerConv`), PyG's: applied to
+    the coefficients ``alpha`` after the softmax (so the kept ones of a row no longer sum to 1),
+    in training only, each kept with probability ``1 - p`` and scaled by ``1 / (1 - p)``
+    (``p = 1``: all zero), exactly :func:`torch.nn.functional.dropout`.
+
+    The mask comes from PyTorch's default generator, or from ``generator``, drawn as
+    ``torch.nn.functional.dropout`` draws it on the CPU (a Bernoulli(1 - p) mask, scaled by
+    ``1 / (1 - p)``): the same bits for a generator in the same state. ``p`` must be in [0, 1]
+    (``torch.nn.functional.dropout``'s ValueError otherwise).
+    """
+    if generator is None or not training or p == 0.0 or p == 1.0:
+        return F.dropout(alpha, p=p, training=training)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    noise = torch.empty_like(alpha).bernoulli_(1.0 - p, generator=generator)
+    noise.div_(1.0 - p)
+    return alpha * noise
+
+
+def _softmax_aggregate(
+    rowptr: Tensor,
+    col: Tensor,
+    score: Tensor,
+    values: Tensor,
+    dropout: float,
+    training: bool,
+    csc: Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]],
+    generator: Optional[torch.Generator] = None,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """The per-edge attention aggregation of :func:`gat` and the attention layers: softmax of
+    ``score`` [E, H] (CSR order) over each row (all heads in one walk), dropout on the
+    coefficients (:func:`attention_dropout`), weighted sum of ``values`` [N_src, H, C].
+    ``csc``: the graph's CSC view for the backward, or Nones. Returns (output [N_dst, H, C],
+    coefficients, coefficients after dropout)."""
+    alpha = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, score.contiguous())
+    used = attention_dropout(alpha, dropout, training, generator)
+    out = torch.ops.gnnfuse.spmm_heads(rowptr, col, used, values.contiguous(), csc[0], csc[1], csc[2])
+    return out, alpha, used
+
+
 def gat(
     graph: GraphLike,
     x: Tensor,
@@ -284,8 +328,10 @@ def gat(
     logits, the softmax and the weighted sum in one walk per destination, forward and backward
     with no per-edge tensor (memory O(N.H.F)). With ``dropout > 0`` (and ``training``), an
     ``edge_score`` or ``return_attention``, the coefficients are materialised ``[E, H]``
-    (``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads``); dropout draws its mask from
-    ``generator`` (seed it for reproducible masks).
+    (``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads``). Dropout is the layers' and PyG's
+    (:func:`attention_dropout`): on the coefficients after the softmax, in ``training`` only,
+    its mask from ``generator`` (seed it for reproducible masks) or, without one, from PyTorch's
+    default generator exactly as ``GATConv`` draws it.
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
@@ -294,7 +340,9 @@ def gat(
         negative_slope: of the leaky ReLU.
         x_dst: ``[num_nodes, H, F]`` projected target features (default ``x``).
         edge_score: optional ``[E, H]`` additive logits per edge (graph's edge order).
-        return_attention: also return ``alpha`` ``[E, H]`` in the graph's edge order.
+        dropout: probability of dropping an attention coefficient (in training).
+        return_attention: also return ``alpha`` ``[E, H]`` in the graph's edge order (before
+            dropout).
 
     Returns:
         ``[num_nodes, H, F]``, or ``(out, alpha)``.
@@ -334,15 +382,8 @@ def gat(
             )
         _check_like("gat", "edge_score", edge_score, "x", x)
         score = score + (edge_score[perm] if perm is not None else edge_score)
-    alpha = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, torch.nn.functional.leaky_relu(score, negative_slope))
-    used = alpha
-    if use_dropout:
-        if dropout >= 1.0:
-            used = torch.zeros_like(alpha)  # every coefficient dropped (as torch.nn.functional.dropout)
-        else:
-            keep = torch.rand(alpha.shape, generator=generator, dtype=alpha.dtype, device=alpha.device) >= dropout
-            used = alpha * keep / (1.0 - dropout)
-    out = torch.ops.gnnfuse.spmm_heads(rowptr, col, used, x.contiguous(), colptr, row, cperm)
+    score = F.leaky_relu(score, negative_slope)
+    out, alpha, _ = _softmax_aggregate(rowptr, col, score, x, dropout, training, (colptr, row, cperm), generator)
     if return_attention:
         return out, _to_input_order(alpha, perm)
     return out
@@ -507,46 +548,9 @@ def gcn_norm(
             raise RuntimeError(
                 "gnnfuse.gcn_norm: argument 'edge_weight' must be a floating-point tensor (got " + str(edge_weight.dtype) + ")"
             )
-    edge_index, edge_weight = _gcn_norm_edges(edge_index, edge_weight, num_nodes, improved, add_self_loops, normalize, dtype)
+    edge_index, edge_weight = gcn_norm_edges(edge_index, edge_weight, num_nodes, improved, add_self_loops, normalize, dtype)
     rowptr, col, perm = _edge_index_to_csr(edge_index, num_nodes)
     return rowptr, col, edge_weight[perm]
-
-
-def _gcn_norm_edges(
-    edge_index: Tensor,
-    edge_weight: Optional[Tensor],
-    num_nodes: int,
-    improved: bool,
-    add_self_loops: bool,
-    normalize: bool,
-    dtype: torch.dtype,
-) -> Tuple[Tensor, Tensor]:
-    """:func:`gcn_norm`'s edges and weights before the CSR: the input edges (with
-    ``add_self_loops``, its self-loops weighing 0), then one self-loop per node."""
-    fill = 2.0 if improved and edge_weight is not None else 1.0
-    if edge_weight is None:
-        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-    if add_self_loops:
-        # Fixed sizes (no boolean masks, so torch.compile sees no data-dependent shape): existing
-        # self-loops stay with weight 0 and one loop per node is appended, weighing what the
-        # node's existing loop weighed (the last one, as PyG), else `fill`.
-        loop = edge_index[0] == edge_index[1]
-        slot = torch.where(loop, edge_index[0], num_nodes)  # other edges write a spare slot
-        loop_w = torch.full((num_nodes + 1,), fill, dtype=edge_weight.dtype, device=edge_weight.device)
-        loop_w = loop_w.index_put((slot,), edge_weight)
-        nodes = torch.arange(num_nodes, dtype=edge_index.dtype, device=edge_index.device)
-        edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
-        edge_weight = torch.cat([edge_weight.masked_fill(loop, 0.0), loop_w[:num_nodes]])
-    if normalize:
-        # Degrees and scales in float32 for bfloat16/float16 weights (a degree summed in
-        # bfloat16 loses its low bits past 256 edges), rounded once to the weights' dtype.
-        low = edge_weight.dtype in (torch.bfloat16, torch.float16)
-        w = edge_weight.float() if low else edge_weight
-        deg = torch.zeros(num_nodes, dtype=w.dtype, device=w.device).index_add(0, edge_index[1], w)
-        dis = deg.pow(-0.5)
-        dis = dis.masked_fill(torch.isinf(dis), 0.0)
-        edge_weight = (dis[edge_index[0]] * w * dis[edge_index[1]]).to(edge_weight.dtype)
-    return edge_index, edge_weight
 
 
 def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor], dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Optional[Tensor]]:
@@ -580,23 +584,45 @@ def _size_rule_applies(size: int) -> bool:
         return not (torch.compiler.is_compiling() or torch.jit.is_tracing() or isinstance(size, torch.SymInt))
 
 
+def gcn_aggregates_first(in_channels: int, out_channels: int) -> bool:
+    """The narrower-side rule of a GCN product ``A X W``: aggregate on the narrower features,
+    ``(A X) W`` when ``F_in <= F_out``, else ``A (X W)``. The one rule of :func:`gcn`,
+    :class:`gnnfuse.nn.GCNConv` and :func:`gcn_fused_choice`. A tie (``F_in == F_out``: the
+    same work either way) aggregates first, on the side the fused op is chosen on (the
+    thresholds of :func:`gcn_fused_choice` were measured with ties fused, e.g. 128 -> 128 on
+    soc-Slashdot0902 in ``bench/results/cpu_gcn_fusion_*``)."""
+    return _concrete(in_channels) <= out_channels
+
+
 def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> bool:
     """Input-sensitive fusion of a GCN product: whether the fused op ``gcn`` (aggregation and
     ``W`` in one pass over row blocks) runs instead of ``spmm`` and PyTorch's GEMM. ``fused``
     given: that. Otherwise fused exactly when nothing needs a gradient (its backward aggregates
     ``A X`` a second time instead of keeping it, slower in most measured cases), the
-    aggregation is on the narrower side (``F_in <= F_out``), and the output is large
-    (``N * F_out >= 2^23``, 32 MiB in float32): there the split form's temporary and GEMM
-    stream from memory while the fused op keeps each 32-row block in cache. The thresholds
-    come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``). In a captured
-    program (:func:`_size_rule_applies`: ``torch.compile``, ``torch.export``, ``torch.jit.trace``)
-    the size term is left out: fused in inference whenever the aggregation is on the narrower
-    side, at every size."""
+    aggregation is on the narrower side (:func:`gcn_aggregates_first`: ``F_in <= F_out``), and
+    the output is large (``N * F_out >= 2^23``, 32 MiB in float32): there the split form's
+    temporary and GEMM stream from memory while the fused op keeps each 32-row block in cache.
+    The thresholds come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``).
+    In a captured program (:func:`_size_rule_applies`: ``torch.compile``, ``torch.export``,
+    ``torch.jit.trace``) the size term is left out: fused in inference whenever the aggregation
+    is on the narrower side, at every size."""
     if fused is not None:
         return fused
     if not _size_rule_applies(num_nodes * out_channels):
-        return (not needs_grad) and _concrete(in_channels) <= out_channels
-    return (not needs_grad) and _concrete(in_channels) <= out_channels and _concrete(num_nodes) * out_channels >= 8388608
+        return (not needs_grad) and gcn_aggregates_first(in_channels, out_channels)
+    return (not needs_grad) and gcn_aggregates_first(in_channels, out_channels) and _concrete(num_nodes) * out_channels >= 8388608
+
+
+def gcn_plan(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> str:
+    """How a GCN product ``A X W`` runs, the one policy of :func:`gcn` and
+    :class:`gnnfuse.nn.GCNConv`: ``"fused"`` (the op ``gcn``, :func:`gcn_fused_choice`), else
+    split on PyTorch's GEMM by :func:`gcn_aggregates_first`: ``"aggregate_first"``
+    (``spmm(A, X) @ W``) or ``"project_first"`` (``spmm(A, X @ W)``)."""
+    if gcn_fused_choice(fused, num_nodes, in_channels, out_channels, needs_grad):
+        return "fused"
+    if gcn_aggregates_first(in_channels, out_channels):
+        return "aggregate_first"
+    return "project_first"
 
 
 def gcn(
@@ -617,9 +643,9 @@ def gcn(
     ``fused=True`` runs the generated op ``gcn`` (``ops/gcn.spec``): rows aggregated in blocks
     of 32 that meet ``W`` in a register-tiled product, no ``N x F_in`` temporary, backward fused
     likewise (it aggregates once more for ``d/dweight`` instead of keeping ``A X``).
-    ``fused=False`` aggregates the narrower side: ``spmm(A, X) @ W`` when ``F_in <= F_out``,
-    else ``spmm(A, X @ W)``, the dense product on PyTorch's GEMM. ``None`` (default) chooses by
-    input (see :func:`gcn_fused_choice`).
+    ``fused=False`` aggregates the narrower side: ``spmm(A, X) @ W`` when ``F_in <= F_out``
+    (ties included), else ``spmm(A, X @ W)``, the dense product on PyTorch's GEMM. ``None``
+    (default) chooses by input (see :func:`gcn_plan`, :func:`gcn_fused_choice`).
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc; square).
@@ -654,9 +680,10 @@ def gcn(
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (edge_weight is not None and edge_weight.requires_grad)
     )
-    if gcn_fused_choice(fused, x.size(0), x.size(1), weight.size(1), needs_grad):
+    plan = gcn_plan(fused, x.size(0), x.size(1), weight.size(1), needs_grad)
+    if plan == "fused":
         out = torch.ops.gnnfuse.gcn(rowptr, col, w, x.contiguous(), weight.contiguous())
-    elif x.size(1) <= weight.size(1):
+    elif plan == "aggregate_first":
         out = torch.ops.gnnfuse.spmm(rowptr, col, w, x) @ weight
     else:
         out = torch.ops.gnnfuse.spmm(rowptr, col, w, x @ weight)
