@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "codegen/emit_fake_info.h"
 #include "codegen/ir.h"
 
 namespace gnnfuse::codegen {
@@ -186,6 +187,8 @@ void check_unbound_extents(const OpSpec& s, const std::string& kernel, const std
   }
 }
 
+}  // namespace
+
 // The reference floating tensor: its dtype and options are the output's.
 std::string ref_arg(const OpSpec& s) {
   for (auto& t : s.tensors)
@@ -196,6 +199,8 @@ std::string ref_arg(const OpSpec& s) {
     if (t.role == Role::EdgeInput) return t.arg;
   fail(s.loc, "an op needs a dense operand or required csr values to take its dtype from");
 }
+
+namespace {
 
 std::string cxx_arg(const SchemaArg& a) {
   if (a.type == "Tensor") return a.optional ? "const std::optional<at::Tensor>&" : "const at::Tensor&";
@@ -2944,6 +2949,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
       r << "  m.impl(\"" << fam_op << "_assemble\", &gnnfuse::generated::" << fam_op << "_assemble" << suffix << ");\n";
   }
   r << "}\n";
+  r << emit_fake_info(f);  // the fake kernels of <op>_symbolic and <op>_assemble (emit_fake_info.cpp)
   return {{fam + "_register.cpp", r.str()}};
 }
 
