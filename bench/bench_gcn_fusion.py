@@ -41,7 +41,7 @@ def main():
     gnnfuse, err = import_gnnfuse()
     if gnnfuse is None:
         raise SystemExit(f"cannot import gnnfuse: {err}")
-    from gnnfuse.ops import gcn_fused_choice, gcn_norm
+    from gnnfuse.ops import gcn_aggregates_first, gcn_fused_choice, gcn_norm
 
     ops = torch.ops.gnnfuse
     torch.set_num_threads(args.threads)
@@ -64,7 +64,7 @@ def main():
                 return ops.gcn(rowptr, col, w, x, W)
 
             def split(x, W):
-                return ops.spmm(rowptr, col, w, x) @ W if f_in <= f_out else ops.spmm(rowptr, col, w, x @ W)
+                return ops.spmm(rowptr, col, w, x) @ W if gcn_aggregates_first(f_in, f_out) else ops.spmm(rowptr, col, w, x @ W)
 
             res = []
             for fn in (fused, split):

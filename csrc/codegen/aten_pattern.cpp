@@ -224,15 +224,13 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  if (!torch::autograd::compute_requires_grad(" << join_args(values, same_name) << ")) {\n";
   r << "    at::AutoDispatchBelowADInplaceOrView guard;\n";
   r << "    return gnnfuse::" << op << "(" << arg_names(sc) << ");\n  }\n";
-  // Under a torch.func transform the tensors here are wrappers without storage, whose values
-  // cannot be read: then the ops below check the unwrapped tensors (naming themselves).
+  // The index values cannot be read under a torch.func transform (wrappers without storage) or
+  // while torch.compile / export trace (fake tensors): then the ops below check the unwrapped or
+  // real tensors (naming themselves).
   std::string readable;
   for (auto& a : sc.args)
-    if (a.type == "Tensor")
-      readable += std::string(readable.empty() ? "" : " && ") +
-                  (a.optional ? "(!" + a.name + " || !" + a.name + "->defined() || " + a.name + "->has_storage())"
-                              : "(!" + a.name + ".defined() || " + a.name + ".has_storage())");
-  r << "  if (" << readable << ") " << op << "_check(" << arg_names(sc) << ");\n";
+    if (a.type == "Tensor") readable += std::string(readable.empty() ? "" : ", ") + "detail::ptr(" + a.name + ")";
+  r << "  if (detail::values_readable({" << readable << "})) " << op << "_check(" << arg_names(sc) << ");\n";
   // The arguments are checked: what the ops below can still raise is a failed allocation, which
   // then names this op (around their message).
   r << "  try {\n";

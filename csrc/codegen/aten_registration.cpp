@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "codegen/emit.h"
+#include "codegen/emit_fake_info.h"
 
 namespace gnnfuse::codegen {
 
@@ -86,6 +87,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
       r << "  m.impl(\"" << fam_op << "_assemble\", &gnnfuse::generated::" << fam_op << "_assemble" << suffix << ");\n";
   }
   r << "}\n";
+  r << emit_fake_info(f);  // the fake kernels of <op>_symbolic and <op>_assemble (emit_fake_info.cpp)
   return {{fam + "_register.cpp", r.str()}};
 }
 

@@ -36,13 +36,12 @@ inline void no_forward_ad(const char* op, std::initializer_list<const at::Tensor
 
 // Whether the values of these tensors can be read here (checks that read indices): not under a
 // torch.func transform (wrappers without storage), not during tracing by torch.compile or
-// export (fake tensors: the Python key, no data), not on the meta device. Where they cannot,
-// the ops called below check the unwrapped or real tensors.
+// export (fake tensors: the Python key, no data). Where they cannot, the ops called below check
+// the unwrapped or real tensors. (Meta tensors are readable here: the checks skip the values of
+// tensors off the CPU, and check their devices.)
 inline bool values_readable(std::initializer_list<const at::Tensor*> tensors) {
   for (const at::Tensor* t : tensors)
-    if (t && t->defined() &&
-        (!t->has_storage() || t->is_meta() || t->key_set().has(c10::DispatchKey::Python)))
-      return false;
+    if (t && t->defined() && (!t->has_storage() || t->key_set().has(c10::DispatchKey::Python))) return false;
   return true;
 }
 

@@ -18,12 +18,13 @@ The library is loaded at most once per process.
 from __future__ import annotations
 
 import glob
+import json
 import os
-from typing import List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 import torch
 
-__all__ = ["ENV_VAR", "library_path", "load_library", "find_library"]
+__all__ = ["ENV_VAR", "library_path", "load_library", "find_library", "register_generated_fakes"]
 
 ENV_VAR = "GNNFUSE_LIBRARY"
 
@@ -93,30 +94,68 @@ def load_library() -> str:
     return path
 
 
+# The ops whose fake kernel this module registered (a library loaded later adds its own).
+_FAKES_REGISTERED: Set[str] = set()
+
+
 def _register_fakes() -> None:
     """Fake (Meta) kernels: the symbolic and assembling passes of the ops with a computed output
-    pattern return as many columns (and values) as the product has entries, known only once the
-    kernel has run (an unbacked size); the clustering op one id per node. Every other op has its Meta kernel in C++."""
+    pattern (``symbolic S`` in the spec: ``<op>_symbolic``, ``<op>_assemble``) return as many
+    columns (and values) as the product has entries, known only once the kernel has run (an
+    unbacked size); the clustering op one id per node. Every other op has its Meta kernel in C++."""
+    register_generated_fakes()
 
-    def symbolic_fake(rowptr, *rest):
-        # (row pointers over the first operand's rows, columns of unknown count)
-        return rowptr.new_empty(rowptr.size(0)), rowptr.new_empty(torch.library.get_ctx().new_dynamic_size())
+    if "gnnfuse::heavy_edge_matching" not in _FAKES_REGISTERED:
+        _FAKES_REGISTERED.add("gnnfuse::heavy_edge_matching")
 
-    for op in ("spgemm_symbolic", "coarsen_symbolic"):
-        torch.library.register_fake(f"gnnfuse::{op}")(symbolic_fake)
+        @torch.library.register_fake("gnnfuse::heavy_edge_matching")
+        def _(rowptr, col, edge_weight, order):
+            return rowptr.new_empty(rowptr.size(0) - 1, dtype=torch.long)
 
-    def assemble_fake(rowptr, *rest):
-        # (row pointers, columns and values of one unknown count; values of the first float input)
+
+def register_generated_fakes() -> List[str]:
+    """Register the fake kernels of the pattern-building ops from the generator's description
+    of them (``gnnfuse::_generated_fake_info.<op>() -> str``, one overload per spec with
+    ``symbolic``, see ``csrc/codegen/emit_fake_info.cpp``), for the ops that have none yet.
+    Runs when gnnfuse loads its library; call it again after ``torch.ops.load_library`` of
+    another library of generated ops. Returns the ops registered."""
+    prefix = "gnnfuse::_generated_fake_info."
+    # (from the dispatcher: an op packet lists the overloads of when it was first looked up)
+    overloads = sorted(n[len(prefix):] for n in torch._C._dispatch_get_all_op_names() if n.startswith(prefix))
+    done = []
+    for overload in overloads:
+        for entry in json.loads(getattr(torch.ops.gnnfuse._generated_fake_info, overload)()):
+            name = "gnnfuse::" + entry["op"]
+            if name in _FAKES_REGISTERED:
+                continue
+            schema = getattr(torch.ops.gnnfuse, entry["op"]).default._schema
+            torch.library.register_fake(name)(_pattern_fake(entry, schema))
+            _FAKES_REGISTERED.add(name)
+            done.append(name)
+    return done
+
+
+def _pattern_fake(entry: Dict[str, Any], schema: Any) -> Callable[..., Any]:
+    """The fake kernel of one described op: row pointers of the rows' count plus one, columns
+    (and values) of one unknown count, in the dtypes and devices of the arguments named."""
+    names = [a.name for a in schema.arguments]
+    defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    rows, index, values = entry["rows"], entry["index"], entry["values"]
+
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        bound = dict(defaults)
+        bound.update(zip(names, args))
+        bound.update(kwargs)
+        if rows is None:
+            raise NotImplementedError(f"gnnfuse::{entry['op']}: the generator found no argument giving its row count")
+        n = bound[rows["arg"]] + 1 if rows["from"] == "extent" else bound[rows["arg"]].size(0)
         nnz = torch.library.get_ctx().new_dynamic_size()
-        values = next(t for t in rest if isinstance(t, torch.Tensor) and t.is_floating_point())
-        return rowptr.new_empty(rowptr.size(0)), rowptr.new_empty(nnz), values.new_empty(nnz)
+        ref = bound[index]
+        out = (ref.new_empty(n), ref.new_empty(nnz))
+        return out if values is None else out + (bound[values].new_empty(nnz),)
 
-    for op in ("spgemm_assemble", "coarsen_assemble"):
-        torch.library.register_fake(f"gnnfuse::{op}")(assemble_fake)
-
-    @torch.library.register_fake("gnnfuse::heavy_edge_matching")
-    def _(rowptr, col, edge_weight, order):
-        return rowptr.new_empty(rowptr.size(0) - 1, dtype=torch.long)
+    fake.__name__ = fake.__qualname__ = entry["op"] + "_fake"
+    return fake
 
 
 def _register_checks_as_effects() -> None:

@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .graph import Graph, _infer_num_nodes
+from .graph import Graph, infer_num_nodes, resolve
 
 __all__ = ["heavy_edge_matching", "coarsen_levels"]
 
@@ -29,22 +29,20 @@ def heavy_edge_matching(
     CSR (its in-neighbours for an ``edge_index``): pass a symmetric graph for an undirected
     matching. ``edge_weight`` follows the graph's edge order; missing weights count as 1.
     """
-    from .ops import _resolve
-
     if isinstance(graph, Graph):
         n = graph.num_nodes
     elif num_nodes is not None:
         n = num_nodes
     elif isinstance(graph, Tensor) and graph.layout == torch.strided:
-        n = _infer_num_nodes(graph)
+        n = infer_num_nodes(graph)
     else:
         n = graph.shape[0]
-    rowptr, col, w, _ = _resolve(graph, edge_weight, n, "heavy_edge_matching")
+    rowptr, col, w, _ = resolve(graph, edge_weight, n, "heavy_edge_matching")
     n = rowptr.numel() - 1
     if order is None:
         order = torch.randperm(n, generator=generator, device=rowptr.device)
     cluster = torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, w, order)
-    return cluster, _infer_num_nodes(cluster)  # ids are consecutive
+    return cluster, infer_num_nodes(cluster)  # ids are consecutive
 
 
 def coarsen_levels(

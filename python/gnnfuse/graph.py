@@ -18,15 +18,17 @@ index data is done by the C++ ops (``csrc/torch/checks.h``), which raise
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
+# Public: Graph and to_graph. The other names without an underscore (infer_num_nodes, GraphLike,
+# resolve, ...) are the package's helpers, shared by its modules (ops, sparse, cluster, nn).
 __all__ = ["Graph", "to_graph"]
 
 
-def _infer_num_nodes(index: Tensor) -> int:
+def infer_num_nodes(index: Tensor) -> int:
     """``max index + 1``, or 0 for an empty index tensor (eager only: it syncs)."""
     if index.numel() == 0:
         return 0
@@ -105,9 +107,9 @@ class Graph:
         """
         if num_nodes is None:
             if num_src_nodes is None:
-                num_nodes = _infer_num_nodes(edge_index)
+                num_nodes = infer_num_nodes(edge_index)
             else:
-                num_nodes = _infer_num_nodes(edge_index[1])
+                num_nodes = infer_num_nodes(edge_index[1])
         if num_src_nodes is None or num_src_nodes <= num_nodes:
             rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(edge_index, num_nodes)
             return cls(rowptr, col, num_nodes, num_src_nodes, perm=perm)
@@ -375,6 +377,66 @@ def to_graph(obj, num_nodes: Optional[int] = None, num_src_nodes: Optional[int] 
     raise TypeError(
         "gnnfuse.to_graph: expected a gnnfuse.Graph, a torch sparse tensor, an edge_index, a "
         f"scipy.sparse matrix or a DGL graph, got {type(obj).__name__}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The graph forms the functional API accepts (gnnfuse.ops, gnnfuse.sparse, gnnfuse.cluster),
+# resolved to the CSR the registered ops take.
+
+GraphLike = Union[Graph, Tensor]
+
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def is_convertible(graph) -> bool:
+    """A scipy.sparse matrix or a DGL graph (converted by :func:`gnnfuse.to_graph`)."""
+    return not isinstance(graph, (Graph, torch.Tensor)) and (
+        (hasattr(graph, "tocsr") and hasattr(graph, "shape")) or (hasattr(graph, "edges") and hasattr(graph, "num_dst_nodes"))
+    )
+
+
+def implicit_weights(values: Optional[Tensor], dtype: Optional[torch.dtype]) -> Optional[Tensor]:
+    """A graph's own values used as edge weights take the features' floating dtype (a scipy
+    matrix holds float64 or integers whatever the model's dtype); an explicit ``edge_weight``
+    is passed as given (the op checks it)."""
+    if values is None or dtype is None or values.dtype == dtype:
+        return values
+    return values.to(dtype)
+
+
+def resolve(
+    graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str, dtype: Optional[torch.dtype] = None
+) -> Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
+    """Any graph form an op takes (see :mod:`gnnfuse.ops`), for the op named ``fn`` (in its
+    error) -> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None).
+    Without ``edge_weight``, the values of a weighted graph are the weights (in ``dtype`` when
+    given)."""
+    if is_convertible(graph):
+        graph = to_graph(graph)  # scipy.sparse, DGL
+    if isinstance(graph, Graph):
+        if edge_weight is None:
+            edge_weight = implicit_weights(graph.values, dtype)
+        return graph.rowptr, graph.col, edge_weight, None
+    if isinstance(graph, torch.Tensor):
+        if graph.layout == torch.sparse_csr:
+            if edge_weight is None:
+                edge_weight = implicit_weights(graph.values(), dtype)
+            return graph.crow_indices(), graph.col_indices(), edge_weight, None
+        if graph.layout in SPARSE_LAYOUTS:
+            g = Graph.from_sparse(graph, validate=False)  # the op validates anyway
+            if edge_weight is None:
+                edge_weight = implicit_weights(g.values, dtype)
+            return g.rowptr, g.col, edge_weight, None
+        # A strided tensor: a PyG-style edge_index; the op checks its shape and dtype.
+        rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(graph, num_nodes)
+        if edge_weight is not None and edge_weight.dim() == 1 and edge_weight.size(0) == perm.size(0):
+            edge_weight = edge_weight[perm]
+        # (otherwise pass it on unchanged: the op rejects it with a message naming 'edge_weight')
+        return rowptr, col, edge_weight, perm
+    raise TypeError(
+        f"gnnfuse.ops.{fn}: expected a gnnfuse.Graph, a torch sparse tensor or an "
+        f"edge_index tensor, got {type(graph).__name__}"
     )
 
 

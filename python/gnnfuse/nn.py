@@ -29,15 +29,25 @@ from .ops import (
     _check_per_edge,
     _concrete,
     _edge_index_to_csr,
-    _gcn_norm_edges,
     _maximum,
     _minimum,
     _size_rule_applies,
+    attention_dropout,
+    _softmax_aggregate,
     _to_input_order,
     _tracing,
     _validate_edge_index,
-    gcn_fused_choice,
+    gcn_plan,
     gcn_norm,
+)
+from .utils import (
+    add_self_loops as _add_self_loops,
+    pyg_gcn_norm,
+    redirect_self_loops,
+    remove_and_add_self_loops,
+    sparse_like,
+    sparse_self_loops,
+    to_edge_index,
 )
 
 if typing.TYPE_CHECKING:
@@ -296,48 +306,6 @@ def _check_edge_attr(layer: str, edge_attr: Tensor, num_edges: int, edge_dim: Op
     return edge_attr
 
 
-def _sparse_edges(layer: str, adj_t: Tensor) -> Tuple[Tensor, Tensor]:
-    """``(edge_index [2, E] int64: sources, targets; values)`` of a torch sparse adjacency
-    ``adj_t`` (``adj_t[i, j]`` stored: an edge j -> i), in the order of PyG's ``to_edge_index``
-    (stored order; duplicates of an uncoalesced COO kept)."""
-    if adj_t.sparse_dim() != 2:
-        raise ValueError("gnnfuse.nn." + layer + ": a sparse edge_index must be an adjacency adj_t (2 sparse dimensions)")
-    if adj_t.layout == torch.sparse_coo:
-        if adj_t.is_coalesced():
-            idx, values = adj_t.indices(), adj_t.values()
-        else:
-            idx, values = adj_t._indices(), adj_t._values()
-        return torch.stack([idx[1], idx[0]]).long(), values
-    if adj_t.layout == torch.sparse_csr:
-        crow = adj_t.crow_indices()
-        rows = torch.repeat_interleave(torch.arange(adj_t.size(0), device=crow.device), crow.diff())
-        return torch.stack([adj_t.col_indices().long(), rows]), adj_t.values()
-    if adj_t.layout == torch.sparse_csc:
-        ccol = adj_t.ccol_indices()
-        cols = torch.repeat_interleave(torch.arange(adj_t.size(1), device=ccol.device), ccol.diff())
-        return torch.stack([cols, adj_t.row_indices().long()]), adj_t.values()
-    raise ValueError("gnnfuse.nn." + layer + ": edge_index must be a [2, E] tensor or a sparse COO, CSR or CSC adjacency")
-
-
-def _sparse_like(adj_t: Tensor, edge_index: Tensor, values: Tensor, num_dst: int, num_src: int) -> Tensor:
-    """``adj_t [N_dst, N_src]``'s layout over ``edge_index`` (a sparse input's edges: in
-    ``_sparse_edges``'s order, or sorted by target) with ``values`` (PyG's ``set_sparse_value``:
-    COO coalesced, CSR / CSC in the edges' order within each row / column)."""
-    size = [num_dst, num_src] + list(values.shape[1:])
-    if adj_t.layout == torch.sparse_coo:
-        index = torch.stack([edge_index[1], edge_index[0]])
-        return torch.sparse_coo_tensor(index, values, size).coalesce()
-    if adj_t.layout == torch.sparse_csc:
-        order = torch.sort(edge_index[0], stable=True)[1]
-        counts = torch.bincount(edge_index[0], minlength=num_src)
-        ccol = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-        return torch.sparse_csc_tensor(ccol, edge_index[1][order], values[order], size)
-    order = torch.sort(edge_index[1], stable=True)[1]
-    counts = torch.bincount(edge_index[1], minlength=num_dst)
-    crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-    return torch.sparse_csr_tensor(crow, edge_index[0][order], values[order], size)
-
-
 def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Optional[int]) -> None:
     """PyG takes the graph's sizes from a sparse adjacency ``[N_dst, N_src]``: the features must match."""
     if _tracing():
@@ -362,23 +330,6 @@ def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Option
 # torch.jit.trace) would keep one side of that rule for every size (an exported program with a
 # dynamic E refused the graphs past it), so there `fused=None` takes the fused ops, right and
 # O(N.H.C) in memory at any size (see `_size_rule_applies`).
-def _softmax_aggregate(
-    rowptr: Tensor,
-    col: Tensor,
-    score: Tensor,
-    values: Tensor,
-    dropout: float,
-    training: bool,
-    csc: Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]],
-) -> Tuple[Tensor, Tensor, Tensor]:
-    """The per-edge attention path: softmax of ``score`` [E, H] over each row (all heads in one
-    walk), dropout on the coefficients, weighted sum of ``values`` [N_src, H, C].
-    Returns (output [N_dst, H, C], coefficients, coefficients after dropout)."""
-    alpha = _ops.edge_softmax_heads(rowptr, col, score.contiguous())
-    used = F.dropout(alpha, p=dropout, training=training)
-    return _ops.spmm_heads(rowptr, col, used, values.contiguous(), csc[0], csc[1], csc[2]), alpha, used
-
-
 def _csc_for_backward(
     rowptr: Tensor, col: Tensor, num_cols: int, x: Tensor
 ) -> Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
@@ -411,7 +362,8 @@ class GCNConv(_Base):
     handled as PyG: its values are the edge weights (``edge_weight`` is ignored) and, with
     ``add_self_loops``, a loop (weight 1, or 2 with ``improved``) is added to every node, existing
     loops included. The dense product runs before or after the aggregation, whichever aggregates
-    the narrower features. ``fused`` (not in PyG): True runs the fused op ``gcn`` (no
+    the narrower features (ties: aggregation first; :func:`gnnfuse.ops.gcn_plan`, the policy of
+    :func:`gnnfuse.ops.gcn` too). ``fused`` (not in PyG): True runs the fused op ``gcn`` (no
     ``N x F_in`` temporary), False spmm and the GEMM, None chooses by input
     (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs in eager and
     TorchScript; in a program captured by ``torch.compile``, ``torch.export`` or
@@ -528,13 +480,10 @@ class GCNConv(_Base):
         """(edge_index, edge_weight in x's dtype, whether gcn_norm still adds the self-loops)."""
         add_self_loops = self.add_self_loops
         if _is_sparse(edge_index):
-            edge_index, edge_weight = _sparse_edges("GCNConv", edge_index)
+            edge_index, edge_weight = to_edge_index("GCNConv", edge_index)
             if add_self_loops:
                 # PyG's gcn_norm of a sparse adj_t adds a loop to every node, existing loops kept.
-                nodes = torch.arange(num_nodes, dtype=edge_index.dtype, device=edge_index.device)
-                edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
-                fill = 2.0 if self.improved else 1.0
-                edge_weight = torch.cat([edge_weight, edge_weight.new_full((num_nodes,), fill)])
+                edge_index, edge_weight = _add_self_loops(edge_index, edge_weight, num_nodes, 2.0 if self.improved else 1.0)
                 add_self_loops = False
         if edge_weight is not None:
             edge_weight = edge_weight.to(dtype)
@@ -566,9 +515,10 @@ class GCNConv(_Base):
         in_channels = _concrete(x.size(-1))
         # (a trace records one path: by the tensors, whatever the grad mode of the example call)
         needs_grad = (torch.is_grad_enabled() or _tracing()) and (x.requires_grad or self.lin.weight.requires_grad)
-        if gcn_fused_choice(self.fused, x.size(0), in_channels, self.out_channels, needs_grad):
+        plan = gcn_plan(self.fused, x.size(0), in_channels, self.out_channels, needs_grad)
+        if plan == "fused":
             out = _ops.gcn(rowptr, col, w, x.contiguous(), self.lin.weight.t().contiguous())
-        elif in_channels < self.out_channels:
+        elif plan == "aggregate_first":
             out = self.lin(_ops.spmm(rowptr, col, w, x))
         else:
             out = _ops.spmm(rowptr, col, w, self.lin(x))
@@ -637,13 +587,7 @@ class GCNConv(_Base):
         (with ``add_self_loops``), then one loop per node."""
         if add_self_loops is None:
             add_self_loops = self.add_self_loops
-        num_input = edge_index.size(1)
-        edge_index, edge_weight = _gcn_norm_edges(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, True, dtype)
-        if add_self_loops:  # PyG drops the input's self-loops (here weighing 0): its message order
-            keep = torch.ones(edge_index.size(1), dtype=torch.bool, device=edge_index.device)
-            keep[:num_input] = edge_index[0, :num_input] != edge_index[1, :num_input]
-            edge_index, edge_weight = edge_index[:, keep], edge_weight[keep]
-        return edge_index, edge_weight
+        return pyg_gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, dtype)
 
     def message(self, x_j: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
         """PyG's message (``MessagePassing.propagate``, see ``_forward_pyg``)."""
@@ -731,60 +675,6 @@ class GATConv(_Base):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def _self_loop_attr(self, edge_attr: Tensor, edge_index: Tensor, n: int, num: int) -> Tensor:
-        """Features of the added self-loops of nodes [0, n) (``fill_value``), reduced over the
-        incoming edges other than self-loops (these reduce into a spare row ``num``)."""
-        fill = self.fill_value
-        shape = [n] + list(edge_attr.shape[1:])
-        if isinstance(fill, float) or isinstance(fill, int):
-            return edge_attr.new_full(shape, float(fill))
-        if isinstance(fill, Tensor):
-            return fill.to(edge_attr).expand(shape).clone()
-        reduce = ""
-        if fill == "add" or fill == "sum":
-            reduce = "sum"
-        elif fill == "mean":
-            reduce = "mean"
-        elif fill == "max":
-            reduce = "amax"
-        elif fill == "min":
-            reduce = "amin"
-        elif fill == "mul":
-            reduce = "prod"
-        else:
-            raise ValueError("gnnfuse.nn.GATConv: unknown fill_value " + fill)
-        # int64 index: scatter_reduce's backward is wrong with an int32 one
-        dst = torch.where(edge_index[0] == edge_index[1], num, edge_index[1].long())
-        shape[0] = num + 1
-        out = edge_attr.new_zeros(shape)
-        index = dst.view([-1] + [1] * (edge_attr.dim() - 1)).expand_as(edge_attr)
-        return out.scatter_reduce(0, index, edge_attr, reduce=reduce, include_self=False)[:n]
-
-    def _sparse_self_loops(
-        self, edge_index: Tensor, edge_attr: Optional[Tensor], num_src: int, num_dst: int
-    ) -> Tuple[Tensor, Optional[Tensor]]:
-        """PyG's self-loops on a sparse ``adj_t``: the existing loops removed, one per node
-        ``< min(N_src, N_dst)`` added (features from ``fill_value``, over the other incoming edges)
-        and the edges coalesced (duplicates merged, their features summed), sorted by (target,
-        source)."""
-        keep = edge_index[0] != edge_index[1]
-        edge_index = edge_index[:, keep]
-        n = min(num_src, num_dst)
-        nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
-        if edge_attr is not None:
-            edge_attr = edge_attr[keep]
-            edge_attr = torch.cat([edge_attr, self._self_loop_attr(edge_attr, edge_index, n, max(num_src, num_dst))], 0)
-        edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
-        key, order = torch.sort(edge_index[1] * num_src + edge_index[0])
-        first = torch.ones_like(key, dtype=torch.bool)
-        first[1:] = key[1:] != key[:-1]
-        edge_index = edge_index[:, order][:, first]
-        if edge_attr is not None:
-            group = torch.cumsum(first.long(), 0) - 1
-            merged = edge_attr.new_zeros([edge_index.size(1)] + list(edge_attr.shape[1:]))
-            edge_attr = merged.index_add(0, group, edge_attr[order])
-        return edge_index, edge_attr
-
     @overload
     def forward(
         self,
@@ -862,7 +752,7 @@ class GATConv(_Base):
             adj_t = edge_index
             _check_sparse_sizes("GATConv", edge_index, x_src.size(0), None if x_dst is None else x_dst.size(0))
             num_src, num_dst = edge_index.size(1), edge_index.size(0)
-            edge_index, values = _sparse_edges("GATConv", edge_index)
+            edge_index, values = to_edge_index("GATConv", edge_index)
             if edge_attr is None and values.dim() > 1:
                 edge_attr = values  # as PyG: multi-dimensional values are edge features
         else:
@@ -893,20 +783,15 @@ class GATConv(_Base):
             edge_feat = _check_edge_attr("GATConv", edge_feat, edge_index.size(1), self.edge_dim, x_src_in)
         add_self_loops = self.add_self_loops
         if add_self_loops and adj_t is not None:
-            edge_index, edge_feat = self._sparse_self_loops(edge_index, edge_feat, num_src, num_dst)
+            edge_index, edge_feat = sparse_self_loops(edge_index, edge_feat, num_src, num_dst, self.fill_value)
             add_self_loops = False
         if add_self_loops:
             # PyG drops the self-loops and adds one per node < n. Here, with fixed sizes (no
             # data-dependent shapes under torch.compile): an existing self-loop is redirected to
             # a padding source num_src whose logit is -inf (weight exactly 0), and the loops
             # (v, v) are appended.
-            n = _minimum(num_src, num_dst)
-            loop = edge_index[0] == edge_index[1]
-            nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
-            if edge_feat is not None:
-                edge_feat = torch.cat([edge_feat, self._self_loop_attr(edge_feat, edge_index, n, _maximum(num_src, num_dst))], 0)
-            edge_index = torch.cat(
-                [torch.stack([torch.where(loop, num_src, edge_index[0]), edge_index[1]]), torch.stack([nodes, nodes])], 1
+            edge_index, edge_feat = redirect_self_loops(
+                edge_index, edge_feat, _minimum(num_src, num_dst), _maximum(num_src, num_dst), num_src, self.fill_value
             )
             a_src = torch.cat([a_src, a_src.new_full((1, H), float("-inf"))])
             x_src = torch.cat([x_src, x_src.new_zeros((1, H, C))])
@@ -955,7 +840,7 @@ class GATConv(_Base):
                 alpha = alpha[kept]
             if adj_t is not None:
                 # as PyG: adj_t (self-loops replaced, if added) with the coefficients as values
-                return out, (_sparse_like(adj_t, edge_index, alpha, num_dst, num_src), alpha)
+                return out, (sparse_like(adj_t, edge_index, alpha, num_dst, num_src), alpha)
             return out, (edge_index, alpha)
         return out
 
@@ -990,15 +875,9 @@ class GATConv(_Base):
         edge_index = edge_index.long()  # (PyG's softmax and aggregation scatter with int64 indices only)
         edge_feat = edge_attr if self.lin_edge is not None else None
         if self.add_self_loops and adj_t is not None:
-            edge_index, edge_feat = self._sparse_self_loops(edge_index, edge_feat, num_src, num_dst)
+            edge_index, edge_feat = sparse_self_loops(edge_index, edge_feat, num_src, num_dst, self.fill_value)
         elif self.add_self_loops:
-            n = min(num_src, num_dst)
-            keep = edge_index[0] != edge_index[1]
-            if edge_feat is not None:
-                loop_attr = self._self_loop_attr(edge_feat, edge_index, n, max(num_src, num_dst))
-                edge_feat = torch.cat([edge_feat[keep], loop_attr], 0)
-            nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
-            edge_index = torch.cat([edge_index[:, keep], torch.stack([nodes, nodes])], 1)
+            edge_index, edge_feat = remove_and_add_self_loops(edge_index, edge_feat, num_src, num_dst, self.fill_value)
         if adj_t is not None:
             size = (num_src, num_dst)  # PyG reads them from adj_t
         alpha_src = (x_src * self.att_src).sum(-1)
@@ -1013,7 +892,7 @@ class GATConv(_Base):
         if not return_attention_weights:
             return out
         if adj_t is not None:
-            return out, (_sparse_like(adj_t, edge_index, alpha, num_dst, num_src), alpha)
+            return out, (sparse_like(adj_t, edge_index, alpha, num_dst, num_src), alpha)
         return out, (edge_index.to(index_dtype), alpha)
 
     def edge_update(
@@ -1037,7 +916,7 @@ class GATConv(_Base):
             alpha = alpha + (e * self.att_edge).sum(-1)
         alpha = F.leaky_relu(alpha, self.negative_slope)
         alpha = _pyg_softmax(alpha, index, ptr, dim_size)
-        return F.dropout(alpha, p=self.dropout, training=self.training)
+        return attention_dropout(alpha, self.dropout, self.training)
 
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         """PyG's message (``MessagePassing.propagate``, see ``_forward_pyg``)."""
@@ -1160,7 +1039,7 @@ class TransformerConv(_Base):
         adj_t = edge_index
         if _is_sparse(edge_index):
             _check_sparse_sizes("TransformerConv", edge_index, num_src, num_dst)
-            edge_index, values = _sparse_edges("TransformerConv", edge_index)
+            edge_index, values = to_edge_index("TransformerConv", edge_index)
             if edge_attr is None and values.dim() > 1:
                 edge_attr = values  # as PyG: multi-dimensional values are edge features
         else:
@@ -1263,7 +1142,7 @@ class TransformerConv(_Base):
         alpha = (query_i * key_j).sum(dim=-1) / math.sqrt(self.out_channels)
         alpha = _pyg_softmax(alpha, index, ptr, size_i)
         self._alpha = alpha
-        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        alpha = attention_dropout(alpha, self.dropout, self.training)
         out = value_j if edge_attr is None else value_j + edge_attr
         return out * alpha.view(-1, self.heads, 1)
 
@@ -1294,8 +1173,10 @@ class CoarsenPool(torch.nn.Module):
 
     def forward(self, x: Tensor, graph, cluster: Optional[Tensor] = None, num_clusters: Optional[int] = None,
                 edge_weight: Optional[Tensor] = None):
+        """Pools ``x`` by ``cluster`` (default: a heavy-edge matching of ``graph``) and coarsens
+        ``graph``: returns ``(x_pooled [num_clusters, F], coarse_graph, coarse_edge_weight)``."""
         from .cluster import heavy_edge_matching
-        from .graph import Graph, _infer_num_nodes
+        from .graph import Graph, infer_num_nodes
         from .ops import spmm
         from .sparse import _assignment, _coarsen_csr, _coarsen_inputs
 
@@ -1304,7 +1185,7 @@ class CoarsenPool(torch.nn.Module):
                 raise ValueError("CoarsenPool: num_clusters given without cluster (the matching chooses its own count)")
             cluster, num_clusters = heavy_edge_matching(graph, edge_weight, num_nodes=x.size(0))
         elif num_clusters is None:
-            num_clusters = _infer_num_nodes(cluster)
+            num_clusters = infer_num_nodes(cluster)
         if x.dim() == 0 or x.size(0) != cluster.numel():
             raise RuntimeError(
                 f"CoarsenPool: argument 'x' must have one row per node, {cluster.numel()} (the length of 'cluster') "

@@ -28,12 +28,14 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from .graph import Graph, to_graph
+from .graph import SPARSE_LAYOUTS, Graph, GraphLike, implicit_weights, is_convertible, resolve, to_graph
+from .utils import gcn_norm_edges
 
 __all__ = ["spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "gcn_norm", "force_variant",
            "variant_count", "last_variant"]
@@ -54,61 +56,6 @@ def _csc_for(graph: GraphLike, *inputs: Optional[Tensor]) -> Tuple[_Csc, _Csc, _
         if csc is not None:
             return csc[0], csc[1], csc[2]
     return None, None, None
-
-GraphLike = Union[Graph, Tensor]
-
-_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
-
-
-def _convertible(graph) -> bool:
-    """A scipy.sparse matrix or a DGL graph (converted by :func:`gnnfuse.to_graph`)."""
-    return not isinstance(graph, (Graph, torch.Tensor)) and (
-        (hasattr(graph, "tocsr") and hasattr(graph, "shape")) or (hasattr(graph, "edges") and hasattr(graph, "num_dst_nodes"))
-    )
-
-
-def _implicit_weights(values: Optional[Tensor], dtype: Optional[torch.dtype]) -> Optional[Tensor]:
-    """A graph's own values used as edge weights take the features' floating dtype (a scipy
-    matrix holds float64 or integers whatever the model's dtype); an explicit ``edge_weight``
-    is passed as given (the op checks it)."""
-    if values is None or dtype is None or values.dtype == dtype:
-        return values
-    return values.to(dtype)
-
-
-def _resolve(
-    graph: GraphLike, edge_weight: Optional[Tensor], num_nodes: int, fn: str, dtype: Optional[torch.dtype] = None
-) -> Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
-    """-> (rowptr, col, edge_weight in CSR order, perm back to the caller's edge order or None).
-    Without ``edge_weight``, the values of a weighted graph are the weights (in ``dtype`` when
-    given)."""
-    if _convertible(graph):
-        graph = to_graph(graph)  # scipy.sparse, DGL
-    if isinstance(graph, Graph):
-        if edge_weight is None:
-            edge_weight = _implicit_weights(graph.values, dtype)
-        return graph.rowptr, graph.col, edge_weight, None
-    if isinstance(graph, torch.Tensor):
-        if graph.layout == torch.sparse_csr:
-            if edge_weight is None:
-                edge_weight = _implicit_weights(graph.values(), dtype)
-            return graph.crow_indices(), graph.col_indices(), edge_weight, None
-        if graph.layout in _SPARSE_LAYOUTS:
-            g = Graph.from_sparse(graph, validate=False)  # the op validates anyway
-            if edge_weight is None:
-                edge_weight = _implicit_weights(g.values, dtype)
-            return g.rowptr, g.col, edge_weight, None
-        # A strided tensor: a PyG-style edge_index; the op checks its shape and dtype.
-        rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(graph, num_nodes)
-        if edge_weight is not None and edge_weight.dim() == 1 and edge_weight.size(0) == perm.size(0):
-            edge_weight = edge_weight[perm]
-        # (otherwise pass it on unchanged: the op rejects it with a message naming 'edge_weight')
-        return rowptr, col, edge_weight, perm
-    raise TypeError(
-        f"gnnfuse.ops.{fn}: expected a gnnfuse.Graph, a torch sparse tensor or an "
-        f"edge_index tensor, got {type(graph).__name__}"
-    )
-
 
 def _check_rows(fn: str, graph: GraphLike, **tensors: Tuple[Optional[Tensor], bool]) -> None:
     """A :class:`Graph` fixes its node counts: each ``name=(tensor, is_source)`` must have
@@ -201,7 +148,7 @@ def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, redu
     if op is None:
         raise ValueError(f"gnnfuse.spmm: reduce must be one of {sorted(_REDUCE_OPS)}, got {reduce!r}")
     _check_rows("spmm", graph, x=(x, True))
-    rowptr, col, w, _ = _resolve(graph, edge_weight, x.size(0), "spmm", x.dtype)
+    rowptr, col, w, _ = resolve(graph, edge_weight, x.size(0), "spmm", x.dtype)
     colptr, row, perm = _csc_for(graph, w, x)
     out = getattr(torch.ops.gnnfuse, op)(rowptr, col, w, x, colptr, row, perm)
     return out[0] if reduce in ("max", "min") else out
@@ -228,7 +175,7 @@ def edge_softmax(graph: GraphLike, score: Tensor, num_nodes: Optional[int] = Non
         num_nodes = 0
         if isinstance(graph, torch.Tensor) and graph.layout == torch.strided:
             num_nodes = int(graph.max()) + 1 if graph.numel() > 0 else 0
-    rowptr, col, _, perm = _resolve(graph, None, num_nodes, "edge_softmax")
+    rowptr, col, _, perm = resolve(graph, None, num_nodes, "edge_softmax")
     if perm is not None:
         score = score[perm] if score.dim() >= 1 and score.size(0) == perm.size(0) else score
     if score.dim() == 2:
@@ -264,7 +211,7 @@ def sddmm(
     if op != "dot" and edge_weight is not None:
         raise ValueError(f"gnnfuse.sddmm: op={op!r} takes no edge_weight")
     _check_rows("sddmm", graph, u=(u, False), v=(v, True))
-    rowptr, col, w, perm = _resolve(graph, edge_weight, u.size(0), "sddmm", u.dtype)
+    rowptr, col, w, perm = resolve(graph, edge_weight, u.size(0), "sddmm", u.dtype)
     colptr, row, cperm = _csc_for(graph, w, u, v)
     if op == "dot" and u.dim() == 3:
         if edge_weight is not None:
@@ -300,13 +247,13 @@ def sddmm_spmm(
         ``[num_nodes, F]``.
     """
     _check_rows("sddmm_spmm", graph, u=(u, False), v=(v, True), x=(x, True))
-    rowptr, col, w, _ = _resolve(graph, edge_weight, u.size(0), "sddmm_spmm", x.dtype)
+    rowptr, col, w, _ = resolve(graph, edge_weight, u.size(0), "sddmm_spmm", x.dtype)
     colptr, row, perm = _csc_for(graph, w, u, v, x)
     return torch.ops.gnnfuse.sddmm_spmm(rowptr, col, w, u, v, x, colptr, row, perm)
 
 
 def _to_input_order(out: Tensor, perm: Optional[Tensor]) -> Tensor:
-    """Per-edge values in CSR order -> the caller's edge order (``perm`` from :func:`_resolve`)."""
+    """Per-edge values in CSR order -> the caller's edge order (``perm`` from :func:`gnnfuse.graph.resolve`)."""
     if perm is None:
         return out
     return torch.index_copy(torch.empty_like(out), 0, perm, out)
@@ -316,6 +263,48 @@ def _heads_vector(att: Tensor, heads: int, channels: int, name: str) -> Tensor:
     if att.numel() != heads * channels:
         raise ValueError(f"gnnfuse.gat: {name} must hold heads x channels = {heads} x {channels} values, got shape {tuple(att.shape)}")
     return att.reshape(1, heads, channels)
+
+
+def attention_dropout(alpha: Tensor, p: float, training: bool, generator: Optional[torch.Generator] = None) -> Tensor:
+    """The dropout of attention coefficients, one semantics for :func:`gat` and the attention
+    layers (:class:`gnnfuse.nn.GATConv`, :class:`gnnfuse.nn.TransformerConv`), PyG's: applied to
+    the coefficients ``alpha`` after the softmax (so the kept ones of a row no longer sum to 1),
+    in training only, each kept with probability ``1 - p`` and scaled by ``1 / (1 - p)``
+    (``p = 1``: all zero), exactly :func:`torch.nn.functional.dropout`.
+
+    The mask comes from PyTorch's default generator, or from ``generator``, drawn as
+    ``torch.nn.functional.dropout`` draws it on the CPU (a Bernoulli(1 - p) mask, scaled by
+    ``1 / (1 - p)``): the same bits for a generator in the same state. ``p`` must be in [0, 1]
+    (``torch.nn.functional.dropout``'s ValueError otherwise).
+    """
+    if generator is None or not training or p == 0.0 or p == 1.0:
+        return F.dropout(alpha, p=p, training=training)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    noise = torch.empty_like(alpha).bernoulli_(1.0 - p, generator=generator)
+    noise.div_(1.0 - p)
+    return alpha * noise
+
+
+def _softmax_aggregate(
+    rowptr: Tensor,
+    col: Tensor,
+    score: Tensor,
+    values: Tensor,
+    dropout: float,
+    training: bool,
+    csc: Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]],
+    generator: Optional[torch.Generator] = None,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """The per-edge attention aggregation of :func:`gat` and the attention layers: softmax of
+    ``score`` [E, H] (CSR order) over each row (all heads in one walk), dropout on the
+    coefficients (:func:`attention_dropout`), weighted sum of ``values`` [N_src, H, C].
+    ``csc``: the graph's CSC view for the backward, or Nones. Returns (output [N_dst, H, C],
+    coefficients, coefficients after dropout)."""
+    alpha = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, score.contiguous())
+    used = attention_dropout(alpha, dropout, training, generator)
+    out = torch.ops.gnnfuse.spmm_heads(rowptr, col, used, values.contiguous(), csc[0], csc[1], csc[2])
+    return out, alpha, used
 
 
 def gat(
@@ -339,8 +328,10 @@ def gat(
     logits, the softmax and the weighted sum in one walk per destination, forward and backward
     with no per-edge tensor (memory O(N.H.F)). With ``dropout > 0`` (and ``training``), an
     ``edge_score`` or ``return_attention``, the coefficients are materialised ``[E, H]``
-    (``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads``); dropout draws its mask from
-    ``generator`` (seed it for reproducible masks).
+    (``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads``). Dropout is the layers' and PyG's
+    (:func:`attention_dropout`): on the coefficients after the softmax, in ``training`` only,
+    its mask from ``generator`` (seed it for reproducible masks) or, without one, from PyTorch's
+    default generator exactly as ``GATConv`` draws it.
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
@@ -349,7 +340,9 @@ def gat(
         negative_slope: of the leaky ReLU.
         x_dst: ``[num_nodes, H, F]`` projected target features (default ``x``).
         edge_score: optional ``[E, H]`` additive logits per edge (graph's edge order).
-        return_attention: also return ``alpha`` ``[E, H]`` in the graph's edge order.
+        dropout: probability of dropping an attention coefficient (in training).
+        return_attention: also return ``alpha`` ``[E, H]`` in the graph's edge order (before
+            dropout).
 
     Returns:
         ``[num_nodes, H, F]``, or ``(out, alpha)``.
@@ -373,7 +366,7 @@ def gat(
     _check_rows("gat", graph, x=(x, True), x_dst=(xd, False))
     a_src = (x * _heads_vector(att_src, H, C, "att_src")).sum(-1)
     a_dst = (xd * _heads_vector(att_dst, H, C, "att_dst")).sum(-1)
-    rowptr, col, _, perm = _resolve(graph, None, xd.size(0), "gat")
+    rowptr, col, _, perm = resolve(graph, None, xd.size(0), "gat")
     colptr, row, cperm = _csc_for(graph, x, a_src, a_dst)
     if not 0.0 <= dropout <= 1.0:
         raise ValueError(f"gnnfuse.gat: dropout must be a probability in [0, 1] (got {dropout})")
@@ -389,15 +382,8 @@ def gat(
             )
         _check_like("gat", "edge_score", edge_score, "x", x)
         score = score + (edge_score[perm] if perm is not None else edge_score)
-    alpha = torch.ops.gnnfuse.edge_softmax_heads(rowptr, col, torch.nn.functional.leaky_relu(score, negative_slope))
-    used = alpha
-    if use_dropout:
-        if dropout >= 1.0:
-            used = torch.zeros_like(alpha)  # every coefficient dropped (as torch.nn.functional.dropout)
-        else:
-            keep = torch.rand(alpha.shape, generator=generator, dtype=alpha.dtype, device=alpha.device) >= dropout
-            used = alpha * keep / (1.0 - dropout)
-    out = torch.ops.gnnfuse.spmm_heads(rowptr, col, used, x.contiguous(), colptr, row, cperm)
+    score = F.leaky_relu(score, negative_slope)
+    out, alpha, _ = _softmax_aggregate(rowptr, col, score, x, dropout, training, (colptr, row, cperm), generator)
     if return_attention:
         return out, _to_input_order(alpha, perm)
     return out
@@ -424,7 +410,7 @@ def graph_attention(graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Op
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1)) if q.size(-1) > 0 else 1.0
     _check_rows("graph_attention", graph, q=(q, False), k=(k, True), v=(v, True))
-    rowptr, col, _, _ = _resolve(graph, None, q.size(0), "graph_attention")
+    rowptr, col, _, _ = resolve(graph, None, q.size(0), "graph_attention")
     colptr, row, perm = _csc_for(graph, q, k, v)
     return torch.ops.gnnfuse.graph_attention(rowptr, col, (q * scale).contiguous(), k.contiguous(), v.contiguous(), colptr, row, perm)
 
@@ -562,61 +548,24 @@ def gcn_norm(
             raise RuntimeError(
                 "gnnfuse.gcn_norm: argument 'edge_weight' must be a floating-point tensor (got " + str(edge_weight.dtype) + ")"
             )
-    edge_index, edge_weight = _gcn_norm_edges(edge_index, edge_weight, num_nodes, improved, add_self_loops, normalize, dtype)
+    edge_index, edge_weight = gcn_norm_edges(edge_index, edge_weight, num_nodes, improved, add_self_loops, normalize, dtype)
     rowptr, col, perm = _edge_index_to_csr(edge_index, num_nodes)
     return rowptr, col, edge_weight[perm]
 
 
-def _gcn_norm_edges(
-    edge_index: Tensor,
-    edge_weight: Optional[Tensor],
-    num_nodes: int,
-    improved: bool,
-    add_self_loops: bool,
-    normalize: bool,
-    dtype: torch.dtype,
-) -> Tuple[Tensor, Tensor]:
-    """:func:`gcn_norm`'s edges and weights before the CSR: the input edges (with
-    ``add_self_loops``, its self-loops weighing 0), then one self-loop per node."""
-    fill = 2.0 if improved and edge_weight is not None else 1.0
-    if edge_weight is None:
-        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-    if add_self_loops:
-        # Fixed sizes (no boolean masks, so torch.compile sees no data-dependent shape): existing
-        # self-loops stay with weight 0 and one loop per node is appended, weighing what the
-        # node's existing loop weighed (the last one, as PyG), else `fill`.
-        loop = edge_index[0] == edge_index[1]
-        slot = torch.where(loop, edge_index[0], num_nodes)  # other edges write a spare slot
-        loop_w = torch.full((num_nodes + 1,), fill, dtype=edge_weight.dtype, device=edge_weight.device)
-        loop_w = loop_w.index_put((slot,), edge_weight)
-        nodes = torch.arange(num_nodes, dtype=edge_index.dtype, device=edge_index.device)
-        edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], 1)
-        edge_weight = torch.cat([edge_weight.masked_fill(loop, 0.0), loop_w[:num_nodes]])
-    if normalize:
-        # Degrees and scales in float32 for bfloat16/float16 weights (a degree summed in
-        # bfloat16 loses its low bits past 256 edges), rounded once to the weights' dtype.
-        low = edge_weight.dtype in (torch.bfloat16, torch.float16)
-        w = edge_weight.float() if low else edge_weight
-        deg = torch.zeros(num_nodes, dtype=w.dtype, device=w.device).index_add(0, edge_index[1], w)
-        dis = deg.pow(-0.5)
-        dis = dis.masked_fill(torch.isinf(dis), 0.0)
-        edge_weight = (dis[edge_index[0]] * w * dis[edge_index[1]]).to(edge_weight.dtype)
-    return edge_index, edge_weight
-
-
 def _edge_list(graph: GraphLike, edge_weight: Optional[Tensor], dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Optional[Tensor]]:
     """(edge_index, weights in its order) of any graph form (square graphs); a graph's own
-    values take ``dtype`` (see :func:`_implicit_weights`)."""
-    if _convertible(graph):
+    values take ``dtype`` (see :func:`gnnfuse.graph.implicit_weights`)."""
+    if is_convertible(graph):
         graph = to_graph(graph)  # scipy.sparse, DGL
-    if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in _SPARSE_LAYOUTS):
+    if isinstance(graph, Graph) or (isinstance(graph, torch.Tensor) and graph.layout in SPARSE_LAYOUTS):
         g = graph if isinstance(graph, Graph) else Graph.from_sparse(graph, validate=False)
         if g.num_src_nodes != g.num_nodes:
             raise RuntimeError(
                 f"gnnfuse.gcn: argument 'graph' must be square, one node set (GCN adds self-loops and normalises by "
                 f"degree; got a bipartite graph of {g.num_nodes} targets and {g.num_src_nodes} sources)"
             )
-        return g.to_edge_index().long(), edge_weight if edge_weight is not None else _implicit_weights(g.values, dtype)
+        return g.to_edge_index().long(), edge_weight if edge_weight is not None else implicit_weights(g.values, dtype)
     if isinstance(graph, torch.Tensor):
         return graph, edge_weight
     raise TypeError(f"gnnfuse.gcn: expected a gnnfuse.Graph, a torch sparse tensor or an edge_index tensor, got {type(graph).__name__}")
@@ -635,23 +584,45 @@ def _size_rule_applies(size: int) -> bool:
         return not (torch.compiler.is_compiling() or torch.jit.is_tracing() or isinstance(size, torch.SymInt))
 
 
+def gcn_aggregates_first(in_channels: int, out_channels: int) -> bool:
+    """The narrower-side rule of a GCN product ``A X W``: aggregate on the narrower features,
+    ``(A X) W`` when ``F_in <= F_out``, else ``A (X W)``. The one rule of :func:`gcn`,
+    :class:`gnnfuse.nn.GCNConv` and :func:`gcn_fused_choice`. A tie (``F_in == F_out``: the
+    same work either way) aggregates first, on the side the fused op is chosen on (the
+    thresholds of :func:`gcn_fused_choice` were measured with ties fused, e.g. 128 -> 128 on
+    soc-Slashdot0902 in ``bench/results/cpu_gcn_fusion_*``)."""
+    return _concrete(in_channels) <= out_channels
+
+
 def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> bool:
     """Input-sensitive fusion of a GCN product: whether the fused op ``gcn`` (aggregation and
     ``W`` in one pass over row blocks) runs instead of ``spmm`` and PyTorch's GEMM. ``fused``
     given: that. Otherwise fused exactly when nothing needs a gradient (its backward aggregates
     ``A X`` a second time instead of keeping it, slower in most measured cases), the
-    aggregation is on the narrower side (``F_in <= F_out``), and the output is large
-    (``N * F_out >= 2^23``, 32 MiB in float32): there the split form's temporary and GEMM
-    stream from memory while the fused op keeps each 32-row block in cache. The thresholds
-    come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``). In a captured
-    program (:func:`_size_rule_applies`: ``torch.compile``, ``torch.export``, ``torch.jit.trace``)
-    the size term is left out: fused in inference whenever the aggregation is on the narrower
-    side, at every size."""
+    aggregation is on the narrower side (:func:`gcn_aggregates_first`: ``F_in <= F_out``), and
+    the output is large (``N * F_out >= 2^23``, 32 MiB in float32): there the split form's
+    temporary and GEMM stream from memory while the fused op keeps each 32-row block in cache.
+    The thresholds come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``).
+    In a captured program (:func:`_size_rule_applies`: ``torch.compile``, ``torch.export``,
+    ``torch.jit.trace``) the size term is left out: fused in inference whenever the aggregation
+    is on the narrower side, at every size."""
     if fused is not None:
         return fused
     if not _size_rule_applies(num_nodes * out_channels):
-        return (not needs_grad) and _concrete(in_channels) <= out_channels
-    return (not needs_grad) and _concrete(in_channels) <= out_channels and _concrete(num_nodes) * out_channels >= 8388608
+        return (not needs_grad) and gcn_aggregates_first(in_channels, out_channels)
+    return (not needs_grad) and gcn_aggregates_first(in_channels, out_channels) and _concrete(num_nodes) * out_channels >= 8388608
+
+
+def gcn_plan(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> str:
+    """How a GCN product ``A X W`` runs, the one policy of :func:`gcn` and
+    :class:`gnnfuse.nn.GCNConv`: ``"fused"`` (the op ``gcn``, :func:`gcn_fused_choice`), else
+    split on PyTorch's GEMM by :func:`gcn_aggregates_first`: ``"aggregate_first"``
+    (``spmm(A, X) @ W``) or ``"project_first"`` (``spmm(A, X @ W)``)."""
+    if gcn_fused_choice(fused, num_nodes, in_channels, out_channels, needs_grad):
+        return "fused"
+    if gcn_aggregates_first(in_channels, out_channels):
+        return "aggregate_first"
+    return "project_first"
 
 
 def gcn(
@@ -672,9 +643,9 @@ def gcn(
     ``fused=True`` runs the generated op ``gcn`` (``ops/gcn.spec``): rows aggregated in blocks
     of 32 that meet ``W`` in a register-tiled product, no ``N x F_in`` temporary, backward fused
     likewise (it aggregates once more for ``d/dweight`` instead of keeping ``A X``).
-    ``fused=False`` aggregates the narrower side: ``spmm(A, X) @ W`` when ``F_in <= F_out``,
-    else ``spmm(A, X @ W)``, the dense product on PyTorch's GEMM. ``None`` (default) chooses by
-    input (see :func:`gcn_fused_choice`).
+    ``fused=False`` aggregates the narrower side: ``spmm(A, X) @ W`` when ``F_in <= F_out``
+    (ties included), else ``spmm(A, X @ W)``, the dense product on PyTorch's GEMM. ``None``
+    (default) chooses by input (see :func:`gcn_plan`, :func:`gcn_fused_choice`).
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc; square).
@@ -709,9 +680,10 @@ def gcn(
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (edge_weight is not None and edge_weight.requires_grad)
     )
-    if gcn_fused_choice(fused, x.size(0), x.size(1), weight.size(1), needs_grad):
+    plan = gcn_plan(fused, x.size(0), x.size(1), weight.size(1), needs_grad)
+    if plan == "fused":
         out = torch.ops.gnnfuse.gcn(rowptr, col, w, x.contiguous(), weight.contiguous())
-    elif x.size(1) <= weight.size(1):
+    elif plan == "aggregate_first":
         out = torch.ops.gnnfuse.spmm(rowptr, col, w, x) @ weight
     else:
         out = torch.ops.gnnfuse.spmm(rowptr, col, w, x @ weight)

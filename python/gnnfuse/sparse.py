@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .graph import Graph, _infer_num_nodes, to_graph
+from .graph import Graph, infer_num_nodes, resolve, to_graph
 
 __all__ = ["spgemm", "coarsen", "assignment_csr"]
 
@@ -146,7 +146,7 @@ def coarsen(
     A soft or general ``P`` goes through :func:`spgemm` twice (``spgemm(spgemm(Pᵀ, A), P)``).
     """
     if num_clusters is None:
-        num_clusters = _infer_num_nodes(cluster)
+        num_clusters = infer_num_nodes(cluster)
     rowptr, col, w = _coarsen_inputs(graph, cluster, edge_weight)
     return _coarsen_csr(rowptr, col, w, _assignment(cluster, num_clusters, rowptr.dtype), num_clusters, remove_self_loops)
 
@@ -154,8 +154,6 @@ def coarsen(
 def _coarsen_inputs(graph, cluster: Tensor, edge_weight: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
     """The graph's CSR and its weights in CSR order (ones when missing), checked against
     ``cluster``."""
-    from .ops import _resolve
-
     n = cluster.numel()
     if isinstance(graph, Tensor) and graph.layout != torch.strided:
         graph = Graph.from_sparse(graph, validate=False)  # the op validates it
@@ -163,7 +161,7 @@ def _coarsen_inputs(graph, cluster: Tensor, edge_weight: Optional[Tensor]) -> Tu
         graph = to_graph(graph)  # scipy.sparse, DGL
     if isinstance(graph, Graph) and graph.num_src_nodes != graph.num_nodes:
         raise RuntimeError(f"gnnfuse.coarsen: argument 'graph' must be square (got {graph.num_nodes} x {graph.num_src_nodes})")
-    rowptr, col, w, _ = _resolve(graph, edge_weight, n, "coarsen")
+    rowptr, col, w, _ = resolve(graph, edge_weight, n, "coarsen")
     if rowptr.numel() - 1 != n:
         raise RuntimeError(
             f"gnnfuse.coarsen: argument 'cluster' must have one entry per node, {rowptr.numel() - 1} (got {n})"

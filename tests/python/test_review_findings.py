@@ -176,3 +176,26 @@ def test_coarsen_and_pooling_compile_fullgraph():
         torch._dynamo.reset()
         torch.compile(lambda w: gnnfuse.coarsen(g, torch.tensor([0, 1, 3, 0, 1, 2]), 3, edge_weight=w)[1],
                       fullgraph=True, backend="aot_eager")(w)
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_compile_assembling_ops_with_values_requiring_grad(capture):
+    # The assembling ops' Autograd kernels read the index values for their checks: on fake
+    # tensors (torch.compile tracing the joint graph) that failed with an error naming no op.
+    import torch._dynamo as dynamo
+
+    O = torch.ops.gnnfuse
+    ar, ac = torch.tensor([0, 2, 3, 5]), torch.tensor([0, 3, 1, 2, 3])
+    br, bc = torch.tensor([0, 1, 2, 4, 5]), torch.tensor([2, 0, 0, 1, 2])
+    av, bv = torch.rand(5, dtype=torch.float64), torch.rand(5, dtype=torch.float64)
+
+    def f(av, bv):
+        return (O.spgemm_assemble(ar, ac, av, br, bc, bv, 3)[2] * 2).sum()
+
+    avr = av.clone().requires_grad_()
+    want = torch.autograd.grad(f(avr, bv), avr)[0]
+    dynamo.reset()
+    with dynamo.config.patch(capture_dynamic_output_shape_ops=capture):
+        avr = av.clone().requires_grad_()
+        got = torch.autograd.grad(torch.compile(f, fullgraph=True, backend="aot_eager")(avr, bv), avr)[0]
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
