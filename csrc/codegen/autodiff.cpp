@@ -464,7 +464,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
     };
     find_reads(s.expr.rhs);
     if (s.selects() && reads.size() > 1)
-      fail(s.loc, "reduce " + s.reduce + ": " + T->name + " is read in several ways, which the select routing does not rename");
+      fail(s.loc, "reduce " + to_string(s.reduce) + ": " + T->name + " is read in several ways, which the select routing does not rename");
     D.take(all_vars_of(s.expr.rhs));
     Terms terms;
     std::vector<Vars> term_lhs;  // the forward output's indices as each term names them
@@ -677,8 +677,8 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
       sp << "expr    " << out_name << "(" << join(out_vars) << ") = " << to_string(e) << "\n";
       sp << "reduce  sum\n";
       sp << "order   " << join(order, " ") << "\n";
-      sp << "dtypes  " << join(s.dtypes, " ") << "\n";
-      sp << "index   " << join(s.index_dtypes, " ") << "\n";
+      sp << "dtypes  " << dtypes_line(s.dtypes) << "\n";
+      sp << "index   " << dtypes_line(s.index_dtypes) << "\n";
       sp << "grad_order " << grad_order << "\n";
       if (s.variants) sp << "variants auto\n";
       return sp.str();

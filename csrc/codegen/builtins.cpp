@@ -131,10 +131,69 @@ const std::vector<DTypeInfo>& dtypes() {
   return table;
 }
 
-const DTypeInfo* find_dtype(const std::string& name) {
-  for (auto& d : dtypes())
-    if (d.name == name) return &d;
-  return nullptr;
+namespace {
+
+constexpr size_t kFloating = 4;  // DType's values, before IndexType's in the table
+
+// The entry of `text` among the table's floating (index false) or index dtypes, numbered from
+// the first of its kind.
+std::optional<size_t> find_dtype(const std::string& text, bool index) {
+  const auto& t = dtypes();
+  for (size_t k = 0; k < t.size(); ++k)
+    if (t[k].name == text && t[k].index == index) return index ? k - kFloating : k;
+  return std::nullopt;
+}
+
+template <typename T>
+std::string join_names(const std::vector<T>& v) {
+  std::string r;
+  for (auto& x : v) r += (r.empty() ? "" : " ") + to_string(x);
+  return r;
+}
+
+struct ReduceInfo {
+  Reduce reduce;
+  std::string name;      // in a spec (`reduce`, max[j](e))
+  std::string identity;  // where an accumulator starts
+};
+
+// In the order of Reduce.
+const std::vector<ReduceInfo>& reduces() {
+  static const std::vector<ReduceInfo> table{
+      {Reduce::Sum, "sum", "0"},
+      {Reduce::Max, "max", "-inf"},
+      {Reduce::Min, "min", "inf"},
+  };
+  return table;
+}
+
+}  // namespace
+
+const DTypeInfo& info(DType d) { return dtypes().at(static_cast<size_t>(d)); }
+const DTypeInfo& info(IndexType i) { return dtypes().at(kFloating + static_cast<size_t>(i)); }
+std::string to_string(DType d) { return info(d).name; }
+std::string to_string(IndexType i) { return info(i).name; }
+
+std::optional<DType> parse_dtype(const std::string& text) {
+  if (auto k = find_dtype(text, false)) return static_cast<DType>(*k);
+  return std::nullopt;
+}
+
+std::optional<IndexType> parse_index_type(const std::string& text) {
+  if (auto k = find_dtype(text, true)) return static_cast<IndexType>(*k);
+  return std::nullopt;
+}
+
+std::string dtypes_line(const std::vector<DType>& ds) { return join_names(ds); }
+std::string dtypes_line(const std::vector<IndexType>& is) { return join_names(is); }
+
+std::string to_string(Reduce r) { return reduces().at(static_cast<size_t>(r)).name; }
+std::string identity(Reduce r) { return reduces().at(static_cast<size_t>(r)).identity; }
+
+std::optional<Reduce> parse_reduce(const std::string& text) {
+  for (auto& r : reduces())
+    if (r.name == text) return r.reduce;
+  return std::nullopt;
 }
 
 }  // namespace gnnfuse::codegen

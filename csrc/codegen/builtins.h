@@ -2,6 +2,7 @@
 //   functions  name, arity, parameter, derivative, spelling per target: the parser (frontend),
 //              the decomposition (detach), autodiff (the derivative), autocast (float32 ops) and
 //              the kernel printers (the spelling)
+//   reduces    name, identity: the parser, the decomposition and the printers
 //   dtypes     name, C++ type, runtime tag, checks:: flag: the parser and the emitters
 // A spec names them by their text (print_spec round trip); the tables are the one place that
 // says what each one is.
@@ -53,6 +54,7 @@ ExprP binary(char op, ExprP a, ExprP b);
 ExprP call(const std::string& fn, ExprP arg, std::optional<double> param = std::nullopt, const std::string& param_arg = "");
 
 // ---------------------------------------------------------------- dtypes
+// The enums' spec text (to_string, parse_dtype, parse_index_type in ir.h) comes from here.
 struct DTypeInfo {
   std::string name;     // in a spec: float32, float64, bfloat16, float16 (`dtypes`); int32, int64 (`index`)
   bool index = false;   // an index dtype
@@ -60,8 +62,12 @@ struct DTypeInfo {
   std::string runtime;  // runtime::DType / runtime::IType tag
   std::string check;    // checks:: flag of the dtype masks (floating dtypes)
 };
+// In the order of DType, then of IndexType.
 const std::vector<DTypeInfo>& dtypes();
-// nullptr for a name that is not a dtype.
-const DTypeInfo* find_dtype(const std::string& name);
+const DTypeInfo& info(DType d);
+const DTypeInfo& info(IndexType i);
+// A spec's `dtypes` / `index` line: the names separated by spaces.
+std::string dtypes_line(const std::vector<DType>& ds);
+std::string dtypes_line(const std::vector<IndexType>& is);
 
 }  // namespace gnnfuse::codegen

@@ -112,9 +112,12 @@ std::string KernelEmitter::on_edge(const std::string& pattern, const std::vector
 
 // Initial value of an accumulating temporary (0 for sums, -inf / inf for max / min).
 std::string KernelEmitter::init(const std::string& temp) const {
-  const std::string& v = p_.tensor(temp).init;
-  if (v == "0") return "acc_t(0)";
-  return std::string(v[0] == '-' ? "-" : "") + "std::numeric_limits<acc_t>::infinity()";
+  switch (p_.tensor(temp).init) {
+    case Reduce::Sum: return "acc_t(0)";
+    case Reduce::Max: return "-std::numeric_limits<acc_t>::infinity()";
+    case Reduce::Min: return "std::numeric_limits<acc_t>::infinity()";
+  }
+  return "";
 }
 
 std::string KernelEmitter::read(const Operand& o) const {
@@ -201,7 +204,7 @@ void KernelEmitter::compute(const Stmt& s) {
     else line("runtime::store(&" + s.lhs.tensor + "[" + at + "], static_cast<acc_t>(" + value + "));");
     return;
   }
-  if (!s.accumulate || s.reduce == "sum") {
+  if (!s.accumulate || s.reduce == Reduce::Sum) {
     line(temp_ref(s.lhs) + (s.accumulate ? " += " : " = ") + value + ";");
     return;
   }
@@ -213,7 +216,7 @@ void KernelEmitter::compute(const Stmt& s) {
   if (s.arg_out.empty()) {
     // std::max / std::min keep a NaN already held (maxss / minss, no branch); a NaN arriving
     // takes over through a select that is almost never taken (a predictable branch at worst).
-    line(ref + " = " + (s.reduce == "max" ? "std::max(" : "std::min(") + ref + ", v_);");
+    line(ref + " = " + (s.reduce == Reduce::Max ? "std::max(" : "std::min(") + ref + ", v_);");
     line(ref + " = __builtin_isunordered(v_, v_) ? v_ : " + ref + ";");
   } else {
     // The sparse operand whose column is reduced gives the position; the accumulator starts
@@ -223,7 +226,7 @@ void KernelEmitter::compute(const Stmt& s) {
     // the parity flag here, which mispredict and keep the loop scalar.
     std::string at = s.arg_out + "[" + offset(s.lhs.idx, s_.output().vars) + "]";
     line("const acc_t cur_ = " + ref + ";");
-    line(std::string("const bool take_ = (v_ ") + (s.reduce == "max" ? ">" : "<") + " cur_) | ((v_ != v_) & (cur_ == cur_));");
+    line(std::string("const bool take_ = (v_ ") + (s.reduce == Reduce::Max ? ">" : "<") + " cur_) | ((v_ != v_) & (cur_ == cur_));");
     line(ref + " = take_ ? v_ : cur_;");
     line(at + " = take_ ? " + edge(s_.reduced_operand()->name) + " : " + at + ";");
   }

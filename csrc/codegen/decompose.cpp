@@ -35,7 +35,7 @@ struct Pending {
   double param = 0;
   bool has_param = false;
   std::string param_arg;
-  std::string reduce = "sum";  // how materializing it reduces the variables not needed
+  Reduce reduce = Reduce::Sum;  // how materializing it reduces the variables not needed
   std::vector<Value> args;
   Vars vars;  // union of the arguments' variables
 };
@@ -53,7 +53,7 @@ class Decomposer {
       if (!has(lhs, v)) summed.push_back(v);
     Access out{s.expr.lhs, lhs};
     if (summed.empty()) {
-      if (s.selects()) fail(s.loc, "reduce " + s.reduce + ": the expression reduces no index");
+      if (s.selects()) fail(s.loc, "reduce " + to_string(s.reduce) + ": the expression reduces no index");
       add_stmt(out, root, false);
       return;
     }
@@ -63,7 +63,7 @@ class Decomposer {
     std::string acc = fresh(s.expr.lhs + "acc");
     new_temp(acc, lhs);
     root.reduce = s.reduce;
-    if (s.selects()) p_.tensors[acc].init = s.reduce == "max" ? "-inf" : "inf";
+    p_.tensors[acc].init = s.reduce;
     add_stmt(Access{acc, lhs}, root, true);
     if (s.selects()) p_.stmts.back().arg_out = s.expr.lhs + "_arg";
     Pending copy;
@@ -118,7 +118,7 @@ class Decomposer {
     st.param_arg = pd.param_arg;
     for (auto& a : pd.args) st.rhs.push_back(a.operand);
     st.accumulate = accumulate;
-    st.reduce = accumulate ? pd.reduce : "sum";
+    st.reduce = accumulate ? pd.reduce : Reduce::Sum;
     for (auto& v : pd.vars)
       if (!has(lhs.idx, v)) st.sum_vars.push_back(v);
     st.sum_vars = in_loop_order(st.sum_vars);
@@ -135,7 +135,7 @@ class Decomposer {
     kept = in_loop_order(kept);
     std::string t = fresh_temp();
     new_temp(t, kept);
-    if (pd.reduce != "sum") p_.tensors[t].init = pd.reduce == "max" ? "-inf" : "inf";
+    p_.tensors[t].init = pd.reduce;
     add_stmt(Access{t, kept}, pd, kept.size() != pd.vars.size());
     return Value{Operand{false, 0, Access{t, kept}}, kept};
   }
@@ -254,7 +254,7 @@ class Decomposer {
         inner.push_back(e->idx[0]);
         Value body = value(e->args[0], inner);
         pd.op = Stmt::Op::Copy;
-        pd.reduce = e->name;
+        pd.reduce = *parse_reduce(e->name);  // max or min (the parser reads no other)
         pd.args = {body};
         pd.vars = body.vars;
         Value m = materialize(pd, needed);
@@ -408,7 +408,7 @@ std::string print_program(const Program& p) {
   for (auto& s : p.stmts) {
     os << "S" << s.id << ": " << to_string(s);
     if (!s.sum_vars.empty()) {
-      os << "   (" << s.reduce << " over";
+      os << "   (" << to_string(s.reduce) << " over";
       for (auto& v : s.sum_vars) os << " " << v;
       os << ")";
     }

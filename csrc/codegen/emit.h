@@ -28,8 +28,10 @@ namespace gnnfuse::codegen::emit {
 
 // ---------------------------------------------------------------- C++ spellings
 std::string banner(const std::string& op);
-std::string ctype(const std::string& dtype);
-std::string dtype_enum(const std::string& dtype);
+std::string ctype(DType d);
+std::string ctype(IndexType i);
+std::string dtype_enum(DType d);  // runtime::DType / runtime::IType tag
+std::string dtype_enum(IndexType i);
 // The bit set of checks:: dtype flags a spec's `dtypes` line admits.
 std::string dtype_mask(const OpSpec& s);
 std::string fmt_const(double v);

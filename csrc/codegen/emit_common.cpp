@@ -20,22 +20,15 @@ std::string banner(const std::string& op) {
   return b.replace(b.find("%s"), 2, op);
 }
 
-std::string ctype(const std::string& dtype) {
-  const DTypeInfo* d = find_dtype(dtype);
-  if (!d) throw SpecError("internal error: dtype " + dtype);
-  return d->ctype;
-}
-
-std::string dtype_enum(const std::string& dtype) {
-  const DTypeInfo* d = find_dtype(dtype);
-  if (!d) throw SpecError("internal error: dtype " + dtype);
-  return d->runtime;
-}
+std::string ctype(DType d) { return info(d).ctype; }
+std::string ctype(IndexType i) { return info(i).ctype; }
+std::string dtype_enum(DType d) { return info(d).runtime; }
+std::string dtype_enum(IndexType i) { return info(i).runtime; }
 
 // The bit set of checks:: dtype flags a spec's `dtypes` line admits.
 std::string dtype_mask(const OpSpec& s) {
   std::string m;
-  for (auto& d : s.dtypes) m += (m.empty() ? "checks::" : " | checks::") + find_dtype(d)->check;
+  for (auto& d : s.dtypes) m += (m.empty() ? "checks::" : " | checks::") + info(d).check;
   return m;
 }
 

@@ -341,19 +341,31 @@ void parse_decl_head(const std::string& head, const Loc& loc, TensorDecl* d) {
   d->loc = loc;
 }
 
-void check_spec(OpSpec& s) {
+// The lines naming built-ins, as the spec spells them (check_spec parses them).
+struct BuiltinLines {
+  std::string reduce = "sum";
+  std::vector<std::string> dtypes, index_dtypes;
+};
+
+void check_spec(OpSpec& s, const BuiltinLines& text) {
   if (s.name.empty()) fail(s.loc, "missing 'op' line");
   if (s.schema.name != s.name) fail(s.loc, "schema name '" + s.schema.name + "' differs from op name '" + s.name + "'");
   if (!s.expr.rhs) fail(s.loc, "missing 'expr' line");
-  if (s.dtypes.empty()) fail(s.loc, "missing 'dtypes' line");
-  if (s.index_dtypes.empty()) fail(s.loc, "missing 'index' line");
-  for (auto& d : s.dtypes)
-    if (!find_dtype(d) || find_dtype(d)->index)
-      fail(s.loc, "dtype '" + d + "' is not supported (float32, float64, bfloat16, float16)");
-  for (auto& d : s.index_dtypes)
-    if (!find_dtype(d) || !find_dtype(d)->index) fail(s.loc, "index dtype '" + d + "' is not int32 or int64");
-  if (s.reduce != "sum" && s.reduce != "max" && s.reduce != "min")
-    fail(s.loc, "reduce '" + s.reduce + "' is not known (sum, max, min; a mean is a sum divided by a count operand)");
+  if (text.dtypes.empty()) fail(s.loc, "missing 'dtypes' line");
+  if (text.index_dtypes.empty()) fail(s.loc, "missing 'index' line");
+  for (auto& d : text.dtypes) {
+    std::optional<DType> t = parse_dtype(d);
+    if (!t) fail(s.loc, "dtype '" + d + "' is not supported (float32, float64, bfloat16, float16)");
+    s.dtypes.push_back(*t);
+  }
+  for (auto& d : text.index_dtypes) {
+    std::optional<IndexType> t = parse_index_type(d);
+    if (!t) fail(s.loc, "index dtype '" + d + "' is not int32 or int64");
+    s.index_dtypes.push_back(*t);
+  }
+  std::optional<Reduce> reduce = parse_reduce(text.reduce);
+  if (!reduce) fail(s.loc, "reduce '" + text.reduce + "' is not known (sum, max, min; a mean is a sum divided by a count operand)");
+  s.reduce = *reduce;
 
   int outputs = 0;
   std::set<std::string> used_args;
@@ -427,7 +439,7 @@ void check_spec(OpSpec& s) {
   if (outputs != 1) fail(s.loc, "a spec has exactly one output");
   if (s.selects()) {
     if (s.schema.returns.size() != 2 || s.schema.returns[0] != "Tensor" || s.schema.returns[1] != "Tensor")
-      fail(s.loc, "reduce " + s.reduce + " returns the values and the chosen positions: the schema must return (Tensor, Tensor)");
+      fail(s.loc, "reduce " + to_string(s.reduce) + " returns the values and the chosen positions: the schema must return (Tensor, Tensor)");
   } else if (s.schema.returns.size() != 1 || s.schema.returns[0] != "Tensor") {
     fail(s.loc, "the schema must return one Tensor");
   }
@@ -524,7 +536,7 @@ void check_spec(OpSpec& s) {
       for (auto& [ev, a] : s.extents) given = given || ev == v;
       if (!given) fail(s.loc, "symbolic " + s.symbolic + ": the extent of '" + v + "' needs a csr operand's rows or an 'extent' line");
     }
-    if (s.selects()) fail(s.loc, "symbolic " + s.symbolic + ": reduce " + s.reduce + " is not lowered for a computed pattern");
+    if (s.selects()) fail(s.loc, "symbolic " + s.symbolic + ": reduce " + to_string(s.reduce) + " is not lowered for a computed pattern");
     // The one-pass assembling kernel (<op>_assemble) reads csr operands only.
     if (!s.derived())
       for (auto& t : s.tensors)
@@ -537,9 +549,9 @@ void check_spec(OpSpec& s) {
     for (auto& v : vars_of(s.expr.rhs)) reduced += !std::count(s.expr.lhs_idx.begin(), s.expr.lhs_idx.end(), v);
     const TensorDecl* over = s.reduced_operand();
     if (!over || reduced != 1 || !out.pattern.empty() || !std::count(out.vars.begin(), out.vars.end(), over->vars[0]))
-      fail(s.loc, "reduce " + s.reduce + " reduces exactly one index, the column of a csr operand whose row is an output index");
+      fail(s.loc, "reduce " + to_string(s.reduce) + " reduces exactly one index, the column of a csr operand whose row is an output index");
     auto pos = [&](const std::string& v) { return std::find(s.order.begin(), s.order.end(), v) - s.order.begin(); };
-    if (pos(over->vars[0]) > pos(over->vars[1])) fail(s.loc, "reduce " + s.reduce + " walks " + over->name + " by rows");
+    if (pos(over->vars[0]) > pos(over->vars[1])) fail(s.loc, "reduce " + to_string(s.reduce) + " walks " + over->name + " by rows");
   }
 }
 
@@ -547,6 +559,7 @@ void check_spec(OpSpec& s) {
 
 OpSpec parse_spec(const std::string& text, const std::string& file) {
   OpSpec s;
+  BuiltinLines builtins;
   s.loc = Loc{file, 1, 1};
   std::istringstream is(text);
   std::string raw;
@@ -697,23 +710,23 @@ OpSpec parse_spec(const std::string& text, const std::string& file) {
       once(s.expr.rhs != nullptr);
       s.expr = parse_assignment(value, loc);
     } else if (key == "reduce") {
-      s.reduce = value;
+      builtins.reduce = value;
     } else if (key == "order") {
       once(!s.order.empty());
       s.order = split_ws(value);
     } else if (key == "dtypes") {
-      once(!s.dtypes.empty());
-      s.dtypes = split_ws(value);
+      once(!builtins.dtypes.empty());
+      builtins.dtypes = split_ws(value);
     } else if (key == "index") {
-      once(!s.index_dtypes.empty());
-      s.index_dtypes = split_ws(value);
+      once(!builtins.index_dtypes.empty());
+      builtins.index_dtypes = split_ws(value);
     } else {
       fail(key_loc, "unknown key '" + key + "' (op, doc, schema, sparse, dense, edge, count, select, output, extent, symbolic, variants, autocast, expr, reduce, order, dtypes, index, grad_order)");
     }
   }
   for (auto& o : outputs) s.tensors.push_back(o);
   if (s.family.empty()) s.family = s.name;
-  check_spec(s);
+  check_spec(s, builtins);
   return s;
 }
 
@@ -748,10 +761,10 @@ std::string print_spec(const OpSpec& s) {
     }
   }
   os << "expr    " << s.expr.lhs << "(" << join(s.expr.lhs_idx, ",") << ") = " << to_string(s.expr.rhs) << "\n";
-  os << "reduce  " << s.reduce << "\n";
+  os << "reduce  " << to_string(s.reduce) << "\n";
   os << "order   " << join(s.order, " ") << "\n";
-  os << "dtypes  " << join(s.dtypes, " ") << "\n";
-  os << "index   " << join(s.index_dtypes, " ") << "\n";
+  os << "dtypes  " << dtypes_line(s.dtypes) << "\n";
+  os << "index   " << dtypes_line(s.index_dtypes) << "\n";
   if (s.grad_order != 2) os << "grad_order " << s.grad_order << "\n";
   for (auto& [v, a] : s.extents) os << "extent  " << v << " = " << a << "\n";
   if (!s.symbolic.empty()) os << "symbolic " << s.symbolic << "\n";

@@ -77,12 +77,12 @@ struct Stmt {
   bool by_map = false;    // Locate: through the row map of the level (else binary search)
   bool blocked = false;   // Parallel: rows in blocks around a Matmul
   std::string tensor;     // Alloc, Fill; Assign, Accumulate: see lhs
-  std::string init;       // Alloc, Fill: 0, -inf, inf
+  Reduce init = Reduce::Sum;  // Alloc, Fill: starts at the identity of this reduction (0, -inf, inf)
   std::vector<std::string> dims;  // Alloc: kept dimensions ({} a scalar)
   std::string compressed_by;      // Alloc: stored by positions of this level's (row) entries
   bool global = false;            // Alloc: positions of all of compressed_by (else of its row)
   Access lhs;                     // Assign, Accumulate
-  std::string reduce = "sum";     // Accumulate: sum | max | min
+  Reduce reduce = Reduce::Sum;    // Accumulate: sum | max | min
   std::string arg_out;            // Accumulate max/min: the output recording the position
   ValueP rhs;                     // Assign, Accumulate
   std::shared_ptr<const MatmulBlock> matmul;  // Matmul

@@ -87,7 +87,7 @@ std::string to_string(const Stmt& s) {
     case Stmt::Op::Sub: rhs = opnd(s.rhs[0]) + " - " + opnd(s.rhs[1]); break;
   }
   if (!s.accumulate) return acc(s.lhs) + " = " + rhs;
-  return acc(s.lhs) + (s.reduce == "sum" ? " += " : " " + s.reduce + "= ") + rhs;
+  return acc(s.lhs) + (s.reduce == Reduce::Sum ? " += " : " " + to_string(s.reduce) + "= ") + rhs;
 }
 
 const TensorInfo& Program::tensor(const std::string& name) const {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,21 @@ struct SpecError : std::runtime_error {
 
 // Throws SpecError "file:line:col: error: msg".
 [[noreturn]] void fail(const Loc& loc, const std::string& msg);
+
+// ---------------------------------------------------------------- reductions and dtypes
+// A spec names them by their text; the tables of builtins.cpp are the one place that parses
+// and prints it (nullopt: not a name of the kind).
+enum class Reduce { Sum, Max, Min };
+enum class DType { Float32, Float64, BFloat16, Float16 };  // the floating dtypes of an op
+enum class IndexType { Int32, Int64 };                     // the dtypes of csr indices
+std::string to_string(Reduce r);     // sum, max, min
+std::string to_string(DType d);      // float32, float64, bfloat16, float16
+std::string to_string(IndexType i);  // int32, int64
+// Where an accumulator of the reduction starts (its identity): 0, -inf, inf.
+std::string identity(Reduce r);
+std::optional<Reduce> parse_reduce(const std::string& text);
+std::optional<DType> parse_dtype(const std::string& text);
+std::optional<IndexType> parse_index_type(const std::string& text);
 
 // ---------------------------------------------------------------- expression IR (immutable)
 struct Expr;
@@ -131,10 +147,10 @@ struct OpSpec {
   // reduce exactly one index, the column of a csr operand walked by rows, and return a second
   // tensor (schema `-> (Tensor, Tensor)`): the CSR position chosen per output element (int64,
   // -1 for an empty row, whose output is 0), which the adjoints route the gradient through.
-  std::string reduce = "sum";
+  Reduce reduce = Reduce::Sum;
   std::vector<std::string> order;   // loop order of the index variables
-  std::vector<std::string> dtypes;  // float32, float64
-  std::vector<std::string> index_dtypes;  // int32, int64
+  std::vector<DType> dtypes;
+  std::vector<IndexType> index_dtypes;
   // How many orders of derivatives are generated below this op (2: backward and double
   // backward). A derived op has its parent's order minus one.
   int grad_order = 2;
@@ -162,7 +178,7 @@ struct OpSpec {
   const TensorDecl& output() const;
   bool derived() const { return family != name; }
   // reduce max or min: the op returns (values, positions).
-  bool selects() const { return reduce == "max" || reduce == "min"; }
+  bool selects() const { return reduce != Reduce::Sum; }
   // The csr operand whose column the top level reduces (read on the right, absent on the left);
   // nullptr if none. reduce max/min choose among its entries.
   const TensorDecl* reduced_operand() const;
@@ -199,7 +215,7 @@ struct Stmt {
   std::string param_arg;   // Call: the parameter is this schema `float` argument
   std::vector<Operand> rhs;
   bool accumulate = false;
-  std::string reduce = "sum";  // accumulate with +=, or keep the max / min
+  Reduce reduce = Reduce::Sum;  // accumulate with +=, or keep the max / min
   std::string arg_out;         // max/min into the op's accumulator: the output recording the position
   std::vector<std::string> sum_vars;
   std::vector<std::string> vars;  // every variable of the statement, in loop order
@@ -222,7 +238,8 @@ struct TensorInfo {
   bool compressed_global = false;      // kept dims are that operand's (row, col): absolute positions;
                                        // otherwise the row is bound outside: positions within the row
   bool shrunk = false;
-  std::string init = "0";              // initial value of an accumulating temporary: 0, -inf, inf
+  Reduce init = Reduce::Sum;           // an accumulating temporary starts at this reduction's
+                                       // identity: 0, -inf, inf
 };
 
 struct Program {

@@ -19,7 +19,7 @@ std::string empty_walk_of(const Program& p, const Operand& o, const std::set<std
   if (o.is_const || depth > 8 || p.tensor(o.access.tensor).role != Role::Temp) return "";
   for (auto& st : p.stmts) {
     if (st.lhs.tensor != o.access.tensor) continue;
-    if (st.accumulate && st.reduce == "sum")
+    if (st.accumulate && st.reduce == Reduce::Sum)
       for (auto& t : p.spec->tensors)
         if (t.role == Role::SparseInput && enclosing.count(p.outer_var(t.name)) && !walking.count(t.name))
           for (auto& v : st.sum_vars)
@@ -349,13 +349,13 @@ void print_stmt(const Stmt& s, int depth, std::ostringstream& os) {
         os << ")";
       }
       if (!s.compressed_by.empty()) os << " by " << s.compressed_by << (s.global ? " positions" : " row positions");
-      os << " = " << s.init << "\n";
+      os << " = " << identity(s.init) << "\n";
       return;
     }
-    case Stmt::Kind::Fill: os << pad << "fill " << s.tensor << " = " << s.init << "\n"; return;
+    case Stmt::Kind::Fill: os << pad << "fill " << s.tensor << " = " << identity(s.init) << "\n"; return;
     case Stmt::Kind::Assign: os << pad << access_str(s.lhs) << " = " << value_str(*s.rhs) << "\n"; return;
     case Stmt::Kind::Accumulate:
-      os << pad << access_str(s.lhs) << (s.reduce == "sum" ? " += " : " " + s.reduce + "= ") << value_str(*s.rhs)
+      os << pad << access_str(s.lhs) << (s.reduce == Reduce::Sum ? " += " : " " + to_string(s.reduce) + "= ") << value_str(*s.rhs)
          << (s.arg_out.empty() ? "" : "  [position to " + s.arg_out + "]") << "\n";
       return;
     case Stmt::Kind::Matmul: os << pad << matmul_str(*s.matmul) << "\n"; return;

@@ -166,7 +166,7 @@ bool drop_duplicate(Program& p) {
     for (auto& v : st.sum_vars) canon[v] = "_" + std::to_string(canon.size());
     auto name = [&](const std::string& v) { return canon.count(v) ? canon[v] : v; };
     std::string k = std::to_string(static_cast<int>(st.op)) + "|" + st.fn + "|" + std::to_string(st.param) + "|" + st.param_arg + "|" +
-                    (st.accumulate ? "acc " + st.reduce : "set") + "|" + p.tensor(st.lhs.tensor).init;
+                    (st.accumulate ? "acc " + to_string(st.reduce) : "set") + "|" + identity(p.tensor(st.lhs.tensor).init);
     for (auto& v : st.lhs.idx) k += "," + v;
     k += "|";
     for (auto& o : st.rhs) {

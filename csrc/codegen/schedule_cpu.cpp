@@ -23,7 +23,7 @@ void schedule_cpu(const Program& p, Node& root) {
       const Stmt& x = p.stmts[s];
       if (!std::count(x.sum_vars.begin(), x.sum_vars.end(), top->var)) continue;
       const TensorInfo& t = p.tensor(x.lhs.tensor);
-      if (x.reduce != "sum" || t.role != Role::Temp || home_of(p, root, t.name) != nullptr) {
+      if (x.reduce != Reduce::Sum || t.role != Role::Temp || home_of(p, root, t.name) != nullptr) {
         serial = true;
         continue;
       }
@@ -101,7 +101,7 @@ void schedule_cpu(const Program& p, Node& root) {
       const auto& dims = t.role == Role::Temp ? t.kept_dims : t.dims;
       if (std::count(dims.begin(), dims.end(), n.var)) continue;
       // The statement reduces over this loop: only a scalar temporary can be a simd reduction.
-      if (!s.accumulate || s.reduce != "sum" || t.role != Role::Temp || !dims.empty() || !reduction.empty()) return;
+      if (!s.accumulate || s.reduce != Reduce::Sum || t.role != Role::Temp || !dims.empty() || !reduction.empty()) return;
       reduction = t.name;
     }
     n.sched.unit = ParallelUnit::SimdLane;

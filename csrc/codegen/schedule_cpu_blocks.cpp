@@ -94,7 +94,7 @@ class BlockSchedule {
       if (k->kind != Node::Kind::Compute) return nullptr;
       const Stmt& st = p_.stmts[k->stmt];
       const TensorInfo& t = p_.tensor(st.lhs.tensor);
-      if (t.role != Role::Temp || !st.accumulate || st.reduce != "sum" || t.kept_dims != std::vector<std::string>{f} ||
+      if (t.role != Role::Temp || !st.accumulate || st.reduce != Reduce::Sum || t.kept_dims != std::vector<std::string>{f} ||
           !t.compressed_by.empty() || homed_in_walk(st.lhs.tensor) || !tiles.insert(st.lhs.tensor).second)
         return nullptr;
       if (st.op != Stmt::Op::Copy && st.op != Stmt::Op::Mul && st.op != Stmt::Op::Add && st.op != Stmt::Op::Sub && st.op != Stmt::Op::Neg)
@@ -167,7 +167,7 @@ class BlockSchedule {
   }
 
   static bool product_stmt(const Stmt& s) {
-    return s.accumulate && s.reduce == "sum" && s.op == Stmt::Op::Mul && s.rhs.size() == 2 && !s.rhs[0].is_const && !s.rhs[1].is_const;
+    return s.accumulate && s.reduce == Reduce::Sum && s.op == Stmt::Op::Mul && s.rhs.size() == 2 && !s.rhs[0].is_const && !s.rhs[1].is_const;
   }
 
   // `st` multiplies a row operand over `x` (not g->target) by a dense operand over (x, g->c) or

@@ -274,9 +274,9 @@ void build_from_spec(const OpInfo& op, Rng& r, Call& call) {
   auto n = [&](const std::string& v) -> int64_t& { return size[cl.find(v)]; };
   for (auto& t : s.tensors)  // one entry per row needs a column to hold it
     if (t.role == Role::SparseInput && t.single && n(t.vars[0]) > 0 && n(t.vars[1]) == 0) n(t.vars[1]) = 1;
-  const at::ScalarType dtype = dtype_named(s.dtypes[r.below(s.dtypes.size())]);
+  const at::ScalarType dtype = dtype_named(to_string(s.dtypes[r.below(s.dtypes.size())]));
   const at::ScalarType acc = dtype == at::kBFloat16 || dtype == at::kHalf ? at::kFloat : dtype;
-  const at::ScalarType itype = dtype_named(s.index_dtypes[r.below(s.index_dtypes.size())]);
+  const at::ScalarType itype = dtype_named(to_string(s.index_dtypes[r.below(s.index_dtypes.size())]));
   std::map<std::string, Pattern> pat;
   const bool duplicates = r.chance(15);
   for (auto& t : s.tensors)
