@@ -58,6 +58,34 @@ void emit_allocation_guard(std::ostream& r, const std::string& op, const std::st
   r << "    checks::out_of_memory(" << op << ", " << extents << ", error_.what_without_backtrace());\n  }\n";
 }
 
+// The dtype checks of the dense operands (`op` in scope): floating, of the spec's dtypes and of
+// the reference argument `ref`'s dtype (an accumulation operand: the accumulation dtype of it).
+void emit_dense_checks(std::ostream& r, const OpSpec& s, const std::string& ref) {
+  for (auto& t : s.tensors)
+    if (t.role == Role::DenseInput) {
+      if (t.acc) {
+        r << "  checks::accumulation_dtype(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ", \"" << ref << "\", " << ref << ");\n";
+        continue;
+      }
+      r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ", " << dtype_mask(s) << ");\n";
+      if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
+    }
+}
+
+// The check of a later binding `bd` of an index against its extent `n` (a C++ expression; `fn`
+// the check, size_eq or sym_size_eq; `what` names the first binding): a csr operand's rows
+// against n + 1 row pointers, a dense operand's dimension against n.
+void emit_binding_check(std::ostream& r, const std::string& fn, const Binding& bd, const std::string& n, const std::string& what) {
+  if (bd.dim < 0) r << "  checks::" << fn << "(op, \"" << bd.arg << "\", " << bd.arg << ", 0, " << n << " + 1, \"" << what << " plus one\");\n";
+  else r << "  checks::" << fn << "(op, \"" << bd.arg << "\", " << bd.arg << ", " << bd.dim << ", " << n << ", \"" << what << "\");\n";
+}
+
+// The kernel parameter of a dense, edge or select operand: its data, contiguous.
+void emit_operand_param(std::ostream& r, const TensorDecl& t) {
+  r << "  const at::Tensor " << t.arg << "_c = " << t.arg << ".contiguous();\n";
+  r << "  prm." << t.name << " = " << t.arg << "_c.const_data_ptr();\n";
+}
+
 void emit_adapter(const Compiled& c, std::ostream& r) {
   const OpSpec& s = c.spec;
   const std::string& op = s.name;
@@ -90,15 +118,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     }
   for (auto& t : s.tensors)
     if (t.role == Role::EdgeInput) r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() - 1 << ", " << dtype_mask(s) << ");\n";
-  for (auto& t : s.tensors)
-    if (t.role == Role::DenseInput) {
-      if (t.acc) {
-        r << "  checks::accumulation_dtype(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ", \"" << ref << "\", " << ref << ");\n";
-        continue;
-      }
-      r << "  checks::floating(op, \"" << t.arg << "\", " << t.arg << ", " << t.vars.size() << ", " << dtype_mask(s) << ");\n";
-      if (t.arg != ref) r << "  checks::same_dtype(op, \"" << t.arg << "\", " << t.arg << ", \"" << ref << "\", " << ref << ");\n";
-    }
+  emit_dense_checks(r, s, ref);
   std::string dev_ref = first_index.empty() ? ref : first_index;
   for (auto& a : s.schema.args) {
     if (a.type != "Tensor" || a.name == dev_ref) continue;
@@ -108,12 +128,8 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   r << "  " << op << "_extents e;\n";
   for (auto& v : s.order) r << "  e.n_" << v << " = " << extent_expr(bind[v][0]) << ";\n";
   for (auto& v : s.order)
-    for (size_t b = 1; b < bind[v].size(); ++b) {
-      const Binding& bd = bind[v][b];
-      std::string what = extent_text(bind[v][0]) + ", the extent of index " + v;
-      if (bd.dim < 0) r << "  checks::sym_size_eq(op, \"" << bd.arg << "\", " << bd.arg << ", 0, e.n_" << v << " + 1, \"" << what << " plus one\");\n";
-      else r << "  checks::sym_size_eq(op, \"" << bd.arg << "\", " << bd.arg << ", " << bd.dim << ", e.n_" << v << ", \"" << what << "\");\n";
-    }
+    for (size_t b = 1; b < bind[v].size(); ++b)
+      emit_binding_check(r, "sym_size_eq", bind[v][b], "e.n_" + v, extent_text(bind[v][0]) + ", the extent of index " + v);
   for (auto& t : s.tensors) {
     if (t.role == Role::SparseInput && !t.values.empty()) {
       std::string w = t.values_optional ? "*" + t.values : t.values;
@@ -232,8 +248,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
       case Role::DenseInput:
       case Role::EdgeInput:
       case Role::SelectInput:
-        r << "  const at::Tensor " << t.arg << "_c = " << t.arg << ".contiguous();\n";
-        r << "  prm." << t.name << " = " << t.arg << "_c.const_data_ptr();\n";
+        emit_operand_param(r, t);
         break;
       default: break;
     }

@@ -10,17 +10,18 @@ namespace gnnfuse::codegen::emit {
 // The ATen adapter of `<op>_symbolic`: checks, the cache of patterns already computed (the
 // same operands every epoch), pass 1 (row lengths), exact allocation, pass 2 (sorted columns).
 // Checks of the csr operands that give the output pattern (all but S) and of the extents, for
-// the symbolic and assembling adapters (`op` in scope); declares n_<v> for every index
-// variable (-1 where only S binds it); with `checks` false, only declares them.
-void emit_pattern_checks(const Compiled& c, std::ostream& r, bool checks = true) {
+// the symbolic and assembling adapters (`op` in scope); with `dense` (the assembling adapter),
+// of the dense operands too, as the op's adapter checks them, their dimensions binding indices;
+// declares n_<v> for every index variable (-1 where only S binds it); with `checks` false, only
+// declares them.
+void emit_pattern_checks(const Compiled& c, std::ostream& r, bool checks = true, bool dense = false) {
   const OpSpec& s = c.spec;
   auto in = symbolic_inputs(s);
   const std::string& first = in.at(0)->rowptr;
-  auto own = pattern_bindings(s);
+  auto own = pattern_bindings(s, dense);
   if (!checks) {
     for (auto& v : s.order)
-      r << "  const int64_t n_" << v << " = "
-        << (own[v].empty() ? std::string("-1") : own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";  (void)n_" << v << ";\n";
+      r << "  const int64_t n_" << v << " = " << (own[v].empty() ? std::string("-1") : extent_text(own[v][0])) << ";  (void)n_" << v << ";\n";
     return;
   }
   for (auto* t : in) {
@@ -29,16 +30,21 @@ void emit_pattern_checks(const Compiled& c, std::ostream& r, bool checks = true)
     r << "  checks::same_device(op, \"" << t->col << "\", " << t->col << ", \"" << first << "\", " << first << ");\n";
   }
   for (auto& [v, a] : s.extents) r << "  checks::extent(op, \"" << a << "\", " << a << ");\n";
+  if (dense) {
+    emit_dense_checks(r, s, ref_arg(s));
+    for (auto& t : s.tensors)
+      if (t.role == Role::DenseInput) r << "  checks::same_device(op, \"" << t.arg << "\", " << t.arg << ", \"" << first << "\", " << first << ");\n";
+  }
   // Extents from the inputs (S's own bindings left out).
   for (auto& v : s.order) {
     if (own[v].empty()) {
       r << "  const int64_t n_" << v << " = -1;  (void)n_" << v << ";\n";
       continue;
     }
-    r << "  const int64_t n_" << v << " = " << (own[v][0].dim == -3 ? own[v][0].arg : own[v][0].arg + ".size(0) - 1") << ";  (void)n_" << v << ";\n";
+    r << "  const int64_t n_" << v << " = " << extent_text(own[v][0]) << ";  (void)n_" << v << ";\n";
     for (size_t b = 1; b < own[v].size(); ++b)
-      r << "  checks::size_eq(op, \"" << own[v][b].arg << "\", " << own[v][b].arg << ", 0, n_" << v << " + 1, \""
-        << extent_text(own[v][0]) << " plus one, the extent of index " << v << " plus one\");\n";
+      emit_binding_check(r, "size_eq", own[v][b], "n_" + v,
+                         extent_text(own[v][0]) + (own[v][b].dim < 0 ? " plus one" : "") + ", the extent of index " + v);
   }
   for (auto* t : in) {
     emit_csr_value_check(r, "op", *t, own[t->vars[1]], "n_" + t->vars[1]);
@@ -55,8 +61,8 @@ std::pair<std::string, std::string> pattern_key(const Compiled& c) {
 }
 
 // The extents of a symbolic or assembling pass as a C++ string expression (for messages).
-std::string pattern_extents(const Compiled& c) {
-  auto own = pattern_bindings(c.spec);
+std::string pattern_extents(const Compiled& c, bool dense = false) {
+  auto own = pattern_bindings(c.spec, dense);
   std::string out;
   for (auto& v : c.spec.order) {
     if (own[v].empty()) continue;
@@ -67,7 +73,8 @@ std::string pattern_extents(const Compiled& c) {
 }
 
 // The kernel parameters `prm` of the symbolic or assembling pass `op`: the extents and the
-// pattern operands (contiguous), with their values when `values`.
+// pattern operands (contiguous), with their values and the dense operands when `values` (the
+// assembling pass).
 void emit_pattern_params(const Compiled& c, const std::string& op, bool values, std::ostream& r) {
   r << "  " << op << "_params prm;\n";
   for (auto& v : c.spec.order) r << "  prm.n_" << v << " = n_" << v << ";\n";
@@ -81,6 +88,9 @@ void emit_pattern_params(const Compiled& c, const std::string& op, bool values, 
       r << "  prm." << t->name << "_val = " << t->values << "_c.const_data_ptr();\n";
     }
   }
+  if (values)
+    for (auto& t : c.spec.tensors)
+      if (t.role == Role::DenseInput) emit_operand_param(r, t);
 }
 
 void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
@@ -172,7 +182,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   // would name them, not this op).
   r << "void " << op << "_check(" << signature(sc, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
-  emit_pattern_checks(c, r);
+  emit_pattern_checks(c, r, true, true);
   for (auto* t : in) {
     if (t->values.empty()) continue;
     r << "  checks::floating(op, \"" << t->values << "\", " << t->values << ", 1, " << dtype_mask(s) << ");\n";
@@ -185,7 +195,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << ret << " " << op << "_cpu_kernel(" << signature(sc, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
   r << "  " << op << "_check(" << arg_names(sc) << ");\n";
-  emit_pattern_checks(c, r, false);
+  emit_pattern_checks(c, r, false, true);
   for (auto& a : sc.args)
     if (a.type != "Tensor" && a.type != "int") fail(s.loc, "assemble: argument '" + a.name + "' (" + a.type + ") is not supported");
   const auto [keys, ints] = pattern_key(c);
@@ -213,12 +223,14 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << "  cache::store(\"" << s.name << "_symbolic\", {" << keys << "}, {" << ints << "}, {pattern_rowptr_, alloc_.col});\n";
   r << "  return {pattern_rowptr_, alloc_.col, alloc_.val};\n";
   }
-  emit_allocation_guard(r, "op", kernel_call.str(), pattern_extents(c));
+  emit_allocation_guard(r, "op", kernel_call.str(), pattern_extents(c, true));
   r << "}\n\n";
   // Autograd.
   std::vector<const SchemaArg*> values;
   for (auto* t : in)
     if (!t->values.empty()) values.push_back(sc.arg(t->values));
+  for (auto& t : s.tensors)
+    if (t.role == Role::DenseInput) values.push_back(sc.arg(t.arg));
   r << ret << " " << op << "_autograd(" << signature(sc, true) << ") {\n";
   r << "  detail::no_forward_ad(\"" << op << "\", {" << join_args(values, [](const std::string& n) { return "detail::ptr(" + n + ")"; }) << "});\n";
   r << "  if (!torch::autograd::compute_requires_grad(" << join_args(values, same_name) << ")) {\n";

@@ -50,7 +50,7 @@ bool walks_csc(const OpSpec& s, const TensorDecl& t);
 std::map<std::string, std::vector<Binding>> bindings(const OpSpec& s);
 std::string extent_expr(const Binding& b);
 std::string extent_text(const Binding& b);
-std::map<std::string, std::vector<Binding>> pattern_bindings(const OpSpec& s);
+std::map<std::string, std::vector<Binding>> pattern_bindings(const OpSpec& s, bool dense = false);
 std::set<std::string> unbound_indices(const std::map<std::string, std::vector<Binding>>& bind);
 void check_unbound_extents(const OpSpec& s, const std::string& kernel, const std::string& body, const std::set<std::string>& unbound);
 // The outer variable of a sparse operand in the direction the op walks it.
@@ -104,6 +104,9 @@ void emit_csr_value_check(std::ostream& r, const std::string& op, const TensorDe
                           const std::string& extent, const std::string& indent = "  ");
 void emit_csr_arg_checks(std::ostream& r, const TensorDecl& t, const std::string& first);
 void emit_allocation_guard(std::ostream& r, const std::string& op, const std::string& body, const std::string& extents);
+void emit_dense_checks(std::ostream& r, const OpSpec& s, const std::string& ref);
+void emit_binding_check(std::ostream& r, const std::string& fn, const Binding& bd, const std::string& n, const std::string& what);
+void emit_operand_param(std::ostream& r, const TensorDecl& t);
 void emit_adapter(const Compiled& c, std::ostream& r);
 
 // ---------------------------------------------------------------- autograd (aten_autograd.cpp)

@@ -119,16 +119,18 @@ std::string extent_text(const Binding& b) {
 }
 
 // The bindings a symbolic or assembling pass has (`symbolic S`): row counts of the csr
-// operands but S and the `extent` arguments (its only inputs); an index only S or a dense
-// operand binds has none there.
-std::map<std::string, std::vector<Binding>> pattern_bindings(const OpSpec& s) {
+// operands but S and the `extent` arguments (the symbolic pass's only inputs), and with `dense`
+// (the assembling pass, which reads them too) the dense operands' dimensions, in the order of
+// bindings(s) as in the op's adapter; an index only S (or, without `dense`, a dense operand)
+// binds has none there.
+std::map<std::string, std::vector<Binding>> pattern_bindings(const OpSpec& s, bool dense) {
   auto bind = bindings(s);
   std::map<std::string, std::vector<Binding>> own;
   for (auto& v : s.order) {
     own[v];
     for (auto& b : bind[v]) {
-      if (b.tensor == s.symbolic || (b.dim != -1 && b.dim != -3)) continue;
-      bool input = b.dim == -3;
+      if (b.tensor == s.symbolic || (b.dim != -1 && b.dim != -3 && !dense)) continue;
+      bool input = b.dim == -3 || (dense && b.dim >= 0 && s.find(b.tensor)->role == Role::DenseInput);
       for (auto& t : s.tensors) input = input || (t.role == Role::SparseInput && t.name != s.symbolic && b.arg == t.rowptr);
       if (input) own[v].push_back(b);
     }

@@ -537,12 +537,12 @@ void check_spec(OpSpec& s, const BuiltinLines& text) {
       if (!given) fail(s.loc, "symbolic " + s.symbolic + ": the extent of '" + v + "' needs a csr operand's rows or an 'extent' line");
     }
     if (s.selects()) fail(s.loc, "symbolic " + s.symbolic + ": reduce " + to_string(s.reduce) + " is not lowered for a computed pattern");
-    // The one-pass assembling kernel (<op>_assemble) reads csr operands only.
+    // The one-pass assembling kernel (<op>_assemble) reads csr and dense operands only.
     if (!s.derived())
       for (auto& t : s.tensors)
-        if (t.role == Role::DenseInput || t.role == Role::EdgeInput || t.role == Role::CountInput || t.role == Role::SelectInput)
+        if (t.role == Role::EdgeInput || t.role == Role::CountInput || t.role == Role::SelectInput)
           fail(t.loc, "symbolic " + s.symbolic + ": operand " + t.name +
-                          " is not a csr operand; an op computing its output pattern takes csr operands only (not lowered yet)");
+                          " is neither a csr nor a dense operand; an op computing its output pattern takes those only (not lowered yet)");
   }
   if (s.selects()) {
     size_t reduced = 0;

@@ -205,27 +205,27 @@ TEST(Checks, AKernelNeedingAnUnboundExtentIsAGenerationError) {
             std::string::npos);
 }
 
-// A spec computing its output pattern (`symbolic`) with a dense operand: the one-pass assembling
-// kernel read csr operands only, so <op>_assemble ran with the dense operand's pointer unset (a
-// crash). Until that is lowered, the spec is refused when it is read, naming the operand.
-TEST(Checks, AComputedPatternWithADenseOperandIsRefused) {
+// A spec computing its output pattern (`symbolic`) with an operand the one-pass assembling kernel
+// does not read (an edge operand: values over another operand's stored entries; a dense one is
+// read, tests/codegen/specs/scaled_product.spec) is refused when it is read, naming the operand.
+TEST(Checks, AComputedPatternWithAnEdgeOperandIsRefused) {
   const std::string text =
-      "op      scaled_product\n"
-      "schema  scaled_product(Tensor arowptr, Tensor acol, Tensor avals, Tensor d, Tensor browptr, Tensor bcol, Tensor bvals, "
+      "op      weighted_product\n"
+      "schema  weighted_product(Tensor arowptr, Tensor acol, Tensor w, Tensor browptr, Tensor bcol, Tensor bvals, "
       "Tensor crowptr, Tensor ccol, int n_cols) -> Tensor\n"
-      "sparse  A(i,k) = csr(arowptr, acol, avals)\n"
-      "dense   D(k) = d\n"
+      "sparse  A(i,k) = csr(arowptr, acol)\n"
+      "edge    W(i,k) on A = w\n"
       "sparse  B(k,j) = csr(browptr, bcol, bvals)\n"
       "sparse  S(i,j) = csr(crowptr, ccol)\n"
       "extent  j = n_cols\n"
       "output  C(i,j) on S\n"
       "symbolic S\n"
-      "expr    C(i,j) = A(i,k) * D(k) * B(k,j)\n"
+      "expr    C(i,j) = W(i,k) * B(k,j)\n"
       "dtypes  float32\nindex   int64\n";
   try {
-    parse_spec(text, "scaled_product.spec");
-    FAIL() << "a computed pattern with a dense operand was accepted";
+    parse_spec(text, "weighted_product.spec");
+    FAIL() << "a computed pattern with an edge operand was accepted";
   } catch (const SpecError& e) {
-    EXPECT_NE(std::string(e.what()).find("operand D is not a csr operand"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("operand W is neither a csr nor a dense operand"), std::string::npos) << e.what();
   }
 }

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import gnnfuse
+from _test_ops import find_test_ops_library
 import gnnfuse.cluster
 import gnnfuse.graph
 import gnnfuse.nn as gnn
@@ -206,11 +207,7 @@ def test_gcn_rule_written_once():
 
 # ---------------------------------------------------------------- generated fake kernels
 def _test_ops_library():
-    path = gnnfuse.library_path()
-    lib = os.path.join(os.path.dirname(path), "libgnnfuse_test_ops.so") if path else ""
-    if not (path and os.path.basename(path) == "libgnnfuse.so" and os.path.isfile(lib)):
-        pytest.skip("needs a CMake build with tests (build/libgnnfuse_test_ops.so beside libgnnfuse.so)")
-    return lib
+    return find_test_ops_library("gnnfuse_test_ops")
 
 
 def test_fake_kernels_come_from_the_generator():
@@ -271,8 +268,8 @@ def test_unseen_symbolic_spec_gets_fake_kernels():
     ops/): its symbolic and assembling ops get fake kernels from the generator's description
     alone, which opcheck and torch.compile(fullgraph=True) use. A process of its own: the test
     ops stay out of this one."""
-    lib = _test_ops_library()
-    env = dict(os.environ, GNNFUSE_LIBRARY=gnnfuse.library_path(), PYTHONPATH=str(PACKAGE.parent))
+    main_lib, lib = _test_ops_library()
+    env = dict(os.environ, GNNFUSE_LIBRARY=main_lib, PYTHONPATH=str(PACKAGE.parent))
     run = subprocess.run([sys.executable, "-c", _UNSEEN_SPEC, lib], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
 
