@@ -364,6 +364,10 @@ void build_from_schema(const OpInfo& op, Rng& r, Call& call) {
       v = index_tensor(ei, itype).view({2, nodes == 0 ? 0 : e}), info = {Arg::Index, nodes, true};
     } else if (name == "num_nodes") {
       v = nodes, info = {Arg::Int, nodes};
+    } else if (name == "num_dst_nodes") {
+      // (The index range the mutations test is one per tensor: the targets' bound is num_nodes too.
+      // Bipartite bounds per row: tests/python/test_review_findings.py.)
+      v = nodes, info = {Arg::Int, nodes};
     } else if (name == "num_cols") {
       v = p.cols, info = {Arg::Int, p.cols};
     } else if (name == "rowptr") {
