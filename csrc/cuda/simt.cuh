@@ -1,0 +1,42 @@
+// The device portability layer: the only header a gnnfuse CUDA kernel source includes.
+//
+// The same kernel text is compiled twice:
+//   nvcc (__CUDACC__)          the spellings below map to CUDA itself;
+//   g++ -DGNNFUSE_SIMT_EMU     they map to the SIMT emulator (cuda/emu/), which runs every CUDA
+//                              thread as a fiber on the CPU: the test harness of CI.
+// Kernel text uses CUDA's own names for what the emulator provides under the same name
+// (threadIdx, blockIdx, blockDim, gridDim, warpSize, __syncthreads[_count|_and|_or],
+// __syncwarp, __shfl[_up|_down|_xor]_sync, __ballot_sync, __activemask, atomicAdd, atomicMax,
+// atomicMin, atomicCAS, atomicExch, __ldg, __half, __nv_bfloat16 and their conversions) and
+// the macros below for what has no plain-C++ spelling:
+//   GNNFUSE_GLOBAL                    a kernel (__global__)
+//   GNNFUSE_DEVICE                    a device function (__device__ __forceinline__)
+//   GNNFUSE_HOST_DEVICE               callable from both
+//   GNNFUSE_SHARED_ARRAY(T, name, n)  a block-shared array of n T (n a constant)
+//   GNNFUSE_DYNAMIC_SHARED(T, name)   the block's dynamic shared memory as T*
+//   GNNFUSE_LAUNCH(kernel, grid, block, smem, stream, args...)  a launch
+#pragma once
+
+#if defined(__CUDACC__)
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#define GNNFUSE_GLOBAL __global__
+#define GNNFUSE_DEVICE __device__ __forceinline__
+#define GNNFUSE_HOST_DEVICE __host__ __device__ __forceinline__
+#define GNNFUSE_SHARED_ARRAY(T, name, n) __shared__ T name[n]
+#define GNNFUSE_DYNAMIC_SHARED(T, name) \
+  extern __shared__ __align__(16) unsigned char gnnfuse_dynamic_smem_[]; \
+  T* name = reinterpret_cast<T*>(gnnfuse_dynamic_smem_)
+#define GNNFUSE_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+
+#elif defined(GNNFUSE_SIMT_EMU)
+
+#include "cuda/emu/simt_emu.h"
+
+#else
+#error "cuda/simt.cuh: compile with nvcc, or with -DGNNFUSE_SIMT_EMU for the CPU emulator"
+#endif
