@@ -1,0 +1,189 @@
+// The launch decision of the generated CUDA kernels (cuda_launch.h). The rules, from seeds 000
+// and 001 (../shared/research), to be tuned on a GPU:
+//   variant  a nonzero-balanced kernel (pos split) where the degrees are skewed (the longest row
+//            over 32 times the mean and at least 128 entries) or the rows few and long (under
+//            1024 rows of at least 256 entries on average): its atomic form unless the call must
+//            be deterministic; else row split, warp-per-row (32 lanes per row) from a mean row
+//            length of 64; else lanes (the only variant of some ops).
+//   group    row split: 4 lanes per row for short rows (mean up to 8) or narrow rows (F up to 16),
+//            16 from a mean of 32, else 8 (seed 000's best static choice, 4 to 8); lanes: the
+//            lane variable's extent rounded up to a power of two, at most 32.
+//   sizes    256 threads per block; grid-stride kernels over at most 65535 blocks; row split and
+//            pos split tile the columns (feature_tile per thread) and read them 16 bytes at a
+//            time where F and the alignment allow; pos split gives each warp 256 entries and, in
+//            its deterministic form, two carries per chunk in the workspace; lanes keep the
+//            groups' row buffers in shared memory when a block's fit in 48 KiB, else in the
+//            workspace with the grid capped to bound it.
+#include "runtime/cuda_launch.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace gnnfuse::runtime::cuda {
+
+namespace {
+
+constexpr int64_t kLanesWorkspaceCap = int64_t(64) << 20;  // bytes of row buffers of a lanes kernel
+
+int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+int64_t clamp_grid(int64_t blocks) { return std::max<int64_t>(1, std::min(blocks, kMaxGrid)); }
+
+int pow2_at_least(int64_t n, int cap) {
+  int g = 1;
+  while (g < n && g < cap) g *= 2;
+  return g;
+}
+
+const VariantShape* find(const Request& req, Variant v, size_t* at) {
+  for (size_t k = 0; k < req.variants.size(); ++k)
+    if (req.variants[k].variant == v) {
+      *at = k;
+      return &req.variants[k];
+    }
+  return nullptr;
+}
+
+int row_split_group(const Request& req, const VariantShape& v) {
+  const double mean = req.graph.mean_row();
+  int64_t f = 1;
+  for (auto& k : v.kernels) f = std::max(f, k.tile_extent);
+  if (mean >= 64) return 32;
+  if (mean >= 32) return 16;
+  if (mean <= 8 || f <= 16) return 4;
+  return 8;
+}
+
+bool skewed(const GraphStats& g) {
+  const double mean = std::max(1.0, g.mean_row());
+  return (static_cast<double>(g.max_row) > 32.0 * mean && g.max_row >= 128) || (g.rows > 0 && g.rows < 1024 && mean >= 256);
+}
+
+int vector_width(const Request& req, const KernelShape& k) {
+  const int vw = 16 / std::max(1, req.scalar_bytes);
+  if (!k.vector_ok || k.feature_tile <= 0 || k.feature_tile % vw != 0 || k.tile_extent % vw != 0) return 1;
+  return vw;
+}
+
+KernelLaunch size(const Request& req, const KernelShape& k, int row_group) {
+  KernelLaunch l;
+  l.form = k.form;
+  l.block = kBlock;
+  const int64_t tiles = k.feature_tile > 0 ? ceil_div(k.tile_extent, k.feature_tile) : 1;
+  switch (k.form) {
+    case Form::RowSplit: {
+      l.group = req.force_group > 0 ? req.force_group : row_group;
+      l.grid = clamp_grid(ceil_div(k.rows * tiles, kBlock / l.group));
+      l.vector_width = vector_width(req, k);
+      break;
+    }
+    case Form::PosSplit: {
+      l.group = kWarp;
+      l.chunk = kPosChunk;
+      l.chunks = ceil_div(req.graph.nnz, l.chunk);  // the kernel reads nnz from the row pointers: the caller's must be exact
+      l.grid = clamp_grid(ceil_div(l.chunks * tiles, kBlock / kWarp));
+      l.vector_width = vector_width(req, k);
+      l.workspace_bytes = 0;
+      break;
+    }
+    case Form::Lanes:
+    case Form::Serial: {
+      l.group = req.force_group > 0 ? req.force_group : pow2_at_least(k.tile_extent, kWarp);
+      if (k.form == Form::Serial) {
+        l.block = l.group;
+        l.grid = 1;
+      } else {
+        l.grid = clamp_grid(ceil_div(k.rows, kBlock / l.group));
+      }
+      const int64_t groups = l.block / l.group;
+      const int64_t buffers = (k.group_elems + l.group * k.thread_elems) * req.acc_bytes;  // per group
+      const int64_t staged = (l.block * k.staged_bytes + 15) / 16 * 16;  // as the kernel lays it out
+      if (groups * buffers + staged <= kSharedBytes) {
+        l.buffers_shared = true;
+        l.smem_bytes = groups * buffers + staged;
+      } else {
+        l.smem_bytes = staged;
+        if (buffers > 0) l.grid = std::max<int64_t>(1, std::min(l.grid, kLanesWorkspaceCap / std::max<int64_t>(1, groups * buffers)));
+        l.workspace_bytes = l.grid * groups * buffers;
+      }
+      break;
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+const char* to_string(Variant v) {
+  switch (v) {
+    case Variant::RowSplit: return "row_split";
+    case Variant::WarpPerRow: return "warp_per_row";
+    case Variant::PosSplit: return "pos_split";
+    case Variant::PosSplitAtomic: return "pos_split_atomic";
+    case Variant::Lanes: return "lanes";
+  }
+  return "?";
+}
+
+bool parse_variant(const std::string& name, Variant* out) {
+  for (Variant v : {Variant::RowSplit, Variant::WarpPerRow, Variant::PosSplit, Variant::PosSplitAtomic, Variant::Lanes})
+    if (name == to_string(v)) {
+      *out = v;
+      return true;
+    }
+  return false;
+}
+
+LaunchConfig decide(const Request& req) {
+  if (req.variants.empty()) throw std::invalid_argument("cuda launch: the op offers no variant");
+  LaunchConfig cfg;
+  cfg.lowering = req.lowering;
+  const VariantShape* chosen = nullptr;
+  size_t at = 0;
+  int row_group = 8;
+  if (req.force_variant >= 0) {
+    cfg.variant = static_cast<Variant>(req.force_variant);
+    const Variant kernels = cfg.variant == Variant::WarpPerRow ? Variant::RowSplit : cfg.variant;
+    chosen = find(req, kernels, &at);
+    if (!chosen) throw std::invalid_argument(std::string("cuda launch: variant ") + to_string(cfg.variant) + " is not offered by the op");
+    if (cfg.variant == Variant::RowSplit) row_group = row_split_group(req, *chosen);
+    if (cfg.variant == Variant::WarpPerRow) row_group = kWarp;
+  } else {
+    const VariantShape* pos = find(req, Variant::PosSplit, &at);
+    size_t at_atomic = 0;
+    const VariantShape* atomic = req.deterministic ? nullptr : find(req, Variant::PosSplitAtomic, &at_atomic);
+    size_t at_rows = 0;
+    const VariantShape* rows = find(req, Variant::RowSplit, &at_rows);
+    if ((pos || atomic) && skewed(req.graph)) {
+      chosen = atomic ? atomic : pos;
+      cfg.variant = atomic ? Variant::PosSplitAtomic : Variant::PosSplit;
+      if (atomic) at = at_atomic;
+    } else if (rows) {
+      chosen = rows;
+      at = at_rows;
+      row_group = row_split_group(req, *rows);
+      cfg.variant = row_group == kWarp ? Variant::WarpPerRow : Variant::RowSplit;
+    } else {
+      chosen = find(req, Variant::Lanes, &at);
+      cfg.variant = Variant::Lanes;
+      if (!chosen) {
+        chosen = &req.variants[0];
+        at = 0;
+        cfg.variant = chosen->variant;
+      }
+    }
+  }
+  cfg.offered = at;
+  int64_t offset = aligned(req.call_bytes);
+  for (auto& k : chosen->kernels) {
+    KernelLaunch l = size(req, k, row_group);
+    if (l.form == Form::PosSplit && cfg.variant == Variant::PosSplit)  // carries: two per chunk, and the row of the second
+      l.workspace_bytes = l.chunks * 2 * k.tile_extent * req.acc_bytes + l.chunks * static_cast<int64_t>(sizeof(int64_t));
+    l.workspace_offset = offset;
+    offset += aligned(l.workspace_bytes);
+    cfg.kernels.push_back(l);
+  }
+  cfg.workspace_bytes = offset;
+  return cfg;
+}
+
+}  // namespace gnnfuse::runtime::cuda

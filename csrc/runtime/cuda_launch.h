@@ -1,0 +1,136 @@
+// The launch decision of the generated CUDA kernels: one piece of host C++ (no CUDA
+// dependency) that both the CUDA ATen adapters and the emulated path call. From cheap statistics
+// of the graph (cached on it by the caller) and what the op's generated code offers, it chooses
+// the schedule variant, the group size (lanes per row), grid and block sizes, the vector width
+// of feature-row loads, the shared-memory bytes and the workspace layout of every kernel.
+//
+// A call of an op on CUDA:
+//   Request req = <op>_cuda_request(prm, dtype, itype);   // generated: its variants and kernels
+//   req.graph = stats;  req.deterministic = ...;            // the caller's
+//   LaunchConfig cfg = decide(req);
+//   workspace = allocate(cfg.workspace_bytes);              // the caching allocator
+//   <op>_cuda(prm, dtype, itype, cfg, Env{stream, workspace, matmul hook});
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gnnfuse::runtime::cuda {
+
+// The schedule variants (codegen/schedule_cuda.cpp). WarpPerRow runs the RowSplit kernels with
+// 32 lanes per row (long rows); PosSplitAtomic is not deterministic (atomics at chunk borders).
+enum class Variant { RowSplit, WarpPerRow, PosSplit, PosSplitAtomic, Lanes };
+const char* to_string(Variant v);  // row_split, warp_per_row, pos_split, pos_split_atomic, lanes
+// The name of a generated schedule variant -> Variant (row_split, pos_split, pos_split_atomic,
+// lanes); false for another name.
+bool parse_variant(const std::string& name, Variant* out);
+
+// The kernel forms (one per phase of a top loop).
+enum class Form { RowSplit, PosSplit, Lanes, Serial };
+
+// Statistics of the sparse operand a call walks, in the direction it walks it (Request::
+// by_columns: the CSC view's). nnz must be exact (col.size(0)): the pos split's carries are sized
+// from it.
+struct GraphStats {
+  int64_t rows = 0;
+  int64_t nnz = 0;
+  int64_t max_row = 0;
+  double mean_row() const { return rows > 0 ? static_cast<double>(nnz) / static_cast<double>(rows) : 0.0; }
+};
+
+// One kernel of a variant, sized for the call by the generated code.
+struct KernelShape {
+  Form form = Form::Lanes;
+  int64_t rows = 0;         // iterations of its top loop
+  int64_t tile_extent = 1;  // extent of the tiled (RowSplit, PosSplit) or lane (Lanes) variable; 1: none
+  int feature_tile = 0;     // RowSplit, PosSplit: columns per thread (0: no tiled variable)
+  int64_t group_elems = 0;   // Lanes: accumulator elements of the row buffers per group
+  int64_t thread_elems = 0;  // Lanes: accumulator elements of the row buffers per lane
+  int64_t staged_bytes = 0;  // Lanes: bytes per lane of a walk's entries staged in shared memory
+  bool vector_ok = false;    // RowSplit, PosSplit: the rows it reads by tiles are 16-byte aligned
+};
+
+struct VariantShape {
+  Variant variant = Variant::RowSplit;
+  std::vector<KernelShape> kernels;
+};
+
+struct Request {
+  int lowering = 0;                    // the op's lowering (`variants auto`: chosen by its cost model)
+  bool by_columns = false;             // the op walks its sparse operand by columns: graph holds the column statistics
+  std::vector<VariantShape> variants;  // offered, RowSplit (or Lanes) first
+  GraphStats graph;                    // the caller's statistics
+  int scalar_bytes = 4;                // the dtype's element size
+  int acc_bytes = 4;                   // the accumulation type's
+  int index_bytes = 4;
+  int64_t call_bytes = 0;              // workspace of the whole call (its temporaries), generated
+  bool deterministic = false;          // torch.are_deterministic_algorithms_enabled()
+  int force_variant = -1;              // a Variant forced (tests, benchmarks); -1: decide
+  int force_group = 0;                 // lanes per row forced (power of two up to 32); 0: decide
+};
+
+struct KernelLaunch {
+  Form form = Form::Lanes;
+  int group = 1;               // lanes per row (a power of two up to 32)
+  int block = 256;             // threads per block
+  int64_t grid = 1;            // blocks
+  int64_t smem_bytes = 0;      // dynamic shared memory
+  int vector_width = 1;        // elements per load of a tile's row (1, or 16 bytes' worth)
+  int64_t chunk = 0;           // PosSplit: stored entries per warp
+  int64_t chunks = 0;          // PosSplit: warps' chunks (ceil(nnz / chunk))
+  bool buffers_shared = false;  // Lanes: the row buffers of groups in shared memory (else workspace)
+  int64_t workspace_offset = 0;  // its part of the workspace, bytes from the start
+  int64_t workspace_bytes = 0;
+};
+
+struct LaunchConfig {
+  int lowering = 0;  // Request::lowering
+  Variant variant = Variant::RowSplit;
+  size_t offered = 0;  // index of the variant in Request::variants
+  std::vector<KernelLaunch> kernels;
+  int64_t workspace_bytes = 0;  // the call's temporaries first (Request::call_bytes), then the kernels'
+};
+
+// The device limits the decision respects.
+constexpr int kBlock = 256;
+constexpr int64_t kMaxGrid = 65535;               // blocks of a grid-stride launch
+constexpr int64_t kSharedBytes = 48 * 1024;       // dynamic shared memory without opt-in
+constexpr int kWarp = 32;
+constexpr int64_t kPosChunk = 256;                // stored entries per warp of PosSplit (8 per lane)
+constexpr int64_t kWorkspaceAlign = 256;
+
+// The decision (cuda_launch.cpp documents the rules). Throws std::invalid_argument when the
+// request offers no variant, or a forced one it does not offer.
+LaunchConfig decide(const Request& req);
+
+// The hook a kernel calls for a dense product block (MatmulBlock): C (+)= op(A) op(B), row-major,
+// m x n, inner extent k. The adapter maps it to cuBLAS through ATen; elements are of the op's dtype,
+// or of its accumulation type where *_acc.
+struct MatmulCall {
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  bool a_trans = false, a_acc = false;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  bool b_trans = false, b_acc = false;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  bool c_acc = false;
+  bool accumulate = false;  // C += (else C =)
+};
+
+// What a launch needs besides the config: the stream (a cudaStream_t), the workspace of
+// LaunchConfig::workspace_bytes (256-byte aligned), and the dense-product hook.
+struct Env {
+  void* stream = nullptr;
+  void* workspace = nullptr;
+  void (*matmul)(void* ctx, const MatmulCall& call, int dtype) = nullptr;  // dtype: runtime::DType as int
+  void* matmul_ctx = nullptr;
+};
+
+// Rounds a byte count up to the workspace alignment.
+inline int64_t aligned(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+}  // namespace gnnfuse::runtime::cuda

@@ -1,0 +1,201 @@
+// The launch decision of the generated CUDA kernels (runtime/cuda_launch.h): variant, group
+// size, grid, vector width, shared memory and workspace from the graph's statistics and what
+// the op offers. Host code only: it runs here without a GPU.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "runtime/cuda_launch.h"
+
+using namespace gnnfuse::runtime::cuda;
+
+namespace {
+
+KernelShape row_kernel(int64_t rows, int64_t f, bool aligned = true) {
+  KernelShape k;
+  k.form = Form::RowSplit;
+  k.rows = rows;
+  k.tile_extent = f;
+  k.feature_tile = 8;
+  k.vector_ok = aligned;
+  return k;
+}
+
+KernelShape pos_kernel(int64_t rows, int64_t f) {
+  KernelShape k = row_kernel(rows, f);
+  k.form = Form::PosSplit;
+  return k;
+}
+
+KernelShape lanes_kernel(int64_t rows, int64_t lane_extent, int64_t group_elems = 0, int64_t thread_elems = 0, int64_t staged = 4) {
+  KernelShape k;
+  k.form = Form::Lanes;
+  k.rows = rows;
+  k.tile_extent = lane_extent;
+  k.group_elems = group_elems;
+  k.thread_elems = thread_elems;
+  k.staged_bytes = staged;
+  return k;
+}
+
+// An spmm-like op: row split, pos split (both forms) and lanes.
+Request spmm(int64_t rows, int64_t nnz, int64_t max_row, int64_t f, bool aligned = true) {
+  Request r;
+  r.variants = {{Variant::RowSplit, {row_kernel(rows, f, aligned)}},
+                {Variant::PosSplit, {pos_kernel(rows, f)}},
+                {Variant::PosSplitAtomic, {pos_kernel(rows, f)}},
+                {Variant::Lanes, {lanes_kernel(rows, f, f)}}};
+  r.graph = GraphStats{rows, nnz, max_row};
+  return r;
+}
+
+}  // namespace
+
+// Seed 000's static choice: 4 lanes for short or narrow rows, 8 otherwise, 16 from a mean of 32,
+// a warp per row from a mean of 64.
+TEST(CudaLaunch, RowSplitGroupFollowsTheMeanRowLength) {
+  EXPECT_EQ(decide(spmm(10000, 50000, 12, 64)).kernels[0].group, 4);  // mean 5
+  LaunchConfig c = decide(spmm(10000, 160000, 40, 64));                 // mean 16
+  EXPECT_EQ(c.variant, Variant::RowSplit);
+  EXPECT_EQ(c.kernels[0].group, 8);
+  EXPECT_EQ(decide(spmm(10000, 160000, 40, 16)).kernels[0].group, 4);  // narrow rows
+  EXPECT_EQ(decide(spmm(10000, 400000, 80, 64)).kernels[0].group, 16);  // mean 40
+  c = decide(spmm(10000, 1000000, 200, 64));                             // mean 100
+  EXPECT_EQ(c.variant, Variant::WarpPerRow);
+  EXPECT_EQ(c.offered, 0u);  // the row split kernels
+  EXPECT_EQ(c.kernels[0].group, 32);
+  EXPECT_EQ(c.kernels[0].form, Form::RowSplit);
+}
+
+// Skewed degrees (or few long rows) go to the nonzero-balanced kernel: its atomic form unless
+// the call must be deterministic; the deterministic form's carries are in the workspace.
+TEST(CudaLaunch, SkewedDegreesTakeThePosSplit) {
+  Request r = spmm(100000, 1000000, 50000, 32);  // mean 10, longest row 50000
+  LaunchConfig c = decide(r);
+  EXPECT_EQ(c.variant, Variant::PosSplitAtomic);
+  EXPECT_EQ(c.offered, 2u);
+  EXPECT_EQ(c.kernels[0].group, 32);
+  EXPECT_EQ(c.kernels[0].chunk, kPosChunk);
+  EXPECT_EQ(c.kernels[0].chunks, (1000000 + kPosChunk - 1) / kPosChunk);
+  EXPECT_EQ(c.kernels[0].workspace_bytes, 0);
+  r.deterministic = true;
+  c = decide(r);
+  EXPECT_EQ(c.variant, Variant::PosSplit);
+  EXPECT_EQ(c.offered, 1u);
+  const int64_t chunks = c.kernels[0].chunks;
+  EXPECT_EQ(c.kernels[0].workspace_bytes, chunks * 2 * 32 * 4 + chunks * 8);
+  EXPECT_EQ(c.workspace_bytes, aligned(c.kernels[0].workspace_bytes));
+  // Few, long rows.
+  EXPECT_EQ(decide(spmm(100, 100000, 1000, 32)).variant, Variant::PosSplitAtomic);
+  // Not skewed: row split.
+  EXPECT_EQ(decide(spmm(100000, 1000000, 40, 32)).variant, Variant::RowSplit);
+}
+
+// 16-byte loads where F and the alignment allow: 4 floats, 2 doubles, 8 halves.
+TEST(CudaLaunch, VectorWidthFromFAndAlignment) {
+  EXPECT_EQ(decide(spmm(1000, 10000, 20, 64)).kernels[0].vector_width, 4);
+  EXPECT_EQ(decide(spmm(1000, 10000, 20, 66)).kernels[0].vector_width, 1);
+  EXPECT_EQ(decide(spmm(1000, 10000, 20, 64, false)).kernels[0].vector_width, 1);
+  Request r = spmm(1000, 10000, 20, 64);
+  r.scalar_bytes = 8;
+  r.acc_bytes = 8;
+  EXPECT_EQ(decide(r).kernels[0].vector_width, 2);
+  r.scalar_bytes = 2;
+  r.acc_bytes = 4;
+  EXPECT_EQ(decide(r).kernels[0].vector_width, 8);
+  r = spmm(1000, 10000, 20, 60);  // a multiple of 4, not of 8
+  r.scalar_bytes = 2;
+  EXPECT_EQ(decide(r).kernels[0].vector_width, 1);
+}
+
+// A grid-stride launch: one group per (row, tile of 8 columns), at most 65535 blocks.
+TEST(CudaLaunch, GridCoversRowsAndTiles) {
+  LaunchConfig c = decide(spmm(1000, 16000, 20, 64));  // group 8: 32 groups per block, 8 tiles
+  EXPECT_EQ(c.kernels[0].block, 256);
+  EXPECT_EQ(c.kernels[0].grid, (1000 * 8 + 31) / 32);
+  c = decide(spmm(100000000, 1600000000, 20, 64));
+  EXPECT_EQ(c.kernels[0].grid, kMaxGrid);
+  c = decide(spmm(1, 1, 1, 1));
+  EXPECT_EQ(c.kernels[0].grid, 1);
+}
+
+// Ops offering lanes only (attention, softmax): the lane variable's extent rounded up to a power
+// of two; row buffers in shared memory when a block's fit, else in the workspace.
+TEST(CudaLaunch, LanesGroupAndBuffers) {
+  Request r;
+  r.graph = GraphStats{1000, 10000, 30};
+  r.variants = {{Variant::Lanes, {lanes_kernel(1000, 3)}}};
+  LaunchConfig c = decide(r);
+  EXPECT_EQ(c.variant, Variant::Lanes);
+  EXPECT_EQ(c.kernels[0].group, 4);
+  EXPECT_TRUE(c.kernels[0].buffers_shared);
+  EXPECT_EQ(c.kernels[0].smem_bytes, 256 * 4);  // the staged indices
+  r.variants = {{Variant::Lanes, {lanes_kernel(1000, 1)}}};
+  EXPECT_EQ(decide(r).kernels[0].group, 1);
+  // 8 groups of 32 lanes; per group 64 x 8 elements of the group's and 8 per lane.
+  r.variants = {{Variant::Lanes, {lanes_kernel(1000, 100, 64 * 8, 8)}}};
+  c = decide(r);
+  EXPECT_EQ(c.kernels[0].group, 32);
+  EXPECT_TRUE(c.kernels[0].buffers_shared);
+  EXPECT_EQ(c.kernels[0].smem_bytes, 256 * 4 + 8 * (64 * 8 + 32 * 8) * 4);
+  EXPECT_EQ(c.kernels[0].workspace_bytes, 0);
+  // Too large for shared memory: the workspace, one region per group of the grid.
+  r.variants = {{Variant::Lanes, {lanes_kernel(1000, 100, 4096, 64)}}};
+  r.call_bytes = 1000;
+  c = decide(r);
+  EXPECT_FALSE(c.kernels[0].buffers_shared);
+  EXPECT_EQ(c.kernels[0].smem_bytes, 256 * 4);
+  EXPECT_EQ(c.kernels[0].workspace_bytes, c.kernels[0].grid * 8 * (4096 + 32 * 64) * 4);
+  EXPECT_EQ(c.kernels[0].workspace_offset, aligned(1000));
+  EXPECT_EQ(c.workspace_bytes, aligned(1000) + aligned(c.kernels[0].workspace_bytes));
+}
+
+// Several kernels (phases of a dense product block, or several loop nests): each sized, the
+// workspace laid out in order after the call's temporaries.
+TEST(CudaLaunch, WorkspaceLayoutOfSeveralKernels) {
+  Request r;
+  r.graph = GraphStats{1000, 20000, 40};
+  r.call_bytes = 300;
+  KernelShape serial = lanes_kernel(50, 16, 0, 0, 0);
+  serial.form = Form::Serial;
+  r.variants = {{Variant::RowSplit, {row_kernel(1000, 64), lanes_kernel(1000, 100, 8192, 0), serial}}};
+  LaunchConfig c = decide(r);
+  ASSERT_EQ(c.kernels.size(), 3u);
+  EXPECT_EQ(c.kernels[0].workspace_offset, 512);
+  EXPECT_EQ(c.kernels[1].workspace_offset, 512);
+  EXPECT_EQ(c.kernels[2].workspace_offset, 512 + aligned(c.kernels[1].workspace_bytes));
+  EXPECT_EQ(c.kernels[2].grid, 1);
+  EXPECT_EQ(c.kernels[2].block, 16);
+  EXPECT_EQ(c.kernels[2].group, 16);
+  for (auto& k : c.kernels) EXPECT_EQ(k.workspace_offset % kWorkspaceAlign, 0);
+}
+
+TEST(CudaLaunch, ForcedVariantAndGroup) {
+  Request r = spmm(1000, 5000, 10, 64);
+  r.force_variant = static_cast<int>(Variant::WarpPerRow);
+  LaunchConfig c = decide(r);
+  EXPECT_EQ(c.variant, Variant::WarpPerRow);
+  EXPECT_EQ(c.kernels[0].group, 32);
+  r.force_variant = static_cast<int>(Variant::PosSplit);
+  EXPECT_EQ(decide(r).offered, 1u);
+  r.force_variant = static_cast<int>(Variant::Lanes);
+  r.force_group = 2;
+  c = decide(r);
+  EXPECT_EQ(c.offered, 3u);
+  EXPECT_EQ(c.kernels[0].group, 2);
+  Request lanes_only;
+  lanes_only.variants = {{Variant::Lanes, {lanes_kernel(10, 4)}}};
+  lanes_only.force_variant = static_cast<int>(Variant::PosSplit);
+  EXPECT_THROW(decide(lanes_only), std::invalid_argument);
+  EXPECT_THROW(decide(Request{}), std::invalid_argument);
+}
+
+TEST(CudaLaunch, VariantNames) {
+  for (Variant v : {Variant::RowSplit, Variant::WarpPerRow, Variant::PosSplit, Variant::PosSplitAtomic, Variant::Lanes}) {
+    Variant back = Variant::Lanes;
+    ASSERT_TRUE(parse_variant(to_string(v), &back));
+    EXPECT_EQ(back, v);
+  }
+  Variant x;
+  EXPECT_FALSE(parse_variant("warp", &x));
+}
