@@ -1,6 +1,8 @@
 // The tables of builtins.h.
 #include "codegen/builtins.h"
 
+#include <map>
+
 namespace gnnfuse::codegen {
 
 ExprP make_expr(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
@@ -45,6 +47,28 @@ Function fn(const std::string& name, bool param, decltype(Function::derivative) 
   f.cpu = std::move(cpu);
   f.float32_under_autocast = float32;
   return f;
+}
+
+// The cuda column of the table (cuda/device_runtime.cuh; max_of / min_of spell std::max / std::min).
+void cuda_spellings(std::vector<Function>& t) {
+  using S = std::function<std::string(const std::string&, const std::string&)>;
+  const std::string cu = "gnnfuse::cuda::";
+  const std::map<std::string, S> cuda{
+      {"exp", [=](const std::string& x, const std::string&) { return cu + "exp_acc(" + x + ")"; }},
+      {"log", [=](const std::string& x, const std::string&) { return cu + "log_acc(" + x + ")"; }},
+      {"relu", [=](const std::string& x, const std::string&) { return cu + "max_of(" + x + ", acc_t(0))"; }},
+      {"sigmoid", [=](const std::string& x, const std::string&) { return "acc_t(1) / (acc_t(1) + " + cu + "exp_acc(-(" + x + ")))"; }},
+      {"tanh", [=](const std::string& x, const std::string&) { return cu + "tanh_acc(" + x + ")"; }},
+      {"step", [](const std::string& x, const std::string&) { return "static_cast<acc_t>(" + x + " > acc_t(0))"; }},
+      {"leaky_relu",
+       [=](const std::string& x, const std::string& p) { return "(" + cu + "max_of(" + x + ", acc_t(0)) + " + p + " * " + cu + "min_of(" + x + ", acc_t(0)))"; }},
+      {"leaky_step", [](const std::string& x, const std::string& p) { return "(" + p + " + (acc_t(1) - " + p + ") * static_cast<acc_t>(" + x + " > acc_t(0)))"; }},
+      {"pow", [=](const std::string& x, const std::string& p) { return cu + "pow_acc(" + x + ", " + p + ")"; }},
+  };
+  for (auto& f : t) {
+    auto it = cuda.find(f.name);
+    if (it != cuda.end()) f.cuda = it->second;
+  }
 }
 
 std::vector<Function> make_functions() {
@@ -97,6 +121,7 @@ std::vector<Function> make_functions() {
   detach.name = "detach";
   detach.detach = true;
   t.push_back(detach);
+  cuda_spellings(t);
   return t;
 }
 
@@ -116,6 +141,7 @@ const Function* find_function(const std::string& name) {
 std::string spell_function(const std::string& name, Target target, const std::string& x, const std::string& p) {
   const Function* f = find_function(name);
   if (f && target == Target::Cpu && f->cpu) return f->cpu(x, p);
+  if (f && target == Target::Cuda && f->cuda) return f->cuda(x, p);
   throw SpecError("internal error: no " + std::string(target_info(target).name) + " spelling of function " + name);
 }
 

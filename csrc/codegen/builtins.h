@@ -37,8 +37,9 @@ struct Function {
   // factor that reads it.
   std::function<Derivative(const Expr& f, const std::function<ExprP()>& g)> derivative;
   // Spelling per target: a C++ expression over `x` (the argument, of type acc_t) and `p` (the
-  // parameter). A cuda spelling goes beside the cpu one.
+  // parameter). The cuda spelling goes beside the cpu one (helpers of cuda/device_runtime.cuh).
   std::function<std::string(const std::string& x, const std::string& p)> cpu;
+  std::function<std::string(const std::string& x, const std::string& p)> cuda;
 };
 
 const std::vector<Function>& functions();

@@ -49,6 +49,7 @@ struct Value {
   char op = 0;         // Binary: + - * /
   std::string fn;      // Call
   std::string param;   // Call: its constant parameter (a number or a schema argument)
+  double param_value = 0;  // Call: the number, exactly (when param is not a schema argument)
   // Guard: `row S has entries ? args[0] : args[1]`; row_open: S's row bounds are those of the
   // enclosing loop over `row` (else read from S's row pointers).
   std::string guard_level, guard_row;
@@ -64,6 +65,7 @@ struct Value {
 // row; the iteration is skipped where it has none), Alloc (a temporary's storage, at the loop
 // that is its home), Fill (a temporary set to its initial value), Assign, Accumulate (+=, or
 // keep the max / min, recording the position in arg_out), Matmul (a dense product block).
+// CUDA: Parallel is also the loop over the grid (LoopSchedule::unit Grid).
 struct Stmt;
 using StmtP = std::unique_ptr<Stmt>;
 struct Stmt {
@@ -96,6 +98,8 @@ struct Kernel {
 
 // The imperative IR of a compiled op's scheduled tree.
 Kernel lower(const Compiled& c);
+// The same for another scheduled tree of its program (a schedule variant).
+Kernel lower(const Compiled& c, const Node& tree);
 std::string print(const Kernel& k);
 
 }  // namespace imp

@@ -234,7 +234,8 @@ bool MatmulBlock::operator==(const MatmulBlock& o) const {
 bool LoopSchedule::operator==(const LoopSchedule& o) const {
   return unit == o.unit && group == o.group && reduction == o.reduction && reduced == o.reduced && balance_by == o.balance_by &&
          register_tile == o.register_tile && prefetch_rows == o.prefetch_rows && prefetch_edges == o.prefetch_edges &&
-         (matmul == o.matmul || (matmul && o.matmul && *matmul == *o.matmul));
+         (matmul == o.matmul || (matmul && o.matmul && *matmul == *o.matmul)) && rows_per_block == o.rows_per_block &&
+         feature_tile == o.feature_tile && vector_width == o.vector_width && stage_shared == o.stage_shared;
 }
 
 void collect_stmts(const Node& n, std::vector<int>* out) {

@@ -377,6 +377,17 @@ struct LoopSchedule {
   std::vector<std::string> prefetch_edges;
   // A child loop of a CpuChunk row loop: the subtree is a dense product block.
   std::shared_ptr<const MatmulBlock> matmul;
+  // CUDA (schedule_cuda.cpp): seed 000's tiling knobs, kept apart from the reduction ones
+  // (`group` lanes reducing with `reduction`). Grid: rows_per_block groups of `group` lanes per
+  // thread block (a default: the launch decision picks the group size, a power of two up to 32).
+  // A dense loop with feature_tile C: the loop's variable is tiled, C columns per thread held in
+  // registers, the row running once per tile; its rows are read vector_width elements at a time
+  // (0: decided at launch from F and the alignment, at most 16 bytes). A walk with stage_shared:
+  // its entries (indices, edge ids, values) are staged in block-shared memory, `group` at a time.
+  int rows_per_block = 0;
+  int feature_tile = 0;
+  int vector_width = 0;
+  bool stage_shared = false;
 
   bool chunks() const { return unit == ParallelUnit::CpuChunk; }
   bool simd() const { return unit == ParallelUnit::SimdLane; }
@@ -442,6 +453,20 @@ enum class Target { Cpu, Cuda };
 // Stage 6, per target. CPU: the parallel row loop balanced by nonzeros, private per-thread
 // sums, simd inner loops, co-iteration by walk and locate (schedule_cpu.cpp).
 void schedule_cpu(const Program& p, Node& root);
+// CUDA (schedule_cuda.cpp): row loops over the grid, walks split over groups of lanes with
+// shuffle reductions, feature tiles in registers, or lanes over the feature loops.
+void schedule_cuda(const Program& p, Node& root);
+// A target's other schedules of the same tree (variants chosen at launch, not by the cost model):
+// each a copy of the scheduled tree with other annotations. CUDA: row_split (the schedule's own),
+// pos_split and pos_split_atomic (nonzero-balanced, segmented reduction; carries added in order
+// or atomics at the segment borders), lanes (lanes over the feature loops; every op has it).
+struct ScheduleVariant {
+  std::string name;
+  std::unique_ptr<Node> tree;
+};
+std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node& root);
+// The variants of `target` (none for a target whose schedule has no alternatives).
+std::vector<ScheduleVariant> schedule_variants(Target target, const Program& p, const Node& root);
 // The schedule of `target` (SpecError for a target not lowered yet).
 void schedule(Target target, const Program& p, Node& root);
 
@@ -502,6 +527,9 @@ struct Compiled {
   // variant of least cost. `cost` is its spelling for the target (the "cost model" snapshot).
   Cost cost_model;
   std::string cost;
+  // The target's schedule variants of `tree` (schedule_variants): the first is `tree` itself
+  // (a copy); empty for a target without variants (cpu).
+  std::vector<ScheduleVariant> schedule_variants;
 };
 // Whether two lowerings are the same: structurally equal scheduled trees over equal statements
 // and temporaries, and equal cost models (variants are deduplicated with it).
@@ -565,6 +593,7 @@ struct Family {
 Family compile_family(const OpSpec& user_op, Target target = Target::Cpu);
 
 std::vector<GeneratedFile> emit_op_cpu(const Family& f);     // <op>_kernel.h, <op>_cpu.cpp
+std::vector<GeneratedFile> emit_op_cuda(const Family& f);    // <op>_cuda.h, <op>_cuda.cu
 // The kernel files of a family for its target (emit_op_cpu for cpu).
 std::vector<GeneratedFile> emit_op_kernels(const Family& f);
 std::vector<GeneratedFile> emit_op_registration(const Family& f);  // <op>_register.cpp
@@ -582,6 +611,10 @@ struct TargetInfo {
   void (*schedule)(const Program& p, Node& root);               // nullptr: not lowered yet
   std::vector<GeneratedFile> (*emit_kernels)(const Family& f);  // nullptr: not lowered yet
   std::string (*print_cost)(const Cost& cost);                  // its spelling of a cost model
+  // Its schedule variants (nullptr: none); whether the ATen layer (adapters, registration) is
+  // generated for it yet (cuda: the kernels and their host launch functions only).
+  std::vector<ScheduleVariant> (*variants)(const Program& p, const Node& root) = nullptr;
+  bool registers = true;
 };
 // Every target, the ones not lowered yet included (their devices get the autocast kernels).
 const std::vector<TargetInfo>& targets();

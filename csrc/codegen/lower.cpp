@@ -147,6 +147,7 @@ class Lowering {
         v.kind = Value::Kind::Call;
         v.fn = s.fn;
         if (s.has_param || !s.param_arg.empty()) v.param = s.param_arg.empty() ? emit_number(s.param) : s.param_arg;
+        v.param_value = s.param;
         v.args = {arg(0)};
         return make(v);
       default: break;
@@ -234,7 +235,8 @@ class Lowering {
     auto l = std::make_unique<Stmt>();
     l->var = n.var;
     l->sched = n.sched;
-    l->kind = n.sched.chunks() ? Stmt::Kind::Parallel : level.empty() ? Stmt::Kind::For : Stmt::Kind::Walk;
+    const bool parallel = n.sched.chunks() || n.sched.unit == ParallelUnit::Grid;
+    l->kind = parallel ? Stmt::Kind::Parallel : level.empty() ? Stmt::Kind::For : Stmt::Kind::Walk;
     l->level = level;
     l->csc = !level.empty() && p_.walks_csc(level);
     const MatmulBlock* inner = nullptr;
@@ -285,7 +287,11 @@ std::string value_str(const Value& v) {
 std::string schedule_str(const LoopSchedule& s) {
   std::string out;
   auto add = [&](const std::string& x) { out += (out.empty() ? "" : ", ") + x; };
-  if (s.unit != ParallelUnit::None) add(to_string(s.unit));
+  if (s.unit != ParallelUnit::None) add(to_string(s.unit) + (s.group ? " of " + std::to_string(s.group) : std::string()));
+  if (s.rows_per_block) add(std::to_string(s.rows_per_block) + " rows per block");
+  if (s.feature_tile)
+    add("feature tile " + std::to_string(s.feature_tile) + ", vector width " + (s.vector_width ? std::to_string(s.vector_width) : "at launch"));
+  if (s.stage_shared) add("staged in shared memory");
   if (!s.balance_by.empty()) add("balanced by " + s.balance_by);
   if (s.reduction != ReductionStrategy::Serial) {
     std::string r = std::string(to_string(s.reduction)) + " reduction";
@@ -365,6 +371,16 @@ void print_stmt(const Stmt& s, int depth, std::ostringstream& os) {
 }  // namespace
 
 Kernel lower(const Compiled& c) { return Lowering(c).run(); }
+
+Kernel lower(const Compiled& c, const Node& tree) {
+  Compiled v;
+  v.spec = c.spec;
+  v.target = c.target;
+  v.program = c.program;
+  v.program.spec = &v.spec;
+  v.tree = tree.clone();
+  return Lowering(v).run();
+}
 
 std::string print(const Kernel& k) {
   std::ostringstream os;

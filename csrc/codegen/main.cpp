@@ -2,6 +2,7 @@
 //   gnnfuse-gen [--target T] --out DIR ops/*.spec   generate into DIR (files rewritten only when changed)
 //   gnnfuse-gen [--target T] --dump FILE.spec ...   print the program and the index trees after every stage
 // --target: the machine the kernels are for (the target table in target.cpp); cpu by default.
+// cuda writes the kernel files only (<op>_cuda.h, <op>_cuda.cu), beside the cpu target's files.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -59,6 +60,9 @@ int main(int argc, char** argv) {
           std::cout << "---- spec\n" << print_spec(c->spec);
           for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
           std::cout << "---- imperative IR\n" << imp::print(imp::lower(*c));
+          for (size_t v = 1; v < c->schedule_variants.size(); ++v)
+            std::cout << "---- schedule variant " << c->schedule_variants[v].name << ": imperative IR\n"
+                      << imp::print(imp::lower(*c, *c->schedule_variants[v].tree));
           for (size_t v = 0; v < c->alternatives.size(); ++v) {
             for (auto& [name, text] : c->alternatives[v]->stages)
               std::cout << "---- variant " << v + 1 << ": " << name << "\n" << text;
@@ -86,12 +90,14 @@ int main(int argc, char** argv) {
           if (!names.insert(c->spec.name).second)
             throw SpecError(args[a] + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
         for (auto& f : emit_op_kernels(*fam)) write_if_changed(out / f.path, f.text);
-        for (auto& f : emit_op_registration(*fam)) write_if_changed(out / f.path, f.text);
+        if (target_info(target).registers)
+          for (auto& f : emit_op_registration(*fam)) write_if_changed(out / f.path, f.text);
         all.push_back(std::move(fam));
       }
       std::vector<const Family*> fams;
       for (auto& f : all) fams.push_back(f.get());
-      for (auto& f : emit_library(fams)) write_if_changed(out / f.path, f.text);
+      if (target_info(target).registers)
+        for (auto& f : emit_library(fams)) write_if_changed(out / f.path, f.text);
       return 0;
     }
   } catch (const SpecError& e) {

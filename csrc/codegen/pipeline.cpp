@@ -29,6 +29,7 @@ std::unique_ptr<Compiled> compile_one(const OpSpec& spec, Target target, const s
   c->stages.emplace_back("after temporary shrinking", print_tree(p, *tree));
   schedule(target, p, *tree);
   c->stages.emplace_back(target_info(target).schedule_stage, print_tree(p, *tree));
+  c->schedule_variants = schedule_variants(target, p, *tree);
   c->tree = std::move(tree);
   c->cost_model = cost_model(p, *c->tree);
   c->cost = print_cost(target, c->cost_model);

@@ -9,9 +9,11 @@ namespace gnnfuse::codegen {
 const std::vector<TargetInfo>& targets() {
   static const std::vector<TargetInfo> all{
       {Target::Cpu, "cpu", "CPU", "CPU", "CPU schedule", schedule_cpu, emit_op_cpu, print_cost_cpu},
-      // CUDA (issue [CUDA]): a schedule mapping loops to the grid, blocks, warps and lanes, and a
-      // kernel printer; its ops then register at the CUDA key.
-      {Target::Cuda, "cuda", "CUDA", "CUDA", "CUDA schedule", nullptr, nullptr, nullptr},
+      // CUDA: a schedule mapping loops to the grid, groups of lanes and lanes (schedule_cuda.cpp)
+      // with its variants chosen at launch, the kernel printer (cuda_kernel.cpp, emit_cuda.cpp);
+      // its cost models are host C++ like the CPU's. Its ATen adapters and registration at the
+      // CUDA key are not generated yet: the kernels and their host launch functions only.
+      {Target::Cuda, "cuda", "CUDA", "CUDA", "CUDA schedule", schedule_cuda, emit_op_cuda, print_cost_cpu, schedule_variants_cuda, false},
   };
   return all;
 }
@@ -46,5 +48,10 @@ void schedule(Target target, const Program& p, Node& root) { lowered(target).sch
 std::vector<GeneratedFile> emit_op_kernels(const Family& f) { return lowered(f.target).emit_kernels(f); }
 
 std::string print_cost(Target target, const Cost& cost) { return lowered(target).print_cost(cost); }
+
+std::vector<ScheduleVariant> schedule_variants(Target target, const Program& p, const Node& root) {
+  const TargetInfo& t = lowered(target);
+  return t.variants ? t.variants(p, root) : std::vector<ScheduleVariant>{};
+}
 
 }  // namespace gnnfuse::codegen

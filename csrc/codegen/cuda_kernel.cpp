@@ -1,0 +1,829 @@
+// The CUDA kernel printer (cuda_kernel.h): the variant's steps, locals, values, statements,
+// loops and walks, and the row-split and lanes kernels. The nonzero-balanced kernels and the
+// host side: cuda_kernel_pos.cpp.
+#include <algorithm>
+#include <functional>
+
+#include "codegen/builtins.h"
+#include "codegen/cuda_kernel.h"
+
+namespace gnnfuse::codegen::emit {
+
+namespace {
+
+bool is_loop(const imp::Stmt& s) {
+  return s.kind == imp::Stmt::Kind::For || s.kind == imp::Stmt::Kind::Walk || s.kind == imp::Stmt::Kind::Parallel;
+}
+
+// Every statement under s (s included), in order.
+void each(const imp::Stmt& s, const std::function<void(const imp::Stmt&)>& f) {
+  f(s);
+  for (auto& k : s.body) each(*k, f);
+}
+
+void each_value(const imp::Value& v, const std::function<void(const imp::Value&)>& f) {
+  f(v);
+  for (auto& a : v.args) each_value(*a, f);
+}
+
+std::string access_text(const Access& a) {
+  std::string s = a.tensor + "(";
+  for (size_t k = 0; k < a.idx.size(); ++k) s += (k ? "," : "") + a.idx[k];
+  return s + ")";
+}
+
+}  // namespace
+
+CudaPrinter::CudaPrinter(const Compiled& c, const ScheduleVariant& v, std::string fn)
+    : c_(c), p_(c.program), s_(c.spec), variant_(v.name), fn_(std::move(fn)), k_(imp::lower(c, *v.tree)) {
+  plan();
+}
+
+void CudaPrinter::add_call_temp(const std::string& name, const std::vector<std::string>& dims, Reduce init, bool fill) {
+  if (!call_names_.insert(name).second) return;
+  call_.push_back(CallTemp{name, dims, init, fill});
+}
+
+// The steps: per top-level loop its phases (kernels) and dense product blocks (hooks).
+void CudaPrinter::plan() {
+  int kernels = 0;
+  for (auto& sp : k_.body->body) {
+    const imp::Stmt& top = *sp;
+    if (top.kind == imp::Stmt::Kind::Alloc) {
+      add_call_temp(top.tensor, top.dims, top.init, true);
+      continue;
+    }
+    if (!is_loop(top) || top.kind == imp::Stmt::Kind::Walk)
+      fail(s_.loc, s_.name + ": the cuda target lowers top-level dense loops only");
+    std::vector<const imp::Stmt*> pre;
+    for (auto& k : top.body)
+      if (k->kind == imp::Stmt::Kind::RowBounds || k->kind == imp::Stmt::Kind::Alloc) pre.push_back(k.get());
+    std::vector<Step> mine;
+    Step cur;
+    cur.top = &top;
+    cur.body = pre;
+    auto flush = [&] {
+      bool work = false;
+      for (auto* s : cur.body)
+        each(*s, [&](const imp::Stmt& x) {
+          work = work || x.kind == imp::Stmt::Kind::Assign || x.kind == imp::Stmt::Kind::Accumulate;
+        });
+      if (work) mine.push_back(cur);
+      cur = Step{};
+      cur.top = &top;
+      cur.body = pre;
+    };
+    for (auto& k : top.body) {
+      if (k->kind == imp::Stmt::Kind::RowBounds || k->kind == imp::Stmt::Kind::Alloc) continue;
+      if (k->kind != imp::Stmt::Kind::Matmul) {
+        cur.body.push_back(k.get());
+        continue;
+      }
+      const MatmulBlock& m = *k->matmul;
+      if (m.r.temp) cur.spill.insert(m.r.tensor);
+      if (m.form == MatmulBlock::Form::Outer && m.r2.temp) cur.spill.insert(m.r2.tensor);
+      flush();
+      Step h;
+      h.top = &top;
+      h.matmul = &m;
+      mine.push_back(h);
+      if (m.r.temp) add_call_temp("rows_" + m.r.tensor, {top.var, m.r.var}, Reduce::Sum, false);
+      if (m.form == MatmulBlock::Form::Outer && m.r2.temp) add_call_temp("rows_" + m.r2.tensor, {top.var, m.r2.var}, Reduce::Sum, false);
+      if (m.form == MatmulBlock::Form::Product && !m.matrix_target) {
+        add_call_temp("rows_" + m.target, {top.var, m.c}, Reduce::Sum, !m.overwrite);
+        cur.rows.insert(m.target);
+      }
+    }
+    flush();
+    for (auto& st : mine) {
+      if (st.matmul) {
+        steps_.push_back(st);
+        continue;
+      }
+      bool split = false;
+      std::string tile, lane;
+      for (auto* s : st.body)
+        each(*s, [&](const imp::Stmt& x) {
+          if (x.kind == imp::Stmt::Kind::Walk && x.sched.unit == ParallelUnit::LaneGroup) split = true;
+          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0) tile = x.var;
+          if (x.kind == imp::Stmt::Kind::For && x.sched.unit == ParallelUnit::Lane) lane = x.var;
+        });
+      const bool pos = !top.sched.balance_by.empty() &&
+                       (top.sched.reduction == ReductionStrategy::Segmented || top.sched.reduction == ReductionStrategy::Atomic);
+      st.form = pos ? Form::PosSplit : split ? Form::RowSplit : top.sched.unit == ParallelUnit::None ? Form::Serial : Form::Lanes;
+      st.tile = st.form == Form::RowSplit || st.form == Form::PosSplit ? tile : lane;
+      st.kernel = kernels++;
+      for (auto* s : st.body)
+        each(*s, [&](const imp::Stmt& x) {
+          if (x.kind == imp::Stmt::Kind::Walk && x.sched.stage_shared) {
+            const TensorDecl* d = s_.find(x.level);
+            st.staged = true;
+            st.staged_values = st.staged_values || (d && !d->values.empty());
+            st.staged_edges = st.staged_edges || x.csc;
+          }
+          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0)
+            for (auto& b : x.body)
+              each(*b, [&](const imp::Stmt& y) {
+                if (!y.rhs) return;
+                each_value(*y.rhs, [&](const imp::Value& v) {
+                  if (v.kind == imp::Value::Kind::Read && v.role == Role::DenseInput &&
+                      !std::count(st.vec_reads.begin(), st.vec_reads.end(), v.access.tensor))
+                    st.vec_reads.push_back(v.access.tensor);
+                });
+              });
+        });
+      steps_.push_back(st);
+    }
+  }
+}
+
+const imp::Stmt* CudaPrinter::find_accumulate(const imp::Stmt& s, const std::string& temp) const {
+  const imp::Stmt* out = nullptr;
+  each(s, [&](const imp::Stmt& x) {
+    if (!out && x.kind == imp::Stmt::Kind::Accumulate && x.lhs.tensor == temp) out = &x;
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- locals
+void CudaPrinter::locals() {
+  for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";");
+  for (auto& v : s_.order) line("(void)n_" + v + ";");
+  for (auto& a : s_.schema.args)
+    if (a.type == "float") {
+      line("const acc_t arg_" + a.name + " = static_cast<acc_t>(prm." + a.name + ");");
+      line("(void)arg_" + a.name + ";");
+    }
+  auto ptr_line = [&](const std::string& type, const std::string& name, const std::string& field, bool constant) {
+    line((constant ? "const " : "") + type + "* __restrict__ " + name + " = static_cast<" + (constant ? "const " : "") + type + "*>(prm." +
+         field + ");");
+    line("(void)" + name + ";");
+  };
+  for (auto& t : s_.tensors) {
+    switch (t.role) {
+      case Role::SparseInput:
+        ptr_line("index_t", t.name + "_rowptr", t.name + "_rowptr", true);
+        ptr_line("index_t", t.name + "_col", t.name + "_col", true);
+        if (!t.values.empty()) ptr_line("scalar_t", t.name + "_val", t.name + "_val", true);
+        if (p_.walks_csc(t.name)) {
+          ptr_line("index_t", t.name + "_colptr", t.name + "_colptr", true);
+          ptr_line("index_t", t.name + "_row", t.name + "_row", true);
+          ptr_line("int64_t", t.name + "_perm", t.name + "_perm", true);
+        }
+        break;
+      case Role::DenseInput:
+      case Role::EdgeInput: ptr_line(t.acc ? "acc_t" : "scalar_t", t.name, t.name, true); break;
+      case Role::SelectInput: ptr_line("int64_t", t.name, t.name, true); break;
+      case Role::Output:
+        ptr_line(t.acc ? "acc_t" : "scalar_t", t.name, t.name, false);
+        if (s_.selects()) ptr_line("int64_t", t.name + "_arg", t.name + "_arg", false);
+        break;
+      case Role::CountInput:
+      case Role::Temp: break;
+    }
+  }
+}
+
+// The temporaries of the whole call, each at a 256-byte aligned offset of the workspace:
+// pointers into ws_, or (host, sizes only) their total in at_.
+void CudaPrinter::call_pointers(bool sizes_only) {
+  line("int64_t at_ = 0;");
+  for (auto& t : call_) {
+    std::string n = "int64_t(1)";
+    for (auto& d : t.dims) n += " * n_" + d;
+    if (!sizes_only) {
+      line("acc_t* " + t.name + " = reinterpret_cast<acc_t*>(ws_ + at_);");
+      line("(void)" + t.name + ";");
+    }
+    line("at_ += (static_cast<int64_t>(sizeof(acc_t)) * " + n + " + 255) / 256 * 256;");
+  }
+  line("(void)at_;");
+}
+
+// ---------------------------------------------------------------- values
+std::string CudaPrinter::offset(const std::vector<std::string>& idx) const {
+  if (idx.empty()) return "0";
+  std::string o = idx[0];
+  for (size_t d = 1; d < idx.size(); ++d) o = "(" + o + ") * n_" + idx[d] + " + " + idx[d];
+  return o;
+}
+
+std::string CudaPrinter::ptr(const std::string& level) const { return level + (p_.walks_csc(level) ? "_colptr" : "_rowptr"); }
+
+std::string CudaPrinter::init(Reduce r) const {
+  switch (r) {
+    case Reduce::Sum: return "acc_t(0)";
+    case Reduce::Max: return "-cu::infinity<acc_t>()";
+    case Reduce::Min: return "cu::infinity<acc_t>()";
+  }
+  return "";
+}
+
+// A temporary of the row (or of an entry): a register, a column of a register tile, an element
+// of a row buffer, of the call's workspace, or of a dense product block's result rows.
+std::string CudaPrinter::temp_ref(const Access& a) const {
+  const std::string& n = a.tensor;
+  if (step_ && step_->rows.count(n)) return "rows_" + n + "[" + offset([&] {
+                                             std::vector<std::string> i{row_};
+                                             i.insert(i.end(), a.idx.begin(), a.idx.end());
+                                             return i;
+                                           }()) + "]";
+  if (regs_.count(n)) {
+    if (!in_tile_) fail(s_.loc, "internal error: register tile " + n + " read outside its tile loop");
+    return n + "[k_]";
+  }
+  if (a.idx.empty()) return n;
+  return n + "[" + offset(a.idx) + "]";
+}
+
+std::string CudaPrinter::read(const imp::Value& v) const {
+  const Access& a = v.access;
+  const TensorDecl* d = s_.find(a.tensor);
+  switch (v.role) {
+    case Role::SparseInput: {
+      if (d->values.empty()) return "acc_t(1)";
+      if (a.tensor == staged_) return "sv_[q_]";
+      const std::string e = "e_" + a.tensor;
+      if (d->values_optional) return "(" + a.tensor + "_val != nullptr ? cu::load(" + a.tensor + "_val + " + e + ") : acc_t(1))";
+      return "cu::load(" + a.tensor + "_val + " + e + ")";
+    }
+    case Role::DenseInput: {
+      auto it = tiles_.find(access_text(a));
+      if (in_tile_ && it != tiles_.end()) return it->second + "[k_]";
+      if (d->acc) return a.tensor + "[" + offset(a.idx) + "]";
+      return "cu::load(" + a.tensor + " + (" + offset(a.idx) + "))";
+    }
+    case Role::EdgeInput: {
+      std::string o = "e_" + d->pattern;
+      for (size_t k = 2; k < a.idx.size(); ++k) o = "(" + o + ") * n_" + a.idx[k] + " + " + a.idx[k];
+      return d->acc ? a.tensor + "[" + o + "]" : "cu::load(" + a.tensor + " + (" + o + "))";
+    }
+    case Role::CountInput: {
+      const std::string& A = d->pattern;
+      const std::string& i = a.idx[0];
+      return "static_cast<acc_t>(cu::max_of<int64_t>(1, static_cast<int64_t>(" + A + "_rowptr[" + i + " + 1] - " + A + "_rowptr[" + i + "])))";
+    }
+    case Role::SelectInput: {
+      std::vector<std::string> rest = a.idx;
+      rest.erase(rest.begin() + 1);
+      return "(" + a.tensor + "[" + offset(rest) + "] == e_" + d->pattern + " ? acc_t(1) : acc_t(0))";
+    }
+    case Role::Temp: {
+      auto it = tiles_.find(access_text(a));
+      if (in_tile_ && it != tiles_.end()) return it->second + "[k_]";
+      return temp_ref(a);
+    }
+    case Role::Output: break;
+  }
+  fail(s_.loc, "internal error: the output is read");
+}
+
+std::string CudaPrinter::value(const imp::Value& v) const {
+  switch (v.kind) {
+    case imp::Value::Kind::Const: return fmt_const(v.value);
+    case imp::Value::Kind::Read: return read(v);
+    case imp::Value::Kind::Neg: return "(-" + value(*v.args[0]) + ")";
+    case imp::Value::Kind::Binary: return "(" + value(*v.args[0]) + " " + v.op + " " + value(*v.args[1]) + ")";
+    case imp::Value::Kind::Call: {
+      std::string p;
+      if (!v.param.empty()) p = s_.schema.arg(v.param) ? "arg_" + v.param : fmt_const(v.param_value);
+      return spell_function(v.fn, Target::Cuda, value(*v.args[0]), p);
+    }
+    case imp::Value::Kind::Guard: {
+      const std::string& L = v.guard_level;
+      const std::string cond = v.row_open ? "(" + L + "_re > " + L + "_rb)"
+                                          : "(" + L + "_rowptr[" + v.guard_row + " + 1] != " + L + "_rowptr[" + v.guard_row + "])";
+      return "(" + cond + " ? " + value(*v.args[0]) + " : " + value(*v.args[1]) + ")";
+    }
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------- statements
+// Whether every lane of the group runs the statement with the same values (then one lane writes
+// what the group shares).
+bool CudaPrinter::uniform_writer() const { return !divergent_; }
+
+void CudaPrinter::assign(const imp::Stmt& s) {
+  const TensorInfo& t = p_.tensor(s.lhs.tensor);
+  const std::string v = value(*s.rhs);
+  const bool acc = s.kind == imp::Stmt::Kind::Accumulate;
+  std::vector<std::string> guards;
+  if (uniform_writer()) guards.push_back("lane_ == 0");
+  if (step_->form == Form::RowSplit && !step_->tile.empty() && !in_tile_) guards.push_back("f0_ == 0");
+  auto guarded = [&](const std::string& l) {
+    std::string cond;
+    for (auto& g : guards) cond += (cond.empty() ? "" : " && ") + g;
+    line(cond.empty() ? l : "if (" + cond + ") " + l);
+  };
+  if (t.role == Role::Output) {
+    if (acc) fail(s_.loc, "internal error: the output accumulates directly");
+    std::string at = offset(s.lhs.idx);
+    if (!t.pattern.empty()) {
+      at = "e_" + t.pattern;
+      for (size_t k = 2; k < s.lhs.idx.size(); ++k) at = "(" + at + ") * n_" + s.lhs.idx[k] + " + " + s.lhs.idx[k];
+    }
+    if (s_.find(s.lhs.tensor)->acc) guarded(s.lhs.tensor + "[" + at + "] = " + v + ";");
+    else guarded("cu::store(" + s.lhs.tensor + " + (" + at + "), " + v + ");");
+    return;
+  }
+  if (call_names_.count(s.lhs.tensor)) {
+    const std::string ref = s.lhs.tensor + "[" + offset(s.lhs.idx) + "]";
+    const auto& red = step_->top->sched.reduced;
+    if (acc && step_->top->sched.reduction == ReductionStrategy::Atomic && std::count(red.begin(), red.end(), s.lhs.tensor)) {
+      if (s.reduce != Reduce::Sum) fail(s_.loc, s_.name + ": a max / min over the rows of the grid is not lowered for cuda");
+      guarded("cu::atomic_add(&" + ref + ", " + v + ");");
+    } else {
+      guarded(ref + (acc ? " += " : " = ") + v + ";");
+    }
+    return;
+  }
+  const std::string ref = temp_ref(s.lhs);
+  if (!acc) {
+    line(ref + " = " + v + ";");
+    return;
+  }
+  if (s.reduce == Reduce::Sum) {
+    line(ref + " += " + v + ";");
+    return;
+  }
+  const bool max = s.reduce == Reduce::Max;
+  if (s.arg_out.empty()) {
+    line(ref + " = cu::" + (max ? "max_nan(" : "min_nan(") + ref + ", " + v + ");");
+    return;
+  }
+  const std::string pos = "e_" + s_.reduced_operand()->name;
+  if (args_.count(s.lhs.tensor)) {  // a position shadow, combined with the value and stored after the walk
+    const std::string at = regs_.count(s.lhs.tensor) ? s.lhs.tensor + "_at[k_]" : s.lhs.tensor + "_at";
+    line(std::string("cu::arg_step<") + (max ? "true" : "false") + ">(" + ref + ", " + at + ", " + v + ", " + pos + ");");
+    return;
+  }
+  // The lane owns the element: the position goes to the output as the CPU kernel writes it.
+  open("{");
+  line("const acc_t v_ = " + v + ";");
+  line(std::string("const bool take_ = (v_ ") + (max ? ">" : "<") + " " + ref + ") || (v_ != v_ && " + ref + " == " + ref + ");");
+  line("if (take_) " + ref + " = v_;");
+  std::vector<std::string> out = s_.output().vars;
+  guards.push_back("take_");
+  guarded(s.arg_out + "[" + offset(out) + "] = " + pos + ";");
+  close();
+}
+
+void CudaPrinter::fill(const imp::Stmt& s) {
+  const std::string& n = s.tensor;
+  const std::string v = init(s.init);
+  if (regs_.count(n)) {
+    line("GNNFUSE_UNROLL");
+    line("for (int k_ = 0; k_ < C_; ++k_) " + n + "[k_] = " + v + ";");
+    if (args_.count(n)) {
+      line("GNNFUSE_UNROLL");
+      line("for (int k_ = 0; k_ < C_; ++k_) " + n + "_at[k_] = -1;");
+    }
+    return;
+  }
+  const TensorInfo& t = p_.tensor(n);
+  if (t.kept_dims.empty()) {
+    line(n + " = " + v + ";");
+    if (args_.count(n)) line(n + "_at = -1;");
+    return;
+  }
+  if (thread_bufs_.count(n)) {
+    std::string size = "int64_t(1)";
+    for (auto& d : t.kept_dims) size += " * n_" + d;
+    line("for (int64_t x_ = 0; x_ < " + size + "; ++x_) " + n + "[x_] = " + v + ";");
+    return;
+  }
+  // A row buffer of the group: each lane fills the elements it owns (its columns of the lane
+  // variable), so no lane waits for another.
+  open("{");
+  std::vector<std::string> idx;
+  for (size_t d = 0; d < t.kept_dims.size(); ++d) {
+    const std::string& dim = t.kept_dims[d];
+    const std::string x = "d" + std::to_string(d) + "_";
+    if (dim == step_->tile) open("for (int64_t " + x + " = lane_; " + x + " < n_" + dim + "; " + x + " += G_) {");
+    else open("for (int64_t " + x + " = 0; " + x + " < n_" + dim + "; ++" + x + ") {");
+    idx.push_back(x);
+  }
+  std::string o = idx[0];
+  for (size_t d = 1; d < idx.size(); ++d) o = "(" + o + ") * n_" + t.kept_dims[d] + " + " + idx[d];
+  line(n + "[" + o + "] = " + v + ";");
+  for (size_t d = 0; d < idx.size(); ++d) close();
+  close();
+}
+
+void CudaPrinter::statement(const imp::Stmt& s) {
+  switch (s.kind) {
+    case imp::Stmt::Kind::Block:
+      for (auto& k : s.body) statement(*k);
+      return;
+    case imp::Stmt::Kind::RowBounds: {
+      const TensorDecl* d = s_.find(s.level);
+      const auto [rb, re] = row_bounds(p_, *d, s.var);
+      line("const index_t " + s.level + "_rb = " + rb + ";");
+      line("const index_t " + s.level + "_re = " + re + ";");
+      line("(void)" + s.level + "_rb;");
+      line("(void)" + s.level + "_re;");
+      return;
+    }
+    case imp::Stmt::Kind::Alloc: {
+      const std::string& n = s.tensor;
+      if (regs_.count(n)) {
+        line("acc_t " + n + "[C_];");
+        if (args_.count(n)) line("long long " + n + "_at[C_];");
+        fill(s);
+      } else if (s.dims.empty()) {
+        line("acc_t " + n + " = " + init(s.init) + ";");
+        line("(void)" + n + ";");
+        if (args_.count(n)) line("long long " + n + "_at = -1;");
+      }
+      return;  // row buffers: the kernel's (lanes_buffers)
+    }
+    case imp::Stmt::Kind::Fill: fill(s); return;
+    case imp::Stmt::Kind::Assign:
+    case imp::Stmt::Kind::Accumulate: assign(s); return;
+    case imp::Stmt::Kind::Locate: {
+      const std::string& L = s.level;
+      line("const int64_t p_" + L + " = cu::find_sorted(" + L + (s.csc ? "_row" : "_col") + ", static_cast<int64_t>(" + L +
+           "_rb), static_cast<int64_t>(" + L + "_re), " + s.var + ");");
+      line("if (p_" + L + " < 0) continue;");
+      line("const int64_t e_" + L + " = " + (s.csc ? L + "_perm[p_" + L + "]" : "p_" + L) + ";");
+      line("(void)e_" + L + ";");
+      return;
+    }
+    case imp::Stmt::Kind::For:
+    case imp::Stmt::Kind::Parallel: loop(s); return;
+    case imp::Stmt::Kind::Walk: walk(s); return;
+    case imp::Stmt::Kind::Matmul: fail(s_.loc, "internal error: a dense product block inside a kernel");
+  }
+}
+
+void CudaPrinter::loop(const imp::Stmt& s) {
+  if (s.sched.feature_tile > 0 && (step_->form == Form::RowSplit || step_->form == Form::PosSplit)) {
+    tile_loop(s);
+    return;
+  }
+  const std::string& v = s.var;
+  if (s.sched.unit == ParallelUnit::Lane) {
+    const bool was = divergent_;
+    open("for (int64_t " + v + " = lane_; " + v + " < n_" + v + "; " + v + " += G_) {");
+    divergent_ = true;
+    for (auto& k : s.body) statement(*k);
+    divergent_ = was;
+    close();
+    combine(s, s.sched.reduced);
+    return;
+  }
+  open("for (int64_t " + v + " = 0; " + v + " < n_" + v + "; ++" + v + ") {");
+  for (auto& k : s.body) statement(*k);
+  close();
+}
+
+// A tile loop: the C_ columns of the row's tile, the rows it reads loaded a tile at a time
+// (VW_ elements per load).
+void CudaPrinter::tile_loop(const imp::Stmt& s) {
+  const std::string& v = s.var;
+  std::vector<std::pair<Access, bool>> rows;  // (access, accumulation type)
+  for (auto& b : s.body)
+    each(*b, [&](const imp::Stmt& x) {
+      if (!x.rhs) return;
+      each_value(*x.rhs, [&](const imp::Value& r) {
+        if (r.kind != imp::Value::Kind::Read || r.access.idx.empty() || r.access.idx.back() != v ||
+            std::count(r.access.idx.begin(), r.access.idx.end(), v) != 1)
+          return;
+        const bool dense = r.role == Role::DenseInput;
+        const bool call = r.role == Role::Temp && call_names_.count(r.access.tensor);
+        if (!dense && !call) return;
+        for (auto& [a, _] : rows)
+          if (a == r.access) return;
+        rows.push_back({r.access, call || s_.find(r.access.tensor)->acc});
+      });
+    });
+  std::map<std::string, std::string> saved = tiles_;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const Access& a = rows[k].first;
+    const std::string name = a.tensor + "_t" + std::to_string(k) + "_";
+    std::vector<std::string> base = a.idx;
+    base.back() = "0";
+    std::string o = base[0];
+    for (size_t d = 1; d < base.size(); ++d) o = "(" + o + ") * n_" + a.idx[d] + " + " + base[d];
+    line("acc_t " + name + "[C_];");
+    if (rows[k].second) line("cu::load_tile<acc_t, C_, VWA_>(" + name + ", " + a.tensor + " + (" + o + "), f0_, n_" + v + ");");
+    else line("cu::load_tile<scalar_t, C_, VW_>(" + name + ", " + a.tensor + " + (" + o + "), f0_, n_" + v + ");");
+    tiles_[access_text(a)] = name;
+  }
+  line("GNNFUSE_UNROLL");
+  open("for (int k_ = 0; k_ < C_; ++k_) {");
+  line("const int64_t " + v + " = f0_ + k_;");
+  open("if (" + v + " < n_" + v + ") {");
+  const bool was = in_tile_;
+  in_tile_ = true;
+  for (auto& k : s.body) statement(*k);
+  in_tile_ = was;
+  close();
+  close();
+  tiles_ = saved;
+}
+
+// The lanes' partial values of `temps` (summed, or max / min, over the loop's iterations each
+// lane took) combined over the group; every lane then holds the result.
+void CudaPrinter::combine(const imp::Stmt& loop, const std::vector<std::string>& temps) {
+  for (auto& t : temps) {
+    const imp::Stmt* a = find_accumulate(loop, t);
+    if (!a) continue;
+    const std::string op = a->reduce == Reduce::Sum ? "group_sum" : a->reduce == Reduce::Max ? "group_max" : "group_min";
+    const bool arg = args_.count(t) > 0;
+    const std::string kmax = a->reduce == Reduce::Max ? "true" : "false";
+    if (regs_.count(t)) {
+      line("GNNFUSE_UNROLL");
+      if (arg) line("for (int k_ = 0; k_ < C_; ++k_) cu::group_arg<" + kmax + ">(" + t + "[k_], " + t + "_at[k_], G_, mask_);");
+      else line("for (int k_ = 0; k_ < C_; ++k_) " + t + "[k_] = cu::" + op + "(" + t + "[k_], G_, mask_);");
+    } else if (arg) {
+      line("cu::group_arg<" + kmax + ">(" + t + ", " + t + "_at, G_, mask_);");
+    } else {
+      const std::string ref = temp_ref(a->lhs);
+      line(ref + " = cu::" + op + "(" + ref + ", G_, mask_);");
+    }
+    if (!arg) continue;
+    // The positions of the combined max / min go to the output (one lane writes).
+    const std::vector<std::string>& out = s_.output().vars;
+    std::vector<std::string> idx;
+    for (auto& o : out) {
+      if (o != row_ && o != step_->tile) fail(s_.loc, "internal error: the position of " + t + " over " + o);
+      idx.push_back(o);
+    }
+    if (regs_.count(t)) {
+      open("if (lane_ == 0) {");
+      line("GNNFUSE_UNROLL");
+      open("for (int k_ = 0; k_ < C_; ++k_) {");
+      line("const int64_t " + step_->tile + " = f0_ + k_;");
+      line("if (" + step_->tile + " < n_" + step_->tile + ") " + a->arg_out + "[" + offset(idx) + "] = " + t + "_at[k_];");
+      close();
+      close();
+    } else {
+      line("if (lane_ == 0) " + a->arg_out + "[" + offset(idx) + "] = " + t + "_at;");
+    }
+  }
+}
+
+void CudaPrinter::walk_entry(const imp::Stmt& s, const std::string& p) {
+  const std::string& L = s.level;
+  line("const int64_t " + s.var + " = static_cast<int64_t>(" + L + (s.csc ? "_row[" : "_col[") + p + "]);");
+  line("(void)" + s.var + ";");
+  line("const int64_t e_" + L + " = " + (s.csc ? L + "_perm[" + p + "]" : "static_cast<int64_t>(" + p + ")") + ";");
+  line("(void)e_" + L + ";");
+  for (auto& k : s.body) statement(*k);
+}
+
+void CudaPrinter::walk(const imp::Stmt& s) {
+  const std::string& L = s.level;
+  const std::string p = "p_" + L;
+  if (s.sched.unit == ParallelUnit::LaneGroup && step_->form == Form::RowSplit) {
+    // The group's lanes split the row: lane l takes its entries l, l + G, l + 2G, ...
+    const bool was = divergent_;
+    open("for (index_t " + p + " = " + L + "_rb + static_cast<index_t>(lane_); " + p + " < " + L + "_re; " + p +
+         " += static_cast<index_t>(G_)) {");
+    divergent_ = true;
+    walk_entry(s, p);
+    divergent_ = was;
+    close();
+    combine(s, s.sched.reduced);
+    return;
+  }
+  if (s.sched.stage_shared && !divergent_ && (step_->form == Form::Lanes || step_->form == Form::Serial)) {
+    staged_walk(s);
+    return;
+  }
+  open("for (index_t " + p + " = " + L + "_rb; " + p + " < " + L + "_re; ++" + p + ") {");
+  walk_entry(s, p);
+  close();
+}
+
+// A walk the whole group takes together, its entries staged in shared memory G at a time (one
+// coalesced load per lane), then read by every lane from there.
+void CudaPrinter::staged_walk(const imp::Stmt& s) {
+  const std::string& L = s.level;
+  const std::string p = "p_" + L;
+  const std::string b = "b_" + L;
+  const TensorDecl* d = s_.find(L);
+  const bool values = d && !d->values.empty();
+  open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
+  line("const int n_q_ = static_cast<int>(" + L + "_re - " + b + " < static_cast<index_t>(G_) ? " + L + "_re - " + b + " : static_cast<index_t>(G_));");
+  line("__syncwarp(mask_);");
+  open("if (lane_ < n_q_) {");
+  line("sj_[lane_] = " + L + (s.csc ? "_row[" : "_col[") + b + " + lane_];");
+  const std::string e = s.csc ? L + "_perm[" + b + " + lane_]" : "static_cast<int64_t>(" + b + " + lane_)";
+  if (s.csc) line("se_[lane_] = " + e + ";");
+  if (values) {
+    const std::string ev = s.csc ? "se_[lane_]" : e;
+    if (d->values_optional) line("sv_[lane_] = " + L + "_val != nullptr ? cu::load(" + L + "_val + " + ev + ") : acc_t(1);");
+    else line("sv_[lane_] = cu::load(" + L + "_val + " + ev + ");");
+  }
+  close();
+  line("__syncwarp(mask_);");
+  open("for (int q_ = 0; q_ < n_q_; ++q_) {");
+  line("const index_t " + p + " = " + b + " + static_cast<index_t>(q_);");
+  line("(void)" + p + ";");
+  line("const int64_t " + s.var + " = static_cast<int64_t>(sj_[q_]);");
+  line("(void)" + s.var + ";");
+  line("const int64_t e_" + L + " = " + (s.csc ? "se_[q_]" : "static_cast<int64_t>(" + p + ")") + ";");
+  line("(void)e_" + L + ";");
+  const std::string was = staged_;
+  staged_ = values ? L : "";
+  for (auto& k : s.body) statement(*k);
+  staged_ = was;
+  close();
+  close();
+}
+
+// The rows of a dense product block's operands, stored whole for the hook at the end of a row.
+void CudaPrinter::spill() {
+  for (auto& t : step_->spill) {
+    const TensorInfo& ti = p_.tensor(t);
+    const std::string& x = ti.kept_dims.at(0);
+    const std::string dst = "rows_" + t + "[(" + row_ + ") * n_" + x + " + ";
+    if (regs_.count(t)) {
+      open("if (lane_ == 0) {");
+      line("GNNFUSE_UNROLL");
+      line("for (int k_ = 0; k_ < C_; ++k_) if (f0_ + k_ < n_" + x + ") " + dst + "f0_ + k_] = " + t + "[k_];");
+      close();
+    } else if (group_bufs_.count(t)) {
+      line("for (int64_t x_ = lane_; x_ < n_" + x + "; x_ += G_) " + dst + "x_] = " + t + "[x_];");
+    } else {
+      line("if (lane_ == 0) for (int64_t x_ = 0; x_ < n_" + x + "; ++x_) " + dst + "x_] = " + t + "[x_];");
+    }
+  }
+}
+
+// ---------------------------------------------------------------- kernels
+std::string CudaPrinter::kernel_name(const Step& st, const std::string& suffix) const {
+  return fn_ + "_k" + std::to_string(st.kernel) + suffix;
+}
+
+void CudaPrinter::kernel_head(const Step& st, bool vec) {
+  line(std::string("template <typename scalar_t, typename index_t") + (vec ? ", int VW_" : "") + ">");
+  open("GNNFUSE_GLOBAL void " + kernel_name(st) + "(const " + s_.name + "_params prm, const runtime::cuda::KernelLaunch kl_, unsigned char* ws_) {");
+  line("using acc_t = cu::acc_t<scalar_t>;");
+  if (vec) {
+    line("constexpr int C_ = " + std::to_string(8) + ";  // the feature tile: columns per thread");
+    line("constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;");
+    line("(void)VWA_;");
+  }
+  locals();
+  call_pointers(false);
+  line("const int G_ = kl_.group;");
+  line("const int lane_ = cu::group_lane(G_);");
+  line("const unsigned mask_ = cu::group_mask(G_);");
+  line("(void)mask_;");
+}
+
+// The context of a kernel's statements: its row variable, what lives in registers, which
+// temporaries carry a position.
+void CudaPrinter::setup_row_context(const Step& st) {
+  step_ = &st;
+  row_ = st.top->var;
+  regs_.clear();
+  group_bufs_.clear();
+  thread_bufs_.clear();
+  args_.clear();
+  tiles_.clear();
+  divergent_ = false;
+  in_tile_ = false;
+  std::set<std::string> used;
+  for (auto* s : st.body)
+    each(*s, [&](const imp::Stmt& x) {
+      if (x.kind == imp::Stmt::Kind::Fill) used.insert(x.tensor);
+      if (x.kind == imp::Stmt::Kind::Assign || x.kind == imp::Stmt::Kind::Accumulate) {
+        used.insert(x.lhs.tensor);
+        each_value(*x.rhs, [&](const imp::Value& v) {
+          if (v.kind == imp::Value::Kind::Read) used.insert(v.access.tensor);
+        });
+        if (x.kind == imp::Stmt::Kind::Accumulate && !x.arg_out.empty() && st.form != Form::Lanes && st.form != Form::Serial)
+          args_.insert(x.lhs.tensor);
+      }
+    });
+  for (auto* s : st.body)
+    each(*s, [&](const imp::Stmt& x) {
+      if (x.kind != imp::Stmt::Kind::Alloc || x.dims.empty() || !used.count(x.tensor) || st.rows.count(x.tensor)) return;
+      if (st.form == Form::RowSplit || st.form == Form::PosSplit) {
+        if (x.dims != std::vector<std::string>{st.tile}) fail(s_.loc, "internal error: row buffer " + x.tensor + " is not over the tile");
+        regs_.insert(x.tensor);
+      } else if (std::count(x.dims.begin(), x.dims.end(), st.tile)) {
+        group_bufs_.emplace(x.tensor, static_cast<int>(group_bufs_.size()));
+      } else {
+        thread_bufs_.emplace(x.tensor, static_cast<int>(thread_bufs_.size()));
+      }
+    });
+}
+
+void CudaPrinter::row_kernel(const Step& st) {
+  setup_row_context(st);
+  const bool tiled = !st.tile.empty();
+  line("// " + std::string(tiled ? "row split: groups of G_ lanes per (row " + row_ + ", tile of C_ columns of " + st.tile + ")"
+                                 : "row split: groups of G_ lanes per row " + row_));
+  kernel_head(st, true);
+  line("const int64_t per_block_ = static_cast<int64_t>(blockDim.x) / G_;");
+  line("const int64_t tiles_ = " + (tiled ? "(n_" + st.tile + " + C_ - 1) / C_" : std::string("1")) + ";");
+  open("for (int64_t t_ = static_cast<int64_t>(blockIdx.x) * per_block_ + static_cast<int64_t>(threadIdx.x) / G_; t_ < n_" + row_ +
+       " * tiles_; t_ += static_cast<int64_t>(gridDim.x) * per_block_) {");
+  line("const int64_t " + row_ + " = t_ / tiles_;");
+  line("const int64_t f0_ = (t_ % tiles_) * C_;");
+  line("(void)f0_;");
+  for (auto* s : st.body) statement(*s);
+  spill();
+  close();
+  close();
+  line("");
+}
+
+// Row buffers of a lanes kernel: per group (kept over the lane variable; each lane owns its
+// columns) and per lane (the others), in shared memory or the workspace (KernelLaunch::
+// buffers_shared), after the staged entries.
+void CudaPrinter::lanes_buffers(const Step& st) {
+  auto elems = [&](const std::map<std::string, int>& bufs) {
+    std::string n = "int64_t(0)";
+    std::vector<std::pair<int, std::string>> order;
+    for (auto& [t, k] : bufs) order.push_back({k, t});
+    std::sort(order.begin(), order.end());
+    for (auto& [k, t] : order) {
+      std::string e = "int64_t(1)";
+      for (auto& d : p_.tensor(t).kept_dims) e += " * n_" + d;
+      line("const int64_t at_" + t + "_ = " + n + ";");
+      n += " + " + e;
+    }
+    return n;
+  };
+  line("const int64_t gib_ = static_cast<int64_t>(threadIdx.x) / G_;");
+  line("const int64_t per_block_ = static_cast<int64_t>(blockDim.x) / G_;");
+  line("const int64_t group_ = static_cast<int64_t>(blockIdx.x) * per_block_ + gib_;");
+  line("GNNFUSE_DYNAMIC_SHARED(unsigned char, smem_);");
+  line("(void)smem_;");
+  // Staged entries: [edge ids (CSC)][values][indices], blockDim.x of each.
+  std::string at = "int64_t(0)";
+  line("const int64_t lane0_ = static_cast<int64_t>(threadIdx.x) - lane_;");
+  line("(void)lane0_;");
+  if (st.staged_edges) {
+    line("int64_t* se_ = reinterpret_cast<int64_t*>(smem_ + " + at + ") + lane0_;");
+    at += " + 8 * static_cast<int64_t>(blockDim.x)";
+  }
+  if (st.staged_values) {
+    line("acc_t* sv_ = reinterpret_cast<acc_t*>(smem_ + " + at + ") + lane0_;");
+    at += " + static_cast<int64_t>(sizeof(acc_t)) * blockDim.x";
+  }
+  if (st.staged) {
+    line("index_t* sj_ = reinterpret_cast<index_t*>(smem_ + " + at + ") + lane0_;");
+    line("(void)sj_;");
+    at += " + static_cast<int64_t>(sizeof(index_t)) * blockDim.x";
+  }
+  line("const int64_t stage_ = (" + at + " + 15) / 16 * 16;");
+  const std::string g = elems(group_bufs_);
+  line("const int64_t gelems_ = " + g + ";");
+  const std::string t = elems(thread_bufs_);
+  line("const int64_t telems_ = " + t + ";");
+  line("const int64_t region_ = (gelems_ + G_ * telems_) * static_cast<int64_t>(sizeof(acc_t));");
+  line("unsigned char* bufs_ = kl_.buffers_shared ? smem_ + stage_ + gib_ * region_ : ws_ + kl_.workspace_offset + group_ * region_;");
+  line("(void)bufs_;");
+  for (auto& [n, k] : group_bufs_) line("acc_t* " + n + " = reinterpret_cast<acc_t*>(bufs_) + at_" + n + "_;");
+  for (auto& [n, k] : thread_bufs_) line("acc_t* " + n + " = reinterpret_cast<acc_t*>(bufs_) + gelems_ + lane_ * telems_ + at_" + n + "_;");
+}
+
+void CudaPrinter::lanes_kernel(const Step& st) {
+  setup_row_context(st);
+  const bool serial = st.form == Form::Serial;
+  line("// " + std::string(serial ? "serial: one group of G_ lanes runs the loop over " + row_
+                                  : "lanes: groups of G_ lanes per row " + row_) +
+       (st.tile.empty() ? "" : ", the lanes over " + st.tile));
+  kernel_head(st, false);
+  lanes_buffers(st);
+  if (serial) {
+    line("if (group_ != 0) return;");
+    open("for (int64_t " + row_ + " = 0; " + row_ + " < n_" + row_ + "; ++" + row_ + ") {");
+  } else {
+    open("for (int64_t " + row_ + " = group_; " + row_ + " < n_" + row_ + "; " + row_ + " += static_cast<int64_t>(gridDim.x) * per_block_) {");
+  }
+  for (auto* s : st.body) statement(*s);
+  spill();
+  close();
+  close();
+  line("");
+}
+
+std::string CudaPrinter::kernels() {
+  os_.str("");
+  depth_ = 0;
+  for (auto& st : steps_) {
+    if (st.matmul) continue;
+    switch (st.form) {
+      case Form::RowSplit: row_kernel(st); break;
+      case Form::PosSplit:
+        pos_kernel(st);
+        if (st.top->sched.reduction == ReductionStrategy::Segmented) pos_fixup(st);
+        break;
+      case Form::Lanes:
+      case Form::Serial: lanes_kernel(st); break;
+    }
+  }
+  step_ = nullptr;
+  return os_.str();
+}
+
+}  // namespace gnnfuse::codegen::emit
