@@ -427,10 +427,9 @@ void CudaPrinter::statement(const imp::Stmt& s) {
     }
     case imp::Stmt::Kind::Alloc: {
       const std::string& n = s.tensor;
-      if (regs_.count(n)) {
+      if (regs_.count(n)) {  // set by its fill (an accumulator) or its assignments
         line("acc_t " + n + "[C_];");
         if (args_.count(n)) line("long long " + n + "_at[C_];");
-        fill(s);
       } else if (s.dims.empty()) {
         line("acc_t " + n + " = " + init(s.init) + ";");
         line("(void)" + n + ";");

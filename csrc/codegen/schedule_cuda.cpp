@@ -325,7 +325,7 @@ class CudaSchedule {
         out.dims != s.lhs.idx || !r.store_empty_zero.empty() || !r.div_nonempty.empty())
       return false;
     top.sched.group = kWarp;
-    top.sched.rows_per_block = kBlockThreads / kWarp;
+    top.sched.rows_per_block = 0;  // a warp per chunk of entries, not per row
     top.sched.balance_by = level_of(*walk);
     top.sched.reduction = form == Form::PosSplit ? ReductionStrategy::Segmented : ReductionStrategy::Atomic;
     top.sched.reduced = {acc};

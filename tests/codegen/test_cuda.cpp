@@ -1,0 +1,249 @@
+// The cuda target of the generator: its schedule and variants (schedule_cuda.cpp), the imperative
+// IR of the CUDA-scheduled trees, and the printed kernels (cuda_kernel*.cpp, emit_cuda.cpp).
+// Goldens compared as text; update one by pasting what `gnnfuse-gen --target cuda --dump
+// ops/<op>.spec` prints (the imperative IR sections) or what the failure shows (a kernel), when
+// a change is intended.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "codegen/cuda_kernel.h"
+#include "codegen/imperative.h"
+#include "codegen/ir.h"
+
+using namespace gnnfuse::codegen;
+
+namespace {
+
+const std::string kOps = GNNFUSE_OPS_DIR;
+
+std::unique_ptr<Compiled> cuda(const std::string& op) { return compile(load_spec(kOps + "/" + op + ".spec"), Target::Cuda); }
+
+std::string variant_ir(const Compiled& c, const std::string& name) {
+  for (auto& v : c.schedule_variants)
+    if (v.name == name) return imp::print(imp::lower(c, *v.tree));
+  return "no variant " + name;
+}
+
+std::vector<std::string> variant_names(const Compiled& c) {
+  std::vector<std::string> out;
+  for (auto& v : c.schedule_variants) out.push_back(v.name);
+  return out;
+}
+
+}  // namespace
+
+// The CUDA schedule of spmm: groups of lanes split the row's walk and combine the row's
+// accumulator (a register tile of 8 columns per thread) by shuffles.
+TEST(Cuda, SpmmRowSplit) {
+  auto c = cuda("spmm");
+  EXPECT_EQ(imp::print(imp::lower(*c)), R"(kernel spmm
+  parallel for i < n_i  [grid of 8, 32 rows per block]
+    row A(i)
+    alloc Yacc(f) = 0
+    fill Yacc = 0
+    walk j in A  [lane group of 8, shuffle reduction Yacc]
+      for f < n_f  [feature tile 8, vector width at launch]
+        Yacc(f) += A(i,j) * X(j,f)
+    for f < n_f  [feature tile 8, vector width at launch]
+      Y(i,f) = Yacc(f)
+)");
+  EXPECT_EQ(variant_names(*c), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes"}));
+  EXPECT_EQ(variant_ir(*c, "row_split"), imp::print(imp::lower(*c)));
+}
+
+// The nonzero-balanced kernel (a warp per chunk of entries, one entry per lane, a segmented
+// reduction by row) and the lanes over the feature loop (the group walks the row together, its
+// entries staged in shared memory).
+TEST(Cuda, SpmmPosSplitAndLanes) {
+  auto c = cuda("spmm");
+  EXPECT_EQ(variant_ir(*c, "pos_split"), R"(kernel spmm
+  parallel for i < n_i  [grid of 32, balanced by A, segmented reduction Yacc]
+    row A(i)
+    alloc Yacc(f) = 0
+    fill Yacc = 0
+    walk j in A  [lane]
+      for f < n_f  [feature tile 8, vector width at launch]
+        Yacc(f) += A(i,j) * X(j,f)
+    for f < n_f  [feature tile 8, vector width at launch]
+      Y(i,f) = Yacc(f)
+)");
+  EXPECT_NE(variant_ir(*c, "pos_split_atomic").find("atomic reduction Yacc"), std::string::npos);
+  EXPECT_EQ(variant_ir(*c, "lanes"), R"(kernel spmm
+  parallel for i < n_i  [grid of 8, 32 rows per block]
+    row A(i)
+    alloc Yacc(f) = 0
+    fill Yacc = 0
+    walk j in A  [staged in shared memory]
+      for f < n_f  [lane]
+        Yacc(f) += A(i,j) * X(j,f)
+    for f < n_f  [lane]
+      Y(i,f) = Yacc(f)
+)");
+}
+
+// The adjoint by columns walks the CSC view: the same kernels over the columns.
+TEST(Cuda, SpmmGradXWalksColumns) {
+  Family f = compile_family(load_spec(kOps + "/spmm.spec"), Target::Cuda);
+  const Compiled* gx = nullptr;
+  for (auto& c : f.ops)
+    if (c->spec.name == "spmm_grad_x") gx = c.get();
+  ASSERT_NE(gx, nullptr);
+  EXPECT_EQ(variant_ir(*gx, "pos_split"), R"(kernel spmm_grad_x
+  parallel for j < n_j  [grid of 32, balanced by A, segmented reduction DXacc]
+    row A(j) by columns
+    alloc DXacc(f) = 0
+    fill DXacc = 0
+    walk i in A by columns  [lane]
+      for f < n_f  [feature tile 8, vector width at launch]
+        DXacc(f) += GY(i,f) * A(i,j)
+    for f < n_f  [feature tile 8, vector width at launch]
+      DX(j,f) = DXacc(f)
+)");
+}
+
+// Which ops get which variants: a row buffer over more than one variable (gat's (h, f)) keeps
+// the rows out of registers, so only lanes; a softmax or an sddmm is a row split without a tile
+// (lanes take whole entries); the pos split needs the row's result copied as it is (no guard of
+// an empty row, no division by a row statistic: spmm_max, spmm_mean have one).
+TEST(Cuda, VariantsPerOp) {
+  EXPECT_EQ(variant_names(*cuda("gat")), (std::vector<std::string>{"lanes"}));
+  EXPECT_EQ(variant_names(*cuda("graph_attention")), (std::vector<std::string>{"lanes"}));
+  EXPECT_EQ(variant_names(*cuda("spmm_heads")), (std::vector<std::string>{"lanes"}));
+  EXPECT_EQ(variant_names(*cuda("edge_softmax")), (std::vector<std::string>{"row_split", "lanes"}));
+  EXPECT_EQ(variant_names(*cuda("sddmm")), (std::vector<std::string>{"row_split", "lanes"}));
+  EXPECT_EQ(variant_names(*cuda("spmm_max")), (std::vector<std::string>{"row_split", "lanes"}));
+  EXPECT_EQ(variant_names(*cuda("spmm_mean")), (std::vector<std::string>{"row_split", "lanes"}));
+  EXPECT_EQ(variant_names(*cuda("scaled_spmm")), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes"}));
+}
+
+// gcn's dense product is a block the printer leaves to the host hook (cuBLAS in the adapter):
+// the kernel before it stores the aggregated rows, the kernel after it reads the product's rows.
+TEST(Cuda, GcnDenseProductIsAHook) {
+  auto c = cuda("gcn");
+  const std::string ir = imp::print(imp::lower(*c));
+  EXPECT_NE(ir.find("matmul product Yacc(o) = sum over k of T0(k) * W(k,o)"), std::string::npos);
+  std::vector<GeneratedFile> files = emit_op_cuda(compile_family(load_spec(kOps + "/gcn.spec"), Target::Cuda));
+  ASSERT_EQ(files.size(), 2u);
+  const std::string& cu = files[1].text;
+  EXPECT_NE(cu.find("rows_T0[(i) * n_k + f0_ + k_] = T0[k_];"), std::string::npos);  // the aggregated rows stored
+  EXPECT_NE(cu.find("env.matmul(env.matmul_ctx, mc_, cu::dtype_code<scalar_t>());"), std::string::npos);
+  EXPECT_NE(cu.find("rows_Yacc[(i) * n_o + o]"), std::string::npos);  // the product's rows read
+}
+
+// Symbolic ops are issue 26: refused by name at generation.
+TEST(Cuda, SymbolicOpsAreRefused) {
+  for (const char* op : {"spgemm", "coarsen"}) {
+    try {
+      cuda(op);
+      ADD_FAILURE() << op << " compiled for cuda";
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find("not lowered for the cuda target yet (issue 26"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Every other spec of ops/, forward and derived, prints: a kernel and a launch per variant of
+// each lowering, a request and a launch entry per op. The cpu target has no schedule variants.
+TEST(Cuda, EveryOpPrints) {
+  int ops = 0;
+  for (auto& entry : std::filesystem::directory_iterator(kOps)) {
+    if (entry.path().extension() != ".spec") continue;
+    OpSpec spec = load_spec(entry.path().string());
+    if (!spec.symbolic.empty()) continue;
+    Family f = compile_family(spec, Target::Cuda);
+    std::vector<GeneratedFile> files = emit_op_cuda(f);
+    ASSERT_EQ(files.size(), 2u);
+    EXPECT_EQ(files[0].path, spec.name + "_cuda.h");
+    EXPECT_EQ(files[1].path, spec.name + "_cuda.cu");
+    for (auto& c : f.ops) {
+      ++ops;
+      EXPECT_FALSE(c->schedule_variants.empty()) << c->spec.name;
+      EXPECT_NE(files[1].text.find("void " + c->spec.name + "_cuda("), std::string::npos) << c->spec.name;
+      for (auto& v : c->schedule_variants)
+        EXPECT_NE(files[1].text.find(c->spec.name + "_" + v.name + "_launch"), std::string::npos) << c->spec.name << " " << v.name;
+      EXPECT_EQ(files[1].text.find("__shared__"), std::string::npos);
+      EXPECT_EQ(files[1].text.find("<<<"), std::string::npos);
+    }
+    EXPECT_TRUE(compile(spec)->schedule_variants.empty());
+  }
+  EXPECT_GT(ops, 100);
+}
+
+// The printed row-split kernel of spmm: a group of G_ lanes per (row, tile of 8 columns), the
+// row's entries split over the lanes, X's rows read a tile at a time (VW_ elements per load),
+// the accumulators combined by a butterfly of shuffles, one lane storing.
+TEST(Cuda, SpmmRowSplitKernel) {
+  auto c = cuda("spmm");
+  emit::CudaPrinter pr(*c, c->schedule_variants[0], "spmm_row_split");
+  EXPECT_EQ(pr.kernels(), R"(// row split: groups of G_ lanes per (row i, tile of C_ columns of f)
+template <typename scalar_t, typename index_t, int VW_>
+GNNFUSE_GLOBAL void spmm_row_split_k0(const spmm_params prm, const runtime::cuda::KernelLaunch kl_, unsigned char* ws_) {
+  using acc_t = cu::acc_t<scalar_t>;
+  constexpr int C_ = 8;  // the feature tile: columns per thread
+  constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;
+  (void)VWA_;
+  const int64_t n_i = prm.n_i;
+  const int64_t n_j = prm.n_j;
+  const int64_t n_f = prm.n_f;
+  (void)n_i;
+  (void)n_j;
+  (void)n_f;
+  const index_t* __restrict__ A_rowptr = static_cast<const index_t*>(prm.A_rowptr);
+  (void)A_rowptr;
+  const index_t* __restrict__ A_col = static_cast<const index_t*>(prm.A_col);
+  (void)A_col;
+  const scalar_t* __restrict__ A_val = static_cast<const scalar_t*>(prm.A_val);
+  (void)A_val;
+  const scalar_t* __restrict__ X = static_cast<const scalar_t*>(prm.X);
+  (void)X;
+  scalar_t* __restrict__ Y = static_cast<scalar_t*>(prm.Y);
+  (void)Y;
+  int64_t at_ = 0;
+  (void)at_;
+  const int G_ = kl_.group;
+  const int lane_ = cu::group_lane(G_);
+  const unsigned mask_ = cu::group_mask(G_);
+  (void)mask_;
+  const int64_t per_block_ = static_cast<int64_t>(blockDim.x) / G_;
+  const int64_t tiles_ = (n_f + C_ - 1) / C_;
+  for (int64_t t_ = static_cast<int64_t>(blockIdx.x) * per_block_ + static_cast<int64_t>(threadIdx.x) / G_; t_ < n_i * tiles_; t_ += static_cast<int64_t>(gridDim.x) * per_block_) {
+    const int64_t i = t_ / tiles_;
+    const int64_t f0_ = (t_ % tiles_) * C_;
+    (void)f0_;
+    const index_t A_rb = A_rowptr[i];
+    const index_t A_re = A_rowptr[i + 1];
+    (void)A_rb;
+    (void)A_re;
+    acc_t Yacc[C_];
+    GNNFUSE_UNROLL
+    for (int k_ = 0; k_ < C_; ++k_) Yacc[k_] = acc_t(0);
+    for (index_t p_A = A_rb + static_cast<index_t>(lane_); p_A < A_re; p_A += static_cast<index_t>(G_)) {
+      const int64_t j = static_cast<int64_t>(A_col[p_A]);
+      (void)j;
+      const int64_t e_A = static_cast<int64_t>(p_A);
+      (void)e_A;
+      acc_t X_t0_[C_];
+      cu::load_tile<scalar_t, C_, VW_>(X_t0_, X + ((j) * n_f + 0), f0_, n_f);
+      GNNFUSE_UNROLL
+      for (int k_ = 0; k_ < C_; ++k_) {
+        const int64_t f = f0_ + k_;
+        if (f < n_f) {
+          Yacc[k_] += ((A_val != nullptr ? cu::load(A_val + e_A) : acc_t(1)) * X_t0_[k_]);
+        }
+      }
+    }
+    GNNFUSE_UNROLL
+    for (int k_ = 0; k_ < C_; ++k_) Yacc[k_] = cu::group_sum(Yacc[k_], G_, mask_);
+    GNNFUSE_UNROLL
+    for (int k_ = 0; k_ < C_; ++k_) {
+      const int64_t f = f0_ + k_;
+      if (f < n_f) {
+        if (lane_ == 0) cu::store(Y + ((i) * n_f + f), Yacc[k_]);
+      }
+    }
+  }
+}
+
+)");
+}
