@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The CUDA compile gates (no GPU needed): generates every op's CUDA kernels (gnnfuse-gen
+# --target cuda into BUILD/generated, beside the CPU target's files), compiles each
+# <family>_cuda.cu with nvcc for sm_80 and sm_90a under ptxas's spill and local-memory warnings
+# as errors, and writes the registers, spills, stack and static shared memory of every kernel to
+# BUILD/generated/cuda_resources.md. Ops computing their output pattern (`symbolic`) are not
+# lowered for CUDA yet (issue 26) and are skipped. Ends with one line:
+#   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families), S spills; emulated: ...
+#
+#   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...]
+#     --build  the CMake build folder (default build; gnnfuse-gen is built there if missing)
+#     --jobs   parallel nvcc processes (default: the number of cores)
+#     --only   a subset of the families (the ctest gate compiles a representative subset)
+# Environment: NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build"
+jobs="$(nproc 2>/dev/null || echo 2)"
+only=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build="$(cd "$2" && pwd)"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --only) only="$2"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "check_cuda.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+if [[ ! -x "$nvcc" ]]; then
+  echo "check_cuda.sh: nvcc not found (set NVCC)" >&2
+  exit 2
+fi
+archs=(sm_80 sm_90a)
+
+gen="$build/gnnfuse-gen"
+if [[ ! -x "$gen" ]]; then
+  cmake --build "$build" --target gnnfuse_gen >/dev/null
+fi
+out="$build/generated"
+mkdir -p "$out"
+
+# The families: every spec of ops/ that is not symbolic, or the --only subset.
+specs=()
+skipped=()
+for spec in "$root"/ops/*.spec; do
+  fam="$(basename "$spec" .spec)"
+  if grep -q '^symbolic' "$spec"; then
+    skipped+=("$fam")
+    continue
+  fi
+  if [[ -n "$only" && ",$only," != *",$fam,"* ]]; then continue; fi
+  specs+=("$spec")
+done
+if [[ ${#specs[@]} -eq 0 ]]; then
+  echo "check_cuda.sh: no family selected" >&2
+  exit 2
+fi
+
+# The CPU target's files hold the params structs the CUDA files include.
+"$gen" --out "$out" "${specs[@]}"
+"$gen" --target cuda --out "$out" "${specs[@]}"
+
+logs="$build/cuda_gates"
+rm -rf "$logs"
+mkdir -p "$logs"
+gencode=()
+for a in "${archs[@]}"; do gencode+=(-gencode "arch=compute_${a#sm_},code=$a"); done
+
+compile() {
+  local fam="$1"
+  local start end
+  start=$(date +%s)
+  if "$nvcc" -std=c++17 -c -o "$logs/$fam.o" "$out/${fam}_cuda.cu" -I"$root/csrc" -I"$out" "${gencode[@]}" \
+      -Xptxas -v,-warn-spills,-warn-lmem-usage,-Werror >"$logs/$fam.log" 2>&1; then
+    end=$(date +%s)
+    echo "$fam ok $((end - start))s" >"$logs/$fam.status"
+  else
+    end=$(date +%s)
+    echo "$fam FAILED $((end - start))s" >"$logs/$fam.status"
+  fi
+}
+export -f compile
+export nvcc root out logs
+export GENCODE="${gencode[*]}"
+
+t0=$(date +%s)
+fams=()
+for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
+printf '%s\n' "${fams[@]}" | xargs -P "$jobs" -I{} bash -c 'gencode=($GENCODE); compile "$@"' _ {}
+t1=$(date +%s)
+
+failed=0
+for fam in "${fams[@]}"; do
+  status="$(cat "$logs/$fam.status")"
+  echo "  $status"
+  if [[ "$status" == *FAILED* ]]; then
+    failed=$((failed + 1))
+    grep -E "error|warning" "$logs/$fam.log" | head -20 | sed 's/^/    /'
+  fi
+done
+
+# The table: one row per kernel and architecture, from ptxas -v.
+python3 - "$logs" "$out/cuda_resources.md" "${fams[@]}" >"$logs/summary.txt" <<'EOF'
+import re, subprocess, sys
+logs, table, fams = sys.argv[1], sys.argv[2], sys.argv[3:]
+rows = []
+for fam in fams:
+    kernel = arch = None
+    for line in open(f"{logs}/{fam}.log", errors="replace"):
+        m = re.search(r"Compiling entry function '(\S+)' for '(\w+)'", line)
+        if m:
+            kernel, arch = m.group(1), m.group(2)
+            cur = {"fam": fam, "kernel": kernel, "arch": arch, "regs": 0, "smem": 0, "stack": 0, "spill": 0}
+            rows.append(cur)
+            continue
+        if kernel is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            cur["stack"], cur["spill"] = int(m.group(1)), int(m.group(2)) + int(m.group(3))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            cur["regs"] = int(m.group(1))
+            s = re.search(r"(\d+) bytes smem", line)
+            cur["smem"] = int(s.group(1)) if s else 0
+names = sorted({r["kernel"] for r in rows})
+demangled = {}
+if names:
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout.split("\n")
+        demangled = dict(zip(names, out))
+    except Exception:
+        pass
+def short(k):
+    d = demangled.get(k, k)
+    d = d.replace("gnnfuse::generated::(anonymous namespace)::", "").replace("void ", "", 1).replace("gnnfuse::cuda::", "cu::")
+    return d.split("(")[0] if "(" in d else d
+archs = sorted({r["arch"] for r in rows})
+kernels = sorted({r["kernel"] for r in rows if "fill_kernel" not in r["kernel"]})
+spills = sum(1 for r in rows if r["spill"] > 0 or r["stack"] > 0)
+with open(table, "w") as t:
+    t.write("# CUDA kernels: registers and shared memory (generated by scripts/check_cuda.sh)\n\n")
+    t.write(f"{len(kernels)} kernel instances (templates over dtype, index dtype and vector width) of {len(fams)} families, "
+            f"compiled for {' '.join(archs)}; {spills} with spills or local memory. Static shared memory only: the dynamic "
+            "part (staged entries, row buffers of the lanes kernels) is decided at launch (runtime/cuda_launch.h).\n\n")
+    t.write("| family | kernel | arch | registers | static smem (B) | stack (B) | spill (B) |\n|---|---|---|---|---|---|---|\n")
+    for r in sorted(rows, key=lambda r: (r["fam"], short(r["kernel"]), r["arch"])):
+        if "fill_kernel" in r["kernel"]:
+            continue
+        t.write(f"| {r['fam']} | `{short(r['kernel'])}` | {r['arch']} | {r['regs']} | {r['smem']} | {r['stack']} | {r['spill']} |\n")
+print(f"{len(kernels)} {spills} {max([r['regs'] for r in rows] or [0])}")
+EOF
+read -r kernels spills maxregs <"$logs/summary.txt"
+ops=0
+for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu"))); done
+echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs; table: $out/cuda_resources.md (at most $maxregs registers)"
+if [[ ${#skipped[@]} -gt 0 ]]; then echo "  skipped (symbolic, issue 26): ${skipped[*]}"; fi
+echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families), $spills spills; emulated: not run (the SIMT emulator's battery is not in this tree yet)"
+if [[ $failed -gt 0 || $spills -gt 0 ]]; then exit 1; fi
