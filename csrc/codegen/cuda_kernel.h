@@ -114,6 +114,7 @@ class CudaPrinter : public CodeWriter {
   void lanes_buffers(const Step& st);
   void pos_kernel(const Step& st);  // cuda_kernel_pos.cpp
   void pos_fixup(const Step& st);
+  void chunks(const std::string& P, bool carries, bool read_only);
   void kernel_head(const Step& st, bool vec);
   void setup_row_context(const Step& st);
 

@@ -17,6 +17,17 @@ const imp::Stmt* first(const std::vector<const imp::Stmt*>& body, imp::Stmt::Kin
 
 }  // namespace
 
+// The chunks of the stored entries (the row pointers P's last gives their count) and, with
+// carries, the workspace of the row each chunk's slot 1 belongs to and the two slots per chunk.
+void CudaPrinter::chunks(const std::string& P, bool carries, bool read_only) {
+  const std::string c = read_only ? "const " : "";
+  line("const int64_t nnz_ = static_cast<int64_t>(" + P + "[n_" + row_ + "]);");
+  line("const int64_t chunks_ = (nnz_ + kl_.chunk - 1) / kl_.chunk;");
+  if (!carries) return;
+  line(c + "int64_t* carry_row_ = reinterpret_cast<" + c + "int64_t*>(ws_ + kl_.workspace_offset);");
+  line(c + "acc_t* carry_ = reinterpret_cast<" + c + "acc_t*>(carry_row_ + kl_.chunks);");
+}
+
 // A warp per (chunk of kl_.chunk stored entries, tile of C_ columns): 32 entries per step, one
 // per lane; the lanes' products reduced by row (segment_sums); each run of a row that ends in
 // the step is stored by its head lane when the row lies wholly in the chunk, else it is a carry
@@ -53,13 +64,8 @@ void CudaPrinter::pos_kernel(const Step& st) {
   line("// pos split: a warp per (chunk of kl_.chunk entries of " + st.top->sched.balance_by + ", tile of C_ columns of " + v +
        "), a segmented reduction by row " + row_ + (det ? ", carries added in order by " + kernel_name(st, "_fixup") : ", atomics at the chunk borders"));
   kernel_head(st, true);
-  line("const int64_t nnz_ = static_cast<int64_t>(" + P + "[n_" + row_ + "]);");
-  line("const int64_t chunks_ = (nnz_ + kl_.chunk - 1) / kl_.chunk;");
+  chunks(P, det, false);
   line("const int64_t tiles_ = (n_" + v + " + C_ - 1) / C_;");
-  if (det) {
-    line("int64_t* carry_row_ = reinterpret_cast<int64_t*>(ws_ + kl_.workspace_offset);");
-    line("acc_t* carry_ = reinterpret_cast<acc_t*>(carry_row_ + kl_.chunks);");
-  }
   line("const int64_t warps_ = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);");
   open("for (int64_t w_ = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w_ < chunks_ * tiles_; w_ += warps_) {");
   line("const int64_t c_ = w_ / tiles_;");
@@ -147,10 +153,7 @@ void CudaPrinter::pos_fixup(const Step& st) {
   open("GNNFUSE_GLOBAL void " + kernel_name(st, "_fixup") + "(const " + s_.name + "_params prm, const runtime::cuda::KernelLaunch kl_, unsigned char* ws_) {");
   line("using acc_t = cu::acc_t<scalar_t>;");
   locals();
-  line("const int64_t nnz_ = static_cast<int64_t>(" + P + "[n_" + row_ + "]);");
-  line("const int64_t chunks_ = (nnz_ + kl_.chunk - 1) / kl_.chunk;");
-  line("const int64_t* carry_row_ = reinterpret_cast<const int64_t*>(ws_ + kl_.workspace_offset);");
-  line("const acc_t* carry_ = reinterpret_cast<const acc_t*>(carry_row_ + kl_.chunks);");
+  chunks(P, true, true);
   line("const int64_t stride_ = static_cast<int64_t>(gridDim.x) * blockDim.x;");
   open("for (int64_t x_ = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x_ < chunks_ * n_" + v + "; x_ += stride_) {");
   line("const int64_t c_ = x_ / n_" + v + ";");
