@@ -105,7 +105,10 @@ void CudaPrinter::plan() {
       for (auto* s : st.body)
         each(*s, [&](const imp::Stmt& x) {
           if (x.kind == imp::Stmt::Kind::Walk && x.sched.unit == ParallelUnit::LaneGroup) split = true;
-          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0) tile = x.var;
+          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0) {
+            split = true;
+            tile = x.var;
+          }
           if (x.kind == imp::Stmt::Kind::For && x.sched.unit == ParallelUnit::Lane) lane = x.var;
         });
       const bool pos = !top.sched.balance_by.empty() &&
