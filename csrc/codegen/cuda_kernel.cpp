@@ -82,6 +82,8 @@ void CudaPrinter::plan() {
       const MatmulBlock& m = *k->matmul;
       if (m.r.temp) cur.spill.insert(m.r.tensor);
       if (m.form == MatmulBlock::Form::Outer && m.r2.temp) cur.spill.insert(m.r2.tensor);
+      // The block's result rows: reset on the host (not in the phase before), read after.
+      if (m.form == MatmulBlock::Form::Product && !m.matrix_target) cur.rows.insert(m.target);
       flush();
       Step h;
       h.top = &top;
@@ -374,6 +376,7 @@ void CudaPrinter::assign(const imp::Stmt& s) {
 
 void CudaPrinter::fill(const imp::Stmt& s) {
   const std::string& n = s.tensor;
+  if (step_->rows.count(n)) return;  // a dense product block's result: its rows are reset on the host
   const std::string v = init(s.init);
   if (regs_.count(n)) {
     line("GNNFUSE_UNROLL");

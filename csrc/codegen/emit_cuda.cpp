@@ -50,8 +50,9 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
   const std::string& op = s.name;
   const std::string prm = "const " + op + "_params& prm";
   h << "// " << expr_line(s) << "\n";
+  h << "// `lowering`: one of a `variants auto` op's lowerings (tests, benchmarks); -1: its cost model's choice\n";
   h << "runtime::cuda::Request " << op << "_cuda_request(" << prm
-    << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph);\n";
+    << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph, int lowering = -1);\n";
   h << "void " << op << "_cuda(" << prm
     << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::LaunchConfig& cfg, const runtime::cuda::Env& env);\n\n";
 
@@ -69,8 +70,8 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
     }
   // The request: the lowering, its variants' shapes and the call's workspace.
   k << "template <typename scalar_t, typename index_t>\nruntime::cuda::Request " << op << "_request_(" << prm
-    << ", const runtime::cuda::GraphStats& graph) {\n";
-  k << "  runtime::cuda::Request req;\n  req.graph = graph;\n";
+    << ", const runtime::cuda::GraphStats& graph, int lowering) {\n";
+  k << "  runtime::cuda::Request req;\n  req.graph = graph;\n  req.lowerings = " << lowerings.size() << ";\n";
   k << "  req.scalar_bytes = static_cast<int>(sizeof(scalar_t));\n  req.acc_bytes = static_cast<int>(sizeof(cu::acc_t<scalar_t>));\n";
   k << "  req.index_bytes = static_cast<int>(sizeof(index_t));\n";
   bool csc = false;
@@ -89,6 +90,7 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
       if (t.role == Role::SparseInput) k << "  (void)nnz_" << t.name << ";\n";
     k << "  for (int l = 1; l < " << lowerings.size() << "; ++l)\n    if (costs[l] < costs[req.lowering]) req.lowering = l;\n";
   }
+  k << "  if (lowering >= 0) req.lowering = lowering;\n";
   for (size_t l = 0; l < lowerings.size(); ++l) {
     k << "  if (req.lowering == " << l << ") {\n";
     for (auto& v : lowerings[l]->schedule_variants)
@@ -105,8 +107,9 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
         << "_launch<scalar_t, index_t>(prm, cfg, env);\n";
   k << "  throw std::invalid_argument(\"" << op << " on cuda: no such lowering or variant\");\n}\n\n";
   k << "}  // namespace\n\n";
-  k << "runtime::cuda::Request " << op << "_cuda_request(" << prm << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph) {\n";
-  dispatch(s, op + "_request_", "prm, graph", k);
+  k << "runtime::cuda::Request " << op << "_cuda_request(" << prm
+    << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph, int lowering) {\n";
+  dispatch(s, op + "_request_", "prm, graph, lowering", k);
   k << "}\n\n";
   k << "void " << op << "_cuda(" << prm
     << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::LaunchConfig& cfg, const runtime::cuda::Env& env) {\n";

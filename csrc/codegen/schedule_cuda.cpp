@@ -155,7 +155,8 @@ class CudaSchedule {
   // The full access a statement writes (the temporaries' full indices).
   const Stmt& stmt(const Node& n) const { return p_.stmts[static_cast<size_t>(n.stmt)]; }
 
-  // Temporaries read or written by the computes under n.
+  // Temporaries read or written by the computes under n (a reset alone keeps nothing in a
+  // register: a dense product block's result is reset before the block, in the phase before it).
   void temps_under(const Node& n, std::set<std::string>* out) const {
     if (n.kind == Node::Kind::Compute) {
       const Stmt& s = stmt(n);
@@ -163,7 +164,6 @@ class CudaSchedule {
       for (auto& o : s.rhs)
         if (!o.is_const && p_.tensor(o.access.tensor).role == Role::Temp) out->insert(o.access.tensor);
     }
-    if (n.kind == Node::Kind::Reset) out->insert(n.tensor);
     for (auto& k : n.kids) temps_under(*k, out);
   }
 
@@ -253,6 +253,7 @@ class CudaSchedule {
       }
       if (!v.empty() && !tiles_cleanly(n, v, false)) return false;
     }
+    if (walks.empty() && v.empty()) return false;  // nothing to split or tile: lanes over its loops
     for (auto& [w, red] : walks) {
       w->sched.unit = ParallelUnit::LaneGroup;
       w->sched.group = kGroup;

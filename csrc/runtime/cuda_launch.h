@@ -58,6 +58,7 @@ struct VariantShape {
 
 struct Request {
   int lowering = 0;                    // the op's lowering (`variants auto`: chosen by its cost model)
+  int lowerings = 1;                   // how many the op has
   bool by_columns = false;             // the op walks its sparse operand by columns: graph holds the column statistics
   std::vector<VariantShape> variants;  // offered, RowSplit (or Lanes) first
   GraphStats graph;                    // the caller's statistics
