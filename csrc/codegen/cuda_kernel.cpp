@@ -668,6 +668,7 @@ void CudaPrinter::kernel_head(const Step& st, bool vec) {
   line(std::string("template <typename scalar_t, typename index_t") + (vec ? ", int VW_" : "") + ">");
   open("GNNFUSE_GLOBAL void " + kernel_name(st) + "(const " + s_.name + "_params prm, const runtime::cuda::KernelLaunch kl_, unsigned char* ws_) {");
   line("using acc_t = cu::acc_t<scalar_t>;");
+  line("(void)ws_;");
   if (vec) {
     line("constexpr int C_ = " + std::to_string(8) + ";  // the feature tile: columns per thread");
     line("constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;");

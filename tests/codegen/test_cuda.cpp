@@ -180,6 +180,7 @@ TEST(Cuda, SpmmRowSplitKernel) {
 template <typename scalar_t, typename index_t, int VW_>
 GNNFUSE_GLOBAL void spmm_row_split_k0(const spmm_params prm, const runtime::cuda::KernelLaunch kl_, unsigned char* ws_) {
   using acc_t = cu::acc_t<scalar_t>;
+  (void)ws_;
   constexpr int C_ = 8;  // the feature tile: columns per thread
   constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;
   (void)VWA_;
