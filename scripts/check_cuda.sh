@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA compile gates (no GPU needed): generates every op's CUDA kernels (gnnfuse-gen
-# --target cuda into BUILD/generated, beside the CPU target's files), compiles each
+# --target cuda into BUILD/cuda_gates/generated, beside the CPU target's files), compiles each
 # <family>_cuda.cu with nvcc for sm_80 and sm_90a under ptxas's spill and local-memory warnings
 # as errors, and writes the registers, spills, stack and static shared memory of every kernel to
 # BUILD/generated/cuda_resources.md. Ops computing their output pattern (`symbolic`) are not
@@ -39,8 +39,13 @@ gen="$build/gnnfuse-gen"
 if [[ ! -x "$gen" ]]; then
   cmake --build "$build" --target gnnfuse_gen >/dev/null
 fi
-out="$build/generated"
-mkdir -p "$out"
+# A folder of its own: generating a subset of the families into build/generated would replace
+# the library's registration.cpp and ops.h with the subset's.
+logs="$build/cuda_gates"
+out="$logs/generated"
+table="$build/generated/cuda_resources.md"
+rm -rf "$logs"
+mkdir -p "$out" "$(dirname "$table")"
 
 # The families: every spec of ops/ that is not symbolic, or the --only subset.
 specs=()
@@ -63,9 +68,6 @@ fi
 "$gen" --out "$out" "${specs[@]}"
 "$gen" --target cuda --out "$out" "${specs[@]}"
 
-logs="$build/cuda_gates"
-rm -rf "$logs"
-mkdir -p "$logs"
 gencode=()
 for a in "${archs[@]}"; do gencode+=(-gencode "arch=compute_${a#sm_},code=$a"); done
 
@@ -103,7 +105,7 @@ for fam in "${fams[@]}"; do
 done
 
 # The table: one row per kernel and architecture, from ptxas -v.
-python3 - "$logs" "$out/cuda_resources.md" "${fams[@]}" >"$logs/summary.txt" <<'EOF'
+python3 - "$logs" "$table" "${fams[@]}" >"$logs/summary.txt" <<'EOF'
 import re, subprocess, sys
 logs, table, fams = sys.argv[1], sys.argv[2], sys.argv[3:]
 rows = []
@@ -156,7 +158,7 @@ EOF
 read -r kernels spills maxregs <"$logs/summary.txt"
 ops=0
 for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu"))); done
-echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs; table: $out/cuda_resources.md (at most $maxregs registers)"
+echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs; table: $table (at most $maxregs registers)"
 if [[ ${#skipped[@]} -gt 0 ]]; then echo "  skipped (symbolic, issue 26): ${skipped[*]}"; fi
 echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families), $spills spills; emulated: not run (the SIMT emulator's battery is not in this tree yet)"
 if [[ $failed -gt 0 || $spills -gt 0 ]]; then exit 1; fi
