@@ -485,6 +485,10 @@ struct Cost {
 std::string print_cost_cpu(const Cost& cost);
 
 // ---------------------------------------------------------------- pipeline and emitters
+namespace imp {
+struct Kernel;  // the imperative IR (imperative.h)
+}
+
 struct Compiled {
   OpSpec spec;
   Target target = Target::Cpu;
@@ -502,13 +506,18 @@ struct Compiled {
   // variant of least cost. `cost` is its spelling for the target (the "cost model" snapshot).
   Cost cost_model;
   std::string cost;
+  // The imperative IR of the final tree (imp::lower, imperative.h), lowered once by compile():
+  // what the kernel printers print. `symbolic S` ops also get their assembling kernel
+  // (<op>_assemble) and their pattern kernel (<op>_symbolic); null otherwise.
+  std::shared_ptr<const imp::Kernel> kernel, assemble, pattern;
 };
 // Whether two lowerings are the same: structurally equal scheduled trees over equal statements
 // and temporaries, and equal cost models (variants are deduplicated with it).
 bool same_lowering(const Compiled& a, const Compiled& b);
-// Runs every stage; `spec` is copied into the result (the program points to it).
+// Runs every stage down to the imperative IR (Compiled::kernel, and ::assemble, ::pattern of a
+// `symbolic S` op); `spec` is copied into the result (the program points to it).
 // With `variants auto`, every lowering the decomposition's ties allow (at most kMaxVariants,
-// duplicates dropped) goes to `alternatives`.
+// duplicates dropped) goes to `alternatives`, each with its kernel.
 std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target = Target::Cpu);
 constexpr int kMaxVariants = 4;
 

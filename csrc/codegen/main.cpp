@@ -58,11 +58,13 @@ int main(int argc, char** argv) {
                     << args[a] << ")\n";
           std::cout << "---- spec\n" << print_spec(c->spec);
           for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
-          std::cout << "---- imperative IR\n" << imp::print(imp::lower(*c));
+          std::cout << "---- imperative IR\n" << imp::print(*c->kernel);
+          if (c->assemble) std::cout << "---- imperative IR: assembling kernel\n" << imp::print(*c->assemble);
+          if (c->pattern) std::cout << "---- imperative IR: pattern kernel\n" << imp::print(*c->pattern);
           for (size_t v = 0; v < c->alternatives.size(); ++v) {
             for (auto& [name, text] : c->alternatives[v]->stages)
               std::cout << "---- variant " << v + 1 << ": " << name << "\n" << text;
-            std::cout << "---- variant " << v + 1 << ": imperative IR\n" << imp::print(imp::lower(*c->alternatives[v]));
+            std::cout << "---- variant " << v + 1 << ": imperative IR\n" << imp::print(*c->alternatives[v]->kernel);
           }
           auto it = f.adjoints.find(c->spec.name);
           if (it == f.adjoints.end()) continue;

@@ -1,9 +1,11 @@
 // The pipeline: one op through every stage for a target (compile: decompose, spaces, trees,
-// fusion, shrinking, the target's schedule, cost model; its variants), and one user op with
-// every op derived from it (compile_family: the adjoints, down to the spec's grad_order).
+// fusion, shrinking, the target's schedule, cost model; its variants; each lowering to the
+// imperative IR the printers print), and one user op with every op derived from it
+// (compile_family: the adjoints, down to the spec's grad_order).
 #include <algorithm>
 #include <functional>
 
+#include "codegen/imperative.h"
 #include "codegen/ir.h"
 
 namespace gnnfuse::codegen {
@@ -92,7 +94,21 @@ bool same_lowering(const Compiled& a, const Compiled& b) {
   return same_node(pa, *a.tree, pb, *b.tree);
 }
 
-std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
+namespace {
+
+// Every lowering chosen, and for a `symbolic S` op its assembling and pattern kernels, lowered
+// once to the imperative IR (what the printers print).
+std::unique_ptr<Compiled> lowered(std::unique_ptr<Compiled> c) {
+  c->kernel = std::make_shared<const imp::Kernel>(imp::lower(*c));
+  for (auto& a : c->alternatives) a->kernel = std::make_shared<const imp::Kernel>(imp::lower(*a));
+  if (!c->spec.symbolic.empty()) {
+    c->pattern = std::make_shared<const imp::Kernel>(imp::lower(*c, imp::Mode::Pattern));
+    c->assemble = std::make_shared<const imp::Kernel>(imp::lower(*c, imp::Mode::Assemble));
+  }
+  return c;
+}
+
+std::unique_ptr<Compiled> compile_variants(const OpSpec& spec, Target target) {
   std::vector<int> ties;
   std::unique_ptr<Compiled> first = compile_one(spec, target, {}, &ties);
   if (!spec.variants) return first;
@@ -123,6 +139,10 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
   }
   return first;
 }
+
+}  // namespace
+
+std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) { return lowered(compile_variants(spec, target)); }
 
 Family compile_family(const OpSpec& user_op, Target target) {
   Family f;
