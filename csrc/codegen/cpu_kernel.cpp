@@ -401,7 +401,8 @@ void KernelEmitter::simd_sum(const IStmt& l) {
 }
 
 // ---------------------------------------------------------------- top-level loops
-// A top-level row loop: serial, or in chunks on threads (parallel).
+// A top-level row loop: serial (a plain loop, whatever simd mark the schedule left on it), or in
+// chunks on threads (parallel).
 void KernelEmitter::top(const IStmt& l) {
   open("{");
   if (l.kind == Kind::Parallel) {

@@ -349,9 +349,9 @@ class Lowering {
     } else {
       l->kind = Stmt::Kind::Walk;
     }
-    const MatmulBlock* inner = nullptr;
+    const MatmulBlock* inner = nullptr;  // the (first) child that is a matmul block
     for (auto& k : n.kids)
-      if (matmul(*k)) inner = matmul(*k);
+      if (!inner) inner = matmul(*k);
     l->blocked = inner != nullptr;
     if (is_top) per_worker(n, l->blocked, l->per_worker);
     // Entering the loop: its level is walked, the levels it locates too (located below).
