@@ -1,11 +1,14 @@
 """Specs never in ops/ become working, differentiable ops by adding only the spec (issue 24):
-tests/codegen/specs/weighted_mean.spec, compiled into
+tests/codegen/specs/weighted_mean.spec and pow_sum.spec, compiled into
 libgnnfuse_test_ops_unseen.so beside libgnnfuse.so. Each test runs in a process of its own (the
 test ops stay out of this one).
 
 - weighted_mean, Y = (A X) / rowsum(A): its adjoints read row statistics (ops of their own,
   weighted_mean_stat<k>); with the default grad_order 2 they are differentiated too, so the
   double backward runs through the statistics (it used to stop with the order error);
+- pow_sum, Y = A pow(X, p) with p a float argument: pow's derivative in x for an argument
+  exponent (dpow, d2pow), backward and double backward, against torch.pow's autograd also at
+  x = 0 and p in {0, 1, 2};
 - the error for a dense operand one row short of the csr operand's columns names both."""
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ _PRELUDE = textwrap.dedent(
         a = dense(rowptr, col, values, x.size(0))
         s = a.sum(1, keepdim=True)
         return (a @ x) / torch.where(s == 0, torch.ones_like(s), s)  # 0 on a row without entries
+
+    def pow_sum_ref(rowptr, col, values, x, p):
+        a = dense(rowptr, col, torch.ones(col.numel(), dtype=x.dtype) if values is None else values, x.size(0))
+        return a @ torch.pow(x, p)
 
     def second_order(fn, inputs, seed=7):
         # grad of a function of the gradient (a Hessian-vector product): first and second order
@@ -111,12 +118,45 @@ _BODIES = {
         r = ops.weighted_mean_stat0(rowptr, col, vb)
         assert r.dtype == torch.float32, r.dtype
     """,
+    "pow_sum": """
+        rowptr, col, values, gen = graph(8, 6, 0.5, 11)
+        x = torch.rand(6, 3, generator=gen, dtype=torch.float64) + 0.25  # positive: any real p
+        for p in (2.5, 3.0, -1.5, 1.0, 0.0, 0.5):
+            for v in (values, None):
+                y = ops.pow_sum(rowptr, col, v, x, p)
+                torch.testing.assert_close(y, pow_sum_ref(rowptr, col, v, x, p), rtol=1e-12, atol=1e-12)
+            f = lambda v_, x_: ops.pow_sum(rowptr, col, v_, x_, p)
+            inputs = [values.clone().requires_grad_(), x.clone().requires_grad_()]
+            assert torch.autograd.gradcheck(f, inputs), p
+            assert torch.autograd.gradgradcheck(f, inputs), p
+            fx = lambda x_: ops.pow_sum(rowptr, col, None, x_, p)
+            assert torch.autograd.gradgradcheck(fx, [x.clone().requires_grad_()]), p
+        # at x = 0 (and negative x for integral p) as torch.pow's autograd: no 0 * inf
+        x0 = torch.tensor([[0.0, 1.5, -2.0], [0.0, 0.0, 0.75]], dtype=torch.float64)
+        r2, c2 = torch.tensor([0, 2, 2, 4]), torch.tensor([0, 1, 1, 0])
+        w2 = torch.tensor([0.5, 2.0, 1.25, -1.0], dtype=torch.float64)
+        for p in (0.0, 1.0, 2.0, 3.0):
+            got = second_order(lambda v_, x_: ops.pow_sum(r2, c2, v_, x_, p), [w2, x0])
+            want = second_order(lambda v_, x_: pow_sum_ref(r2, c2, v_, x_, p), [w2, x0])
+            for a, b in zip((got[0],) + got[1] + got[2], (want[0],) + want[1] + want[2]):
+                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=lambda m: f"p = {p}: {m}")
+        # float32 and TorchScript
+        y32 = ops.pow_sum(rowptr, col, values.float(), x.float(), 2.5)
+        torch.testing.assert_close(y32.double(), pow_sum_ref(rowptr, col, values, x, 2.5), rtol=1e-5, atol=1e-5)
+
+        @torch.jit.script
+        def scripted(rowptr: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: torch.Tensor, p: float) -> torch.Tensor:
+            return torch.ops.gnnfuse.pow_sum(rowptr, col, values, x, p)
+
+        torch.testing.assert_close(scripted(rowptr, col, values, x, 1.5), ops.pow_sum(rowptr, col, values, x, 1.5), rtol=0, atol=0)
+    """,
     "short_dense_operand": """
         # x one row short of A's columns: the error names x's rows and A's largest column
         import re
         rowptr, col = torch.tensor([0, 2, 3, 5]), torch.tensor([0, 9, 4, 2, 9])
         values = torch.rand(5, dtype=torch.float64)
-        for op, args in (("weighted_mean", (rowptr, col, values, torch.rand(9, 2, dtype=torch.float64))),):
+        for op, args in (("weighted_mean", (rowptr, col, values, torch.rand(9, 2, dtype=torch.float64))),
+                         ("pow_sum", (rowptr, col, values, torch.rand(9, 2, dtype=torch.float64), 2.0))):
             try:
                 getattr(ops, op)(*args)
             except RuntimeError as e:
