@@ -5,6 +5,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <utility>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define GNNFUSE_SIMT_ASAN 1
 #endif
@@ -142,21 +144,31 @@ std::atomic<bool> g_ucontext{false};
 std::atomic<bool> g_ucontext{true};
 #endif
 
+bool use_ucontext_now() { return g_ucontext.load(std::memory_order_relaxed); }
+
 // makecontext passes int arguments: the UContext's address in two halves.
 void ucontext_start(unsigned hi, unsigned lo) {
   auto* u = reinterpret_cast<UContext*>((std::uintptr_t(hi) << 32) | std::uintptr_t(lo));
   u->entry(u->arg);
 }
 
-void raw_switch(Context& from, Context& to) {
+// The switching functions keep nothing on the stack that AddressSanitizer would guard with
+// redzones: a fiber's last switch never returns, and the poison of its frames would outlive it
+// on the reused stack.
+#if defined(GNNFUSE_SIMT_ASAN)
+#define GNNFUSE_SIMT_NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define GNNFUSE_SIMT_NO_ASAN
+#endif
+
+GNNFUSE_SIMT_NO_ASAN void raw_switch(Context& from, Context& to) {
 #if defined(GNNFUSE_SIMT_ASM_SWITCH)
   if (!g_ucontext.load(std::memory_order_relaxed)) {
     gnnfuse_simt_switch(&from.sp, to.sp);
     return;
   }
 #endif
-  if (!from.uc) from.uc = std::make_unique<UContext>();
-  if (swapcontext(&from.uc->uc, &to.uc->uc) != 0) throw std::runtime_error("simt: swapcontext failed");
+  swapcontext(&from.uc->uc, &to.uc->uc);
 }
 }  // namespace
 
@@ -175,6 +187,11 @@ void make_context(Context& ctx, const Stack& stack, void (*entry)(void*), void* 
   ctx.stack_bytes = stack.bytes;
   ctx.fake_stack = nullptr;
   char* top = stack.base + stack.bytes;  // page aligned, so 16-byte aligned
+#if defined(GNNFUSE_SIMT_ASAN)
+  // The reused stack's frames start clean (a fiber abandoned mid-call would leave poison).
+  const std::size_t clean = std::min<std::size_t>(stack.bytes, 16 * 1024);
+  __asan_unpoison_memory_region(top - clean, clean);
+#endif
 #if defined(GNNFUSE_SIMT_ASM_SWITCH)
   if (!g_ucontext.load(std::memory_order_relaxed)) {
     // The frame gnnfuse_simt_switch pops: MXCSR and x87 control word (the creating thread's),
@@ -210,7 +227,8 @@ void make_context(Context& ctx, const Stack& stack, void (*entry)(void*), void* 
   (void)top;
 }
 
-void switch_context(Context& from, Context& to) {
+GNNFUSE_SIMT_NO_ASAN void switch_context(Context& from, Context& to) {
+  if (use_ucontext_now() && !from.uc) from.uc = std::make_unique<UContext>();
 #if defined(GNNFUSE_SIMT_ASAN)
   __sanitizer_start_switch_fiber(&from.fake_stack, to.stack_bottom, to.stack_bytes);
 #endif
@@ -229,7 +247,7 @@ void context_started(Context& from) {
 #endif
 }
 
-void exit_to(Context& from, Context& to) {
+GNNFUSE_SIMT_NO_ASAN void exit_to(Context& from, Context& to) {
 #if defined(GNNFUSE_SIMT_ASAN)
   __sanitizer_start_switch_fiber(nullptr, to.stack_bottom, to.stack_bytes);
 #endif
