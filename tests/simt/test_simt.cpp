@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -140,6 +141,27 @@ TEST(SimtOrder, SpecsAndEnvironmentSpelling) {
   EXPECT_THROW(simt::set_order("sideways"), std::invalid_argument);
   EXPECT_THROW(simt::set_order("random:x"), std::invalid_argument);
   simt::reset_order();
+}
+
+TEST(SimtOrder, EnvironmentVariable) {
+  const char* saved = std::getenv("GNNFUSE_SIMT_ORDER");
+  const std::string before = saved ? saved : "";
+  simt::reset_order();
+  setenv("GNNFUSE_SIMT_ORDER", "random:5", 1);
+  EXPECT_EQ(simt::order(), simt::Order::random);
+  EXPECT_EQ(simt::order_seed(), 5u);
+  setenv("GNNFUSE_SIMT_ORDER", "backwards", 1);
+  EXPECT_THROW(simt::order(), std::invalid_argument);
+  std::vector<int> out(128);
+  EXPECT_THROW(launch_missing_barrier(1, out.data()), std::invalid_argument);
+  simt::set_order(simt::Order::reverse);  // the API wins over the environment
+  launch_missing_barrier(1, out.data());
+  EXPECT_EQ(out[0], 2);
+  simt::reset_order();
+  if (saved)
+    setenv("GNNFUSE_SIMT_ORDER", before.c_str(), 1);
+  else
+    unsetenv("GNNFUSE_SIMT_ORDER");
 }
 
 // ---------------------------------------------------------------- barriers

@@ -256,7 +256,9 @@ class Pool {
     stop_ = false;
     workers_.clear();
     for (unsigned i = 0; i < size; ++i) workers_.push_back(std::make_unique<Worker>());
-    for (unsigned i = 1; i < size; ++i) threads_.emplace_back([this, i] { loop(*workers_[i]); });
+    // New threads wait for the next launch (generation_ counts the launches so far).
+    for (unsigned i = 1; i < size; ++i)
+      threads_.emplace_back([this, i, seen = generation_] { loop(*workers_[i], seen); });
   }
 
   void stop() {
@@ -269,8 +271,7 @@ class Pool {
     threads_.clear();
   }
 
-  void loop(Worker& w) {
-    std::uint64_t seen = 0;
+  void loop(Worker& w, std::uint64_t seen) {
     for (;;) {
       Job* job = nullptr;
       {
