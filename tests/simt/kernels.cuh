@@ -327,38 +327,12 @@ GNNFUSE_GLOBAL void spmm_rows(int rows, int features, const int* __restrict__ ro
 }
 
 // Warp per row: lanes over features; the warp loads 32 nonzeros at a time, one per lane, and
-// broadcasts each with __shfl_sync.
+// passes each to every lane: broadcast by __shfl_sync, or (Staged) through the warp's slice of
+// shared memory, ordered by __syncwarp.
+template <bool Staged>
 GNNFUSE_GLOBAL void spmm_warp_row(int rows, int features, const int* __restrict__ rowptr,
                                   const int* __restrict__ col, const float* __restrict__ val,
                                   const float* __restrict__ x, float* __restrict__ y) {
-  const int lane = threadIdx.x % 32;
-  const int warps = gridDim.x * blockDim.x / 32;
-  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
-    const int begin = __ldg(rowptr + row), end = __ldg(rowptr + row + 1);
-    for (int f0 = 0; f0 < features; f0 += 32) {
-      const int f = f0 + lane;
-      float acc = 0.0f;
-      for (int chunk = begin; chunk < end; chunk += 32) {
-        const int p = chunk + lane;
-        const int c = p < end ? __ldg(col + p) : 0;
-        const float v = p < end ? __ldg(val + p) : 0.0f;
-        const int n = min(32, end - chunk);
-        for (int k = 0; k < n; ++k) {
-          const int ck = __shfl_sync(0xffffffffu, c, k);
-          const float vk = __shfl_sync(0xffffffffu, v, k);
-          if (f < features) acc += vk * __ldg(x + (long long)ck * features + f);
-        }
-      }
-      if (f < features) y[(long long)row * features + f] = acc;
-    }
-  }
-}
-
-// Warp per row with the row's indices and values staged in the warp's slice of shared memory
-// (ordered by __syncwarp) instead of shuffled.
-GNNFUSE_GLOBAL void spmm_warp_row_staged(int rows, int features, const int* __restrict__ rowptr,
-                                         const int* __restrict__ col, const float* __restrict__ val,
-                                         const float* __restrict__ x, float* __restrict__ y) {
   GNNFUSE_SHARED_ARRAY(int, cols, 256);
   GNNFUSE_SHARED_ARRAY(float, vals, 256);
   const int lane = threadIdx.x % 32;
@@ -371,15 +345,19 @@ GNNFUSE_GLOBAL void spmm_warp_row_staged(int rows, int features, const int* __re
       float acc = 0.0f;
       for (int chunk = begin; chunk < end; chunk += 32) {
         const int p = chunk + lane;
-        __syncwarp();  // the previous chunk is read
-        if (p < end) {
-          cols[slice + lane] = __ldg(col + p);
-          vals[slice + lane] = __ldg(val + p);
+        const int c = p < end ? __ldg(col + p) : 0;
+        const float v = p < end ? __ldg(val + p) : 0.0f;
+        if (Staged) {
+          __syncwarp();  // the previous chunk is read
+          cols[slice + lane] = c;
+          vals[slice + lane] = v;
+          __syncwarp();
         }
-        __syncwarp();
         const int n = min(32, end - chunk);
         for (int k = 0; k < n; ++k) {
-          if (f < features) acc += vals[slice + k] * __ldg(x + (long long)cols[slice + k] * features + f);
+          const int ck = Staged ? cols[slice + k] : __shfl_sync(0xffffffffu, c, k);
+          const float vk = Staged ? vals[slice + k] : __shfl_sync(0xffffffffu, v, k);
+          if (f < features) acc += vk * __ldg(x + (long long)ck * features + f);
         }
       }
       if (f < features) y[(long long)row * features + f] = acc;
@@ -398,8 +376,8 @@ inline void launch_spmm(int variant, int blocks, int rows, int features, const i
     case 8: GNNFUSE_LAUNCH((spmm_rows<8, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
     case 16: GNNFUSE_LAUNCH((spmm_rows<16, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
     case 32: GNNFUSE_LAUNCH((spmm_rows<32, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
-    case -1: GNNFUSE_LAUNCH(spmm_warp_row, blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
-    default: GNNFUSE_LAUNCH(spmm_warp_row_staged, blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    case -1: GNNFUSE_LAUNCH(spmm_warp_row<false>, blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    default: GNNFUSE_LAUNCH(spmm_warp_row<true>, blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
   }
 }
 

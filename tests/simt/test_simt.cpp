@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -46,6 +47,14 @@ E expect_error(F&& f) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The error E, whose message names every one of `parts`.
+template <class E, class F>
+E expect_error_naming(F&& f, std::initializer_list<const char*> parts) {
+  const E e = expect_error<E>(std::forward<F>(f));
+  for (const char* part : parts) EXPECT_TRUE(contains(e.what(), part)) << "no '" << part << "' in: " << e.what();
+  return e;
+}
 
 // ---------------------------------------------------------------- shared memory
 TEST(SimtShared, StaticArraysArePerBlock) {
@@ -95,8 +104,8 @@ GNNFUSE_GLOBAL void oversized_shared(int* out) {
 TEST(SimtShared, OverTheLimitIsAnError) {
   int out = 0;
   // 200 KiB static + 40 KiB dynamic > 227 KiB.
-  const auto e = expect_error<simt::LaunchError>([&] { GNNFUSE_LAUNCH(oversized_shared, 1, 32, 40 * 1024, 0, &out); });
-  EXPECT_TRUE(contains(e.what(), "shared array 'big'")) << e.what();
+  expect_error_naming<simt::LaunchError>([&] { GNNFUSE_LAUNCH(oversized_shared, 1, 32, 40 * 1024, 0, &out); },
+                                         {"shared array 'big'"});
   expect_error<simt::LaunchError>([&] { GNNFUSE_LAUNCH(oversized_shared, 1, 32, 300 * 1024, 0, &out); });
 }
 
@@ -187,11 +196,10 @@ TEST(SimtBarrier, CountAndOr) {
 
 TEST(SimtBarrier, ThreadsThatExitedMakeADivergentBarrier) {
   std::vector<int> out(64, 0);
-  const auto e = expect_error<simt::DivergentBarrier>([&] { launch_divergent_barrier(10, out.data()); });
+  const auto e = expect_error_naming<simt::DivergentBarrier>(
+      [&] { launch_divergent_barrier(10, out.data()); },
+      {"kernel divergent_barrier, block (", "has exited", "__syncthreads (kernels.cuh:"});
   EXPECT_EQ(e.kernel(), "divergent_barrier");
-  EXPECT_TRUE(contains(e.what(), "kernel divergent_barrier, block (")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "has exited")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "__syncthreads (kernels.cuh:")) << e.what();
   EXPECT_EQ(e.thread().x, 0u);  // the first thread waiting
   // Every thread reaches it: no error.
   launch_divergent_barrier(64, out.data());
@@ -202,9 +210,8 @@ TEST(SimtBarrier, TwoBarriersAreDivergent) {
   std::vector<int> out(64, 0);
   for (simt::Order order : kOrders) {
     OrderScope scope(order, 1);
-    const auto e = expect_error<simt::DivergentBarrier>([&] { launch_two_barriers(out.data()); });
-    EXPECT_TRUE(contains(e.what(), "kernel two_barriers, block (0,0,0)")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "while thread (")) << e.what();
+    expect_error_naming<simt::DivergentBarrier>([&] { launch_two_barriers(out.data()); },
+                                                {"kernel two_barriers, block (0,0,0)", "while thread ("});
   }
 }
 
@@ -324,9 +331,8 @@ TEST(SimtWarp, ShufflesMatchTheReference) {
 TEST(SimtWarp, ShuffleWidthMustBeAPowerOfTwo) {
   std::vector<unsigned> masks(32, 0xffffffffu);
   std::vector<int> ops(32, 0), in(32, 1), out(32);
-  const auto e = expect_error<simt::DivergentCollective>(
-      [&] { launch_shuffle<int>(1, 32, 0, 3, masks.data(), ops.data(), in.data(), out.data()); });
-  EXPECT_TRUE(contains(e.what(), "width 3")) << e.what();
+  expect_error_naming<simt::DivergentCollective>(
+      [&] { launch_shuffle<int>(1, 32, 0, 3, masks.data(), ops.data(), in.data(), out.data()); }, {"width 3"});
 }
 
 TEST(SimtWarp, VotesMatchTheReference) {
@@ -380,30 +386,27 @@ TEST(SimtWarp, SyncwarpOrdersTheWarpInEveryOrder) {
 
 TEST(SimtWarp, CollectiveWaitingForTheBarrierIsADeadlock) {
   std::vector<int> out(64);
-  const auto e = expect_error<simt::Deadlock>([&] { launch_shuffle_barrier_deadlock(out.data()); });
-  EXPECT_TRUE(contains(e.what(), "kernel shuffle_barrier_deadlock")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "deadlock: __shfl_sync (mask 0xffffffff)")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "waits at __syncthreads")) << e.what();
+  expect_error_naming<simt::Deadlock>(
+      [&] { launch_shuffle_barrier_deadlock(out.data()); },
+      {"kernel shuffle_barrier_deadlock", "deadlock: __shfl_sync (mask 0xffffffff)", "waits at __syncthreads"});
 }
 
 TEST(SimtWarp, CollectiveNamingAnExitedLane) {
   std::vector<int> out(32);
-  const auto e = expect_error<simt::DivergentCollective>([&] { launch_shuffle_exited_lanes(out.data()); });
-  EXPECT_TRUE(contains(e.what(), "__shfl_down_sync (mask 0xffffffff)")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "has exited")) << e.what();
+  expect_error_naming<simt::DivergentCollective>([&] { launch_shuffle_exited_lanes(out.data()); },
+                                                 {"__shfl_down_sync (mask 0xffffffff)", "has exited"});
 }
 
 TEST(SimtWarp, DifferentCollectivesOverOneMask) {
   std::vector<int> out(32);
-  const auto e = expect_error<simt::DivergentCollective>([&] { launch_mismatched_collectives(out.data()); });
-  EXPECT_TRUE(contains(e.what(), "__ballot_sync")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "__shfl_sync")) << e.what();
+  expect_error_naming<simt::DivergentCollective>([&] { launch_mismatched_collectives(out.data()); },
+                                                 {"__ballot_sync", "__shfl_sync"});
 }
 
 TEST(SimtWarp, MaskWithoutTheCallingLane) {
   std::vector<int> out(32);
-  const auto e = expect_error<simt::DivergentCollective>([&] { launch_mask_without_caller(out.data()); });
-  EXPECT_TRUE(contains(e.what(), "does not name the calling lane")) << e.what();
+  expect_error_naming<simt::DivergentCollective>([&] { launch_mask_without_caller(out.data()); },
+                                                 {"does not name the calling lane"});
 }
 
 // ---------------------------------------------------------------- atomics
@@ -459,10 +462,9 @@ TEST(SimtErrors, DeviceCheckNamesKernelBlockAndThread) {
   for (int i = 0; i < n; ++i) index[i] = (i * 5) % n;
   launch_checked_gather(blocks, threads, n, index.data(), in.data(), out.data());
   index[2 * threads + 5] = n;
-  const auto e = expect_error<simt::DeviceCheckFailed>(
-      [&] { launch_checked_gather(blocks, threads, n, index.data(), in.data(), out.data()); });
-  EXPECT_TRUE(contains(e.what(), "kernel checked_gather, block (2,0,0), thread (5,0,0)")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "gather index out of range")) << e.what();
+  const auto e = expect_error_naming<simt::DeviceCheckFailed>(
+      [&] { launch_checked_gather(blocks, threads, n, index.data(), in.data(), out.data()); },
+      {"kernel checked_gather, block (2,0,0), thread (5,0,0)", "gather index out of range"});
   EXPECT_EQ(e.block().x, 2u);
   EXPECT_EQ(e.thread().x, 5u);
 }
@@ -477,10 +479,9 @@ GNNFUSE_GLOBAL void throws_in_block_three(int* blocks_started) {
 TEST(SimtErrors, KernelExceptionStopsTheLaunchAndPropagates) {
   OrderScope scope(simt::Order::forward);
   int started = 0;
-  const auto e = expect_error<simt::KernelException>(
-      [&] { GNNFUSE_LAUNCH(throws_in_block_three, 2000, 64, 0, 0, &started); });
-  EXPECT_TRUE(contains(e.what(), "kernel throws_in_block_three, block (3,0,0), thread (5,0,0)")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "row 12 past the end")) << e.what();
+  const auto e = expect_error_naming<simt::KernelException>(
+      [&] { GNNFUSE_LAUNCH(throws_in_block_three, 2000, 64, 0, 0, &started); },
+      {"kernel throws_in_block_three, block (3,0,0), thread (5,0,0)", "row 12 past the end"});
   EXPECT_THROW(std::rethrow_exception(e.nested()), std::out_of_range);
   EXPECT_LT(started, 2000);  // the other blocks stopped
   // The emulator is usable after an error (the abandoned fibers were unwound).
@@ -492,9 +493,9 @@ TEST(SimtErrors, KernelExceptionStopsTheLaunchAndPropagates) {
 TEST(SimtErrors, InvalidLaunches) {
   std::vector<int> in(2048), out(2048), ok(2048);
   expect_error<simt::LaunchError>([&] { launch_reverse_in_block(0, 32, in.data(), out.data(), ok.data()); });
-  const auto e =
-      expect_error<simt::LaunchError>([&] { launch_reverse_in_block(1, 2048, in.data(), out.data(), ok.data()); });
-  EXPECT_TRUE(contains(e.what(), "kernel reverse_in_block: invalid launch")) << e.what();
+  expect_error_naming<simt::LaunchError>(
+      [&] { launch_reverse_in_block(1, 2048, in.data(), out.data(), ok.data()); },
+      {"kernel reverse_in_block: invalid launch"});
 }
 
 GNNFUSE_GLOBAL void launches_a_kernel(int* out) {
@@ -504,8 +505,8 @@ GNNFUSE_GLOBAL void launches_a_kernel(int* out) {
 
 TEST(SimtErrors, NoLaunchFromAKernel) {
   int out[2] = {0, 0};
-  const auto e = expect_error<simt::LaunchError>([&] { GNNFUSE_LAUNCH(launches_a_kernel, 1, 1, 0, 0, out); });
-  EXPECT_TRUE(contains(e.what(), "dynamic parallelism")) << e.what();
+  expect_error_naming<simt::LaunchError>([&] { GNNFUSE_LAUNCH(launches_a_kernel, 1, 1, 0, 0, out); },
+                                         {"dynamic parallelism"});
 }
 
 TEST(SimtErrors, BuiltinsOutsideAKernel) {
