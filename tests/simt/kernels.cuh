@@ -185,12 +185,15 @@ inline void launch_shuffle_barrier_deadlock(int* out) {
   GNNFUSE_LAUNCH(shuffle_barrier_deadlock, 1, 64, 0, 0, out);
 }
 
-// Lanes 16-31 exit; lanes 0-15 shuffle over the whole warp.
+// Lanes 16-31 exit (or, in a block of 16 threads, do not exist); lanes 0-15 shuffle over the
+// whole warp.
 GNNFUSE_GLOBAL void shuffle_exited_lanes(int* out) {
   if (threadIdx.x % 32 >= 16) return;
   out[threadIdx.x] = __shfl_down_sync(0xffffffffu, int(threadIdx.x), 1);
 }
-inline void launch_shuffle_exited_lanes(int* out) { GNNFUSE_LAUNCH(shuffle_exited_lanes, 1, 32, 0, 0, out); }
+inline void launch_shuffle_exited_lanes(int threads, int* out) {
+  GNNFUSE_LAUNCH(shuffle_exited_lanes, 1, threads, 0, 0, out);
+}
 
 // Even lanes ballot while odd lanes shuffle, both over the whole warp.
 GNNFUSE_GLOBAL void mismatched_collectives(int* out) {

@@ -393,8 +393,10 @@ TEST(SimtWarp, CollectiveWaitingForTheBarrierIsADeadlock) {
 
 TEST(SimtWarp, CollectiveNamingAnExitedLane) {
   std::vector<int> out(32);
-  expect_error_naming<simt::DivergentCollective>([&] { launch_shuffle_exited_lanes(out.data()); },
+  expect_error_naming<simt::DivergentCollective>([&] { launch_shuffle_exited_lanes(32, out.data()); },
                                                  {"__shfl_down_sync (mask 0xffffffff)", "has exited"});
+  expect_error_naming<simt::DivergentCollective>([&] { launch_shuffle_exited_lanes(16, out.data()); },
+                                                 {"names lanes past the block's 16 threads"});
 }
 
 TEST(SimtWarp, DifferentCollectivesOverOneMask) {

@@ -396,20 +396,21 @@ void Worker::run_block(Job& j, std::uint64_t linear) {
     for (unsigned i = 0; i < threads && !error; ++i) {
       const Fiber& f = *fibers[i];
       if (!f.error) continue;
+      // The emulator's own errors (raised by a call of this thread) as they are; any other
+      // exception wrapped, naming where it came from.
+      auto wrapped = [&](const std::string& what) {
+        const uint3 b = block.block_idx, t = f.info.thread_idx;
+        return std::make_exception_ptr(KernelException(where(*this, f) + ": " + what, j.name,
+                                                       dim3(b.x, b.y, b.z), dim3(t.x, t.y, t.z), f.error));
+      };
       try {
         std::rethrow_exception(f.error);
       } catch (const Error&) {
-        error = f.error;  // the emulator's own (raised by a call of this thread): as it is
+        error = f.error;
       } catch (const std::exception& e) {
-        const uint3 b = block.block_idx, t = f.info.thread_idx;
-        error = std::make_exception_ptr(KernelException(
-            where(*this, f) + ": exception thrown by the kernel: " + e.what(), j.name,
-            dim3(b.x, b.y, b.z), dim3(t.x, t.y, t.z), f.error));
+        error = wrapped(std::string("exception thrown by the kernel: ") + e.what());
       } catch (...) {
-        const uint3 b = block.block_idx, t = f.info.thread_idx;
-        error = std::make_exception_ptr(KernelException(
-            where(*this, f) + ": the kernel threw an exception not derived from std::exception", j.name,
-            dim3(b.x, b.y, b.z), dim3(t.x, t.y, t.z), f.error));
+        error = wrapped("the kernel threw an exception not derived from std::exception");
       }
     }
   }
@@ -437,22 +438,19 @@ int barrier(BarrierKind kind, int predicate, const char* file, int line) {
 unsigned collective(const CollectiveCall& call) {
   Fiber& f = running_fiber(collective_name(call.kind));
   Worker& w = *f.worker;
+  auto refuse = [&](const std::string& why) {
+    fail<DivergentCollective>(w, f, std::string(collective_name(call.kind)) + " at " +
+                                        site_string(call.file, call.line) + ": " + why);
+  };
   if (call.kind != Collective::activemask) {
     if (!(call.mask >> f.lane & 1))
-      fail<DivergentCollective>(w, f, std::string(collective_name(call.kind)) + " at " +
-                                          site_string(call.file, call.line) + ": its mask " + hex(call.mask) +
-                                          " does not name the calling lane " + std::to_string(f.lane));
-    const unsigned exists = existing_lanes(w.threads, f.warp);
-    if (call.mask & ~exists)
-      fail<DivergentCollective>(w, f, std::string(collective_name(call.kind)) + " at " +
-                                          site_string(call.file, call.line) + ": its mask " + hex(call.mask) +
-                                          " names lanes past the block's " + std::to_string(w.threads) +
-                                          " threads");
+      refuse("its mask " + hex(call.mask) + " does not name the calling lane " + std::to_string(f.lane));
+    if (call.mask & ~existing_lanes(w.threads, f.warp))
+      refuse("its mask " + hex(call.mask) + " names lanes past the block's " + std::to_string(w.threads) +
+             " threads");
   }
   if (is_shuffle(call.kind) && (call.width < 1 || call.width > 32 || (call.width & (call.width - 1))))
-    fail<DivergentCollective>(w, f, std::string(collective_name(call.kind)) + " at " +
-                                        site_string(call.file, call.line) + ": width " +
-                                        std::to_string(call.width) + " is not a power of two from 1 to 32");
+    refuse("width " + std::to_string(call.width) + " is not a power of two from 1 to 32");
   f.call = call;
   f.file = call.file;
   f.line = call.line;

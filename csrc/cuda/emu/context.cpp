@@ -144,8 +144,6 @@ std::atomic<bool> g_ucontext{false};
 std::atomic<bool> g_ucontext{true};
 #endif
 
-bool use_ucontext_now() { return g_ucontext.load(std::memory_order_relaxed); }
-
 // makecontext passes int arguments: the UContext's address in two halves.
 void ucontext_start(unsigned hi, unsigned lo) {
   auto* u = reinterpret_cast<UContext*>((std::uintptr_t(hi) << 32) | std::uintptr_t(lo));
@@ -228,7 +226,7 @@ void make_context(Context& ctx, const Stack& stack, void (*entry)(void*), void* 
 }
 
 GNNFUSE_SIMT_NO_ASAN void switch_context(Context& from, Context& to) {
-  if (use_ucontext_now() && !from.uc) from.uc = std::make_unique<UContext>();
+  if (use_ucontext() && !from.uc) from.uc = std::make_unique<UContext>();
 #if defined(GNNFUSE_SIMT_ASAN)
   __sanitizer_start_switch_fiber(&from.fake_stack, to.stack_bottom, to.stack_bytes);
 #endif
