@@ -76,24 +76,36 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "--out" && args.size() >= 3) {
+      // Every file of every spec is generated before the first one is written: a spec refused
+      // at any stage (its emission included) leaves no file of its op in DIR, not even kernels.
       fs::path out = args[1];
       std::vector<std::unique_ptr<Family>> all;
+      std::vector<GeneratedFile> files;
       std::set<std::string> names;
       for (size_t a = 2; a < args.size(); ++a) {
-        auto fam = std::make_unique<Family>(compile_family(load_spec(args[a]), target));
-        const std::string& name = fam->ops[0]->spec.name;
-        std::string stem = fs::path(args[a]).stem().string();
-        if (stem != name) throw SpecError(args[a] + ": error: file name must be the op name '" + name + ".spec'");
-        for (auto& c : fam->ops)
-          if (!names.insert(c->spec.name).second)
-            throw SpecError(args[a] + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
-        for (auto& f : emit_op_kernels(*fam)) write_if_changed(out / f.path, f.text);
-        for (auto& f : emit_op_registration(*fam)) write_if_changed(out / f.path, f.text);
-        all.push_back(std::move(fam));
+        try {
+          auto fam = std::make_unique<Family>(compile_family(load_spec(args[a]), target));
+          const std::string& name = fam->ops[0]->spec.name;
+          std::string stem = fs::path(args[a]).stem().string();
+          if (stem != name) throw SpecError(args[a] + ": error: file name must be the op name '" + name + ".spec'");
+          for (auto& c : fam->ops)
+            if (!names.insert(c->spec.name).second)
+              throw SpecError(args[a] + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
+          for (auto& f : emit_op_kernels(*fam)) files.push_back(std::move(f));
+          for (auto& f : emit_op_registration(*fam)) files.push_back(std::move(f));
+          all.push_back(std::move(fam));
+        } catch (const SpecError& e) {
+          // An error in an op derived from the spec (located "<op, derived from ...>") names the
+          // spec file too.
+          const std::string what = e.what();
+          if (what.rfind("<", 0) != 0) throw;
+          throw SpecError(args[a] + ": " + what);
+        }
       }
       std::vector<const Family*> fams;
       for (auto& f : all) fams.push_back(f.get());
-      for (auto& f : emit_library(fams)) write_if_changed(out / f.path, f.text);
+      for (auto& f : emit_library(fams)) files.push_back(std::move(f));
+      for (auto& f : files) write_if_changed(out / f.path, f.text);
       return 0;
     }
   } catch (const SpecError& e) {
