@@ -173,6 +173,24 @@ _BODIES = {
         else:
             raise AssertionError("accepted a negative column")
     """,
+    "deploy": """
+        # the registered ops under torch.library.opcheck (schemas, fake kernels, autograd
+        # registration) and torch.compile(fullgraph=True), values and gradients against eager
+        rowptr, col, values, gen = graph(9, 7, 0.45, 11)
+        x = torch.rand(7, 3, generator=gen, dtype=torch.float64) + 0.25  # pow of a positive base
+        for op, args in ((ops.weighted_mean, (rowptr, col, values, x)),
+                         (ops.pow_sum, (rowptr, col, values, x, 2.5)),
+                         (ops.pow_sum, (rowptr, col, None, x, -1.5))):
+            grads = [a.clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+            torch.library.opcheck(op, tuple(grads))
+            eager = op(*grads)
+            (ge,) = torch.autograd.grad(eager.square().sum(), grads[3])
+            compiled = torch.compile(lambda *a: op(*a), fullgraph=True, backend="aot_eager")
+            out = compiled(*grads)
+            (gc,) = torch.autograd.grad(out.square().sum(), grads[3])
+            torch.testing.assert_close(out, eager, rtol=0, atol=0)
+            torch.testing.assert_close(gc, ge, rtol=1e-12, atol=1e-12)
+    """,
 }
 
 
