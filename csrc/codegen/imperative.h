@@ -129,7 +129,6 @@ struct Stmt {
   // of a Parallel, a simd sum of a For; register tile of a For under a Walk; prefetches of a
   // Walk; balance_by of a Parallel or BuildRows).
   LoopSchedule sched;
-  std::string tile_from;  // For: the first column (the columns a register tile left), or ""
   bool by_map = false;    // Locate: through the row map of the level (else binary search)
   bool blocked = false;   // Parallel: rows in blocks around a Matmul; Workspace: a slot per row of a block
   std::string tensor;     // Alloc, Fill, Workspace; Assign, Accumulate: see lhs; OutputWalk: the output
