@@ -13,14 +13,21 @@ CPU, NCCL when every process has a GPU).
 
 With --check, rank 0 recomputes the first step in one process, shard by shard, on a copy of the
 model and asserts that the averaged gradients equal DDP's.
+
+Nothing here can wait forever: every collective gives up after --timeout seconds (gloo's default
+is 30 minutes), a worker whose teardown outlives it prints every thread's stack and exits, and
+with --deadline the launcher terminates workers still running past it and fails, naming them.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import faulthandler
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -88,7 +95,10 @@ def global_batch(train_idx: torch.Tensor, step: int, batch: int) -> torch.Tensor
 
 
 def worker(rank: int, args, init_file: str, result_queue) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=args.world_size)
+    # A store file of this run only (the launcher's fresh temporary folder); collectives, the
+    # store and the barrier below raise after --timeout instead of hanging.
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=args.world_size,
+                            timeout=datetime.timedelta(seconds=args.timeout))
     torch.set_num_threads(1)
     data = sbm_graph(args.nodes, args.classes, 10.0, args.features, seed=0)
     edge_index, x, y, train_mask, val_mask, test_mask = data
@@ -127,9 +137,33 @@ def worker(rank: int, args, init_file: str, result_queue) -> None:
         acc = float((pred[test_mask] == y[test_mask]).float().mean())
         print(f"test accuracy after {args.steps} steps (full-graph inference): {acc:.3f}")
     # Every rank leaves together: a rank tearing gloo down while another is still busy could
-    # abort in gloo's threads ("terminate called without an active exception").
+    # abort in gloo's threads ("terminate called without an active exception"). The teardown,
+    # the interpreter's exit included (the watchdog stays armed until Python finalises), is
+    # bounded: past --timeout, faulthandler prints every thread's stack and exits with status 1.
+    sys.stdout.flush()
+    faulthandler.dump_traceback_later(args.timeout, exit=True)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def join_within(procs: mp.ProcessContext, deadline) -> bool:
+    """Waits for the workers (a failing one raises, with its traceback, after the others are
+    terminated); past `deadline` seconds (None: no limit) terminates those still running, says
+    which, and returns False."""
+    end = None if deadline is None else time.monotonic() + deadline
+    while not procs.join(timeout=1.0):
+        if end is not None and time.monotonic() > end:
+            alive = [rank for rank, p in enumerate(procs.processes) if p.is_alive()]
+            print(f"error: worker(s) of rank {alive} still running after {deadline:.0f} s: terminated", file=sys.stderr, flush=True)
+            for p in procs.processes:
+                if p.is_alive():
+                    p.terminate()
+            for p in procs.processes:
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+            return False
+    return True
 
 
 def main(argv=None) -> int:
@@ -142,13 +176,20 @@ def main(argv=None) -> int:
     ap.add_argument("--fanout", type=int, default=10)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds a collective or the teardown may wait")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds the workers may run in all (default: no limit)")
     args = ap.parse_args(argv)
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "init")
-        mp.start_processes(worker, args=(args, init_file, queue), nprocs=args.world_size, join=True, start_method="spawn")
+        procs = mp.start_processes(worker, args=(args, init_file, queue), nprocs=args.world_size, join=False, start_method="spawn")
+        if not join_within(procs, args.deadline):
+            return 1
     if args.check:
+        if queue.empty():  # put() is synchronous: after the join, the result is there or never will be
+            print("error: rank 0 reported no gradient check", file=sys.stderr)
+            return 1
         err = queue.get()
         if not err <= 1e-5:
             print(f"error: DDP gradients differ from the single-process ones by {err:.2e}", file=sys.stderr)

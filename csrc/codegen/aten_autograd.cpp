@@ -231,7 +231,7 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
   };
   const std::string order_error = "\"gnnfuse::" + op + ": this op is a derivative of gnnfuse::" + s.family +
                                   " of the highest order generated (the grad_order line of " + s.family +
-                                  ".spec; an adjoint reading a row statistic of the forward, a softmax's say, gets none): its own derivative is not generated\"";
+                                  ".spec; every derived op has one order less than the op it differentiates): its own derivative is not generated\"";
   r << "torch::autograd::variable_list " << node << "::apply(torch::autograd::variable_list&& grads) {\n";
   if (!derivable) {
     r << "  (void)grads;\n  TORCH_CHECK(false, " << order_error << ");\n  return {};\n}\n\n";

@@ -628,7 +628,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
           if (!used.count(t.name)) continue;
           if (t.role == Role::DenseInput && t.arg == a.name) {
             args.push_back("Tensor " + t.arg);
-            decls << "dense   " << t.name << "(" << join(t.vars) << ") = " << t.arg << "\n";
+            decls << "dense   " << t.name << "(" << join(t.vars) << ") = " << t.arg << (t.acc ? " acc" : "") << "\n";
           }
           if (t.role == Role::EdgeInput && t.arg == a.name) {
             args.push_back("Tensor " + t.arg);
@@ -662,7 +662,8 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
       }
       if (used.count(gy)) {
         args.push_back("Tensor " + adj.grad_arg);
-        if (Y.pattern.empty()) decls << "dense   " << gy << "(" << join(Y.vars) << ") = " << adj.grad_arg << "\n";
+        // The gradient of an `acc` result (a row statistic) comes in that dtype.
+        if (Y.pattern.empty()) decls << "dense   " << gy << "(" << join(Y.vars) << ") = " << adj.grad_arg << (Y.acc ? " acc" : "") << "\n";
         else decls << "edge    " << gy << "(" << join(Y.vars) << ") on " << Y.pattern << " = " << adj.grad_arg << "\n";
       }
       decls << "output  " << out_name << "(" << join(out_vars) << ")" << (out_pat.empty() ? "" : " on " + out_pat) << (acc_out ? " acc" : "")
@@ -723,7 +724,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
           for (auto& v : s.order) order.push_back(v);
           // Held in the accumulation precision: the adjoints combine statistics (a row max and
           // the sum of exponentials taken relative to it) that must agree to the last bit.
-          std::string text = write(op_name, "a row statistic of " + s.name + " read by its adjoints", "R", free, "", body, order, 0, {}, true);
+          std::string text = write(op_name, "a row statistic of " + s.name + " read by its adjoints", "R", free, "", body, order, s.grad_order - 1, {}, true);
           stat_ops[key] = {op_name, text};
         } else {
           op_name = hit->second.first;
@@ -752,7 +753,7 @@ std::vector<Adjoint> differentiate(const OpSpec& s) {
 
     std::string name = s.name + "_grad_" + arg.name;
     adj.text = write(name, "gradient of " + s.name + " with respect to " + arg.name, dt, tv, out_pattern, parsed, {},
-                     adj.stats.empty() ? s.grad_order - 1 : 0, extra, false);
+                     s.grad_order - 1, extra, T->acc);
     adj.spec = parse_spec(adj.text, "<" + name + ", derived from " + s.name + ">");
     adj.spec.family = s.family;
     out.push_back(std::move(adj));

@@ -110,13 +110,30 @@ std::vector<Function> make_functions() {
   t.push_back(fn(
       "pow", true,
       [](const Expr& f, const G& g) {
-        if (!f.param_arg.empty()) fail(f.loc, "pow with an argument exponent (" + f.param_arg + ") has no derivative here: write a number");
+        // An argument exponent p is known at run time only: p * pow(x, p - 1) is dpow(x, p).
+        if (!f.param_arg.empty()) return Derivative{1, {call("dpow", g(), f.value, f.param_arg)}};
         if (f.value == 0) return Derivative{0, {}};
         if (f.value == 1) return Derivative{1, {}};
         if (f.value == 2) return Derivative{2, {g()}};
         return Derivative{f.value, {call("pow", g(), f.value - 1)}};
       },
       [](const std::string& x, const std::string& p) { return "std::pow(" + x + ", " + p + ")"; }, true));
+  // pow's first and second derivatives in x for an exponent p (a float argument): p * x^(p-1)
+  // and p (p-1) x^(p-2), zero where their coefficient is (as torch.pow's backward: no 0 * inf at
+  // x = 0). Differentiation ends at d2pow, which a grad_order of at most 2 never differentiates.
+  t.push_back(fn(
+      "dpow", true, [](const Expr& f, const G& g) { return Derivative{1, {call("d2pow", g(), f.value, f.param_arg)}}; },
+      [](const std::string& x, const std::string& p) {
+        return "(" + p + " == acc_t(0) ? acc_t(0) : " + p + " * std::pow(" + x + ", " + p + " - acc_t(1)))";
+      },
+      true));
+  t.push_back(fn(
+      "d2pow", true, nullptr,
+      [](const std::string& x, const std::string& p) {
+        return "(" + p + " == acc_t(0) || " + p + " == acc_t(1) ? acc_t(0) : " + p + " * (" + p + " - acc_t(1)) * std::pow(" + x + ", " + p +
+               " - acc_t(2)))";
+      },
+      true));
   Function detach;
   detach.name = "detach";
   detach.detach = true;

@@ -1,8 +1,8 @@
-// The CPU kernel printer (KernelEmitter): locals, statements, loops, walks, co-iteration, row
-// maps, the top-level row loops (parallel or not) and the assembling kernel's output rows.
-// Register tiles, prefetches and row-blocked dense products: cpu_kernel_dense.cpp.
+// The CPU kernel printer (KernelEmitter): it prints the imperative IR of an op (imperative.h)
+// as C++: locals, statements, loops, walks, locates, row maps, the top-level row loops
+// (parallel or not) and the assembling kernel's output rows. Register tiles, prefetches and
+// row-blocked dense products: cpu_kernel_dense.cpp.
 #include <algorithm>
-#include <functional>
 #include <sstream>
 
 #include "codegen/builtins.h"
@@ -10,18 +10,29 @@
 
 namespace gnnfuse::codegen::emit {
 
+KernelEmitter::KernelEmitter(const Compiled& c, const imp::Kernel& k)
+    : c_(c), p_(c.program), s_(c.spec), k_(k), S_(k.mode == imp::Mode::Assemble ? k.pattern : std::string()) {
+  for (auto& s : k.body->body)
+    if (s->kind == Kind::Alloc) root_temps_.push_back(s->tensor);
+}
+
 std::string KernelEmitter::body() {
   line("using acc_t = runtime::acc_t<scalar_t>;");
   locals();
-  // Temporaries whose common loop is the root live for the whole call.
-  for (auto& name : p_.temps)
-    if (!home_of(p_, *c_.tree, name)) {
-      line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "), " + init(name) + ");");
-      line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
+  // Temporaries allocated at the root live for the whole call.
+  for (auto& s : k_.body->body)
+    if (s->kind == Kind::Alloc) {
+      line("std::vector<acc_t> ws_" + s->tensor + "(static_cast<size_t>(" + buffer_size(s->tensor) + "), " + init(s->init) + ");");
+      line("acc_t* __restrict__ " + s->tensor + " = ws_" + s->tensor + ".data();  (void)" + s->tensor + ";");
     }
-  for (auto& k : c_.tree->kids) {
-    if (S_.empty()) top(*k);
-    else assemble_top(*k);
+  for (auto& s : k_.body->body) {
+    switch (s->kind) {
+      case Kind::Alloc: break;
+      case Kind::For:
+      case Kind::Parallel: top(*s); break;
+      case Kind::BuildRows: build_rows(*s); break;
+      default: stmt(*s);
+    }
   }
   return os_.str();
 }
@@ -83,8 +94,6 @@ void KernelEmitter::locals() {
   }
 }
 
-bool KernelEmitter::root_matrix(const std::string& name) const { return codegen::root_matrix(p_, *c_.tree, name); }
-
 std::string KernelEmitter::buffer_size(const std::string& temp) const {
   const TensorInfo& t = p_.tensor(temp);
   if (!t.compressed_by.empty() && t.compressed_global)
@@ -111,8 +120,8 @@ std::string KernelEmitter::on_edge(const std::string& pattern, const std::vector
 }
 
 // Initial value of an accumulating temporary (0 for sums, -inf / inf for max / min).
-std::string KernelEmitter::init(const std::string& temp) const {
-  switch (p_.tensor(temp).init) {
+std::string KernelEmitter::init(Reduce r) {
+  switch (r) {
     case Reduce::Sum: return "acc_t(0)";
     case Reduce::Max: return "-std::numeric_limits<acc_t>::infinity()";
     case Reduce::Min: return "std::numeric_limits<acc_t>::infinity()";
@@ -120,12 +129,12 @@ std::string KernelEmitter::init(const std::string& temp) const {
   return "";
 }
 
-std::string KernelEmitter::read(const Operand& o) const {
-  if (o.is_const) return fmt_const(o.value);
-  const Access& a = o.access;
+// ---------------------------------------------------------------- values
+std::string KernelEmitter::read(const imp::Value& v) const {
+  const Access& a = v.access;
   const TensorInfo& t = p_.tensor(a.tensor);
   const TensorDecl* d = s_.find(a.tensor);
-  switch (t.role) {
+  switch (v.role) {
     case Role::SparseInput:
       if (d->values.empty()) return "acc_t(1)";
       if (d->values_optional)
@@ -147,7 +156,7 @@ std::string KernelEmitter::read(const Operand& o) const {
       return "(" + a.tensor + "[" + offset(rest, rest) + "] == " + edge(d->pattern) + " ? acc_t(1) : acc_t(0))";
     }
     case Role::Temp:
-      if (vector_reads_ && root_matrix(a.tensor) && std::count(a.idx.begin(), a.idx.end(), tile_var_))
+      if (vector_reads_ && v.root_matrix && std::count(a.idx.begin(), a.idx.end(), tile_var_))
         return "runtime::vload<acc_t>(&" + temp_ref(a) + ")";
       return temp_ref(a);
     case Role::Output: fail(s_.loc, "internal error: the output is read");
@@ -155,6 +164,7 @@ std::string KernelEmitter::read(const Operand& o) const {
   return "";
 }
 
+// A temporary at its kept indices (imp::Value::access, imp::Stmt::lhs).
 std::string KernelEmitter::temp_ref(const Access& a) const {
   const TensorInfo& t = p_.tensor(a.tensor);
   if (!t.compressed_by.empty()) {
@@ -162,57 +172,50 @@ std::string KernelEmitter::temp_ref(const Access& a) const {
     return a.tensor + "[" + (t.compressed_global ? pos(S) : pos(S) + " - " + S + "_rb") + "]";
   }
   if (t.kept_dims.empty()) return a.tensor == lane_sum_ ? a.tensor + "_lanes_[" + lane_var_ + "_l]" : a.tensor;
-  std::vector<std::string> idx;
-  for (size_t k = 0; k < t.dims.size(); ++k)
-    if (std::count(t.kept_dims.begin(), t.kept_dims.end(), t.dims[k])) idx.push_back(a.idx[k]);
-  return a.tensor + "[" + offset(idx, t.kept_dims) + "]";
+  return a.tensor + "[" + offset(a.idx, t.kept_dims) + "]";
 }
 
-std::string KernelEmitter::rhs(const Stmt& s) const {
-  auto arg = [&](size_t k) { return read(s.rhs.at(k)); };
-  switch (s.op) {
-    case Stmt::Op::Copy: return arg(0);
-    case Stmt::Op::Neg: return "-(" + arg(0) + ")";
-    case Stmt::Op::Mul: return arg(0) + " * " + arg(1);
-    case Stmt::Op::Div: {
-      // Stored-entry semantics (entry_semantics): 0 for a row without entries.
-      const std::string& walk = entries_[static_cast<size_t>(s.id)].div_nonempty;
-      if (!walk.empty()) return "(" + walk + "_re > " + walk + "_rb ? " + arg(0) + " / " + arg(1) + " : acc_t(0))";
-      return arg(0) + " / " + arg(1);
+std::string KernelEmitter::value(const imp::Value& v) const {
+  using VK = imp::Value::Kind;
+  switch (v.kind) {
+    case VK::Const: return fmt_const(v.value);
+    case VK::Read: return read(v);
+    case VK::Neg: return "-(" + value(*v.args[0]) + ")";
+    case VK::Binary: return value(*v.args[0]) + " " + v.op + " " + value(*v.args[1]);
+    case VK::Call: return spell_function(v.fn, Target::Cpu, value(*v.args[0]), v.param_arg.empty() ? fmt_const(v.value) : "arg_" + v.param_arg);
+    case VK::Guard: {
+      // Stored-entry semantics (entry_semantics): a row without entries gives the other value.
+      const imp::Value& other = *v.args[1];
+      const std::string zero = other.kind == VK::Const && other.value == 0 ? "acc_t(0)" : value(other);
+      const std::string& L = v.guard_level;
+      if (v.row_open) return "(" + L + "_re > " + L + "_rb ? " + value(*v.args[0]) + " : " + zero + ")";
+      return "(" + L + "_rowptr[" + v.guard_row + " + 1] == " + L + "_rowptr[" + v.guard_row + "]) ? " + zero + " : " + value(*v.args[0]);
     }
-    case Stmt::Op::Add: return arg(0) + " + " + arg(1);
-    case Stmt::Op::Sub: return arg(0) + " - " + arg(1);
-    case Stmt::Op::Call:
-      return spell_function(s.fn, Target::Cpu, arg(0), s.param_arg.empty() ? fmt_const(s.param) : "arg_" + s.param_arg);
   }
   return "";
 }
 
-void KernelEmitter::compute(const Stmt& s) {
+// ---------------------------------------------------------------- statements
+void KernelEmitter::compute(const IStmt& s) {
   const TensorInfo& t = p_.tensor(s.lhs.tensor);
-  std::string value = rhs(s);
+  const std::string v = value(*s.rhs);
+  const bool accumulate = s.kind == Kind::Accumulate;
   if (t.role == Role::Output) {
-    if (s.accumulate) fail(s_.loc, "internal error: the output accumulates directly");
-    std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : on_edge(t.pattern, s.lhs.idx, t.dims);
-    // reduce max/min: a row without entries gives 0 (its position stays -1).
-    const EntryRule& rule = entries_[static_cast<size_t>(s.id)];
-    if (!rule.store_empty_zero.empty()) {
-      const std::string& A = rule.store_empty_zero;
-      value = "(" + A + "_rowptr[" + rule.row + " + 1] == " + A + "_rowptr[" + rule.row + "]) ? acc_t(0) : " + value;
-    }
-    if (s_.find(s.lhs.tensor)->acc) line(s.lhs.tensor + "[" + at + "] = " + value + ";");
-    else line("runtime::store(&" + s.lhs.tensor + "[" + at + "], static_cast<acc_t>(" + value + "));");
+    if (accumulate) fail(s_.loc, "internal error: the output accumulates directly");
+    const std::string at = t.pattern.empty() ? offset(s.lhs.idx, t.dims) : on_edge(t.pattern, s.lhs.idx, t.dims);
+    if (s_.find(s.lhs.tensor)->acc) line(s.lhs.tensor + "[" + at + "] = " + v + ";");
+    else line("runtime::store(&" + s.lhs.tensor + "[" + at + "], static_cast<acc_t>(" + v + "));");
     return;
   }
-  if (!s.accumulate || s.reduce == Reduce::Sum) {
-    line(temp_ref(s.lhs) + (s.accumulate ? " += " : " = ") + value + ";");
+  if (!accumulate || s.reduce == Reduce::Sum) {
+    line(temp_ref(s.lhs) + (accumulate ? " += " : " = ") + v + ";");
     return;
   }
   // max / min: NaN wins and stays; ties keep the first entry. Selects instead of branches
   // let the compiler vectorise the loop.
   std::string ref = temp_ref(s.lhs);
   open("{");
-  line("const acc_t v_ = " + value + ";");
+  line("const acc_t v_ = " + v + ";");
   if (s.arg_out.empty()) {
     // std::max / std::min keep a NaN already held (maxss / minss, no branch); a NaN arriving
     // takes over through a select that is almost never taken (a predictable branch at worst).
@@ -224,207 +227,158 @@ void KernelEmitter::compute(const Stmt& s) {
     // such a row stays -1 and its value is right).
     // Plain comparisons combined with & and |: GCC turns the quiet builtins into branches on
     // the parity flag here, which mispredict and keep the loop scalar.
-    std::string at = s.arg_out + "[" + offset(s.lhs.idx, s_.output().vars) + "]";
+    std::string at = s.arg_out + "[" + offset(s.arg_at.idx, s_.output().vars) + "]";
     line("const acc_t cur_ = " + ref + ";");
     line(std::string("const bool take_ = (v_ ") + (s.reduce == Reduce::Max ? ">" : "<") + " cur_) | ((v_ != v_) & (cur_ == cur_));");
     line(ref + " = take_ ? v_ : cur_;");
-    line(at + " = take_ ? " + edge(s_.reduced_operand()->name) + " : " + at + ";");
+    line(at + " = take_ ? " + edge(s.arg_of) + " : " + at + ";");
   }
   close();
 }
 
-// Declarations at the top of a loop body: csr row bounds for operands whose rows this loop
-// walks, then the temporaries whose common loop this is.
-void KernelEmitter::enter(const Node& n) {
-  for (auto& t : s_.tensors)
-    if (t.role == Role::SparseInput && is_outer_var(t.name, n.var) && t.name != S_) {
-      const auto [rb, re] = row_bounds(p_, t, n.var);
-      line("const index_t " + t.name + "_rb = " + rb + ";");
-      line("const index_t " + t.name + "_re = " + re + ";");
-      line("(void)" + t.name + "_rb;");
-      line("(void)" + t.name + "_re;");
-    }
-  if (!S_.empty() && is_outer_var(S_, n.var)) begin_output_row(n);
-  for (auto& name : p_.temps) {
-    if (home_of(p_, *c_.tree, name) != &n) continue;
-    const TensorInfo& t = p_.tensor(name);
-    if (t.kept_dims.empty()) {
-      line("acc_t " + name + " = " + init(name) + ";");
-    } else if (!t.compressed_by.empty()) {
-      line("if (static_cast<int64_t>(ws_" + name + ".size()) < " + buffer_size(name) + ") ws_" + name +
-           ".resize(static_cast<size_t>(" + buffer_size(name) + "));");
+// A temporary at its home: a scalar is a local; a row-length buffer is sized for the row (its
+// workspace was declared per worker); anything else lives in its per-worker workspace.
+void KernelEmitter::alloc(const IStmt& a) {
+  if (a.dims.empty()) {
+    line("acc_t " + a.tensor + " = " + init(a.init) + ";");
+  } else if (!a.compressed_by.empty()) {
+    line("if (static_cast<int64_t>(ws_" + a.tensor + ".size()) < " + buffer_size(a.tensor) + ") ws_" + a.tensor +
+         ".resize(static_cast<size_t>(" + buffer_size(a.tensor) + "));");
+    line("acc_t* __restrict__ " + a.tensor + " = ws_" + a.tensor + ".data();");
+  }
+}
+
+void KernelEmitter::row_bounds(const IStmt& r) {
+  const auto [rb, re] = emit::row_bounds(p_, *s_.find(r.level), r.var);
+  line("const index_t " + r.level + "_rb = " + rb + ";");
+  line("const index_t " + r.level + "_re = " + re + ";");
+  line("(void)" + r.level + "_rb;");
+  line("(void)" + r.level + "_re;");
+}
+
+// Another level of a co-iteration at the walked coordinate: its position (p_L, e_L) in the row
+// the enclosing loops bind, or the next coordinate when it lacks it (a product over A&B exists
+// only where both store an entry).
+void KernelEmitter::locate(const IStmt& l) {
+  const std::string& L = l.level;
+  if (l.by_map) {
+    line("const int64_t " + pos(L) + " = static_cast<int64_t>(loc_" + L + "[" + l.var + "]);");
+  } else {
+    line("const int64_t " + pos(L) + " = runtime::find_sorted(" + L + (l.csc ? "_row" : "_col") + ", static_cast<int64_t>(" + L +
+         "_rb), static_cast<int64_t>(" + L + "_re), " + l.var + ");");
+  }
+  line("if (" + pos(L) + " < 0) continue;");
+  line(std::string("const int64_t ") + edge(L) + " = " + (l.csc ? L + "_perm[" + pos(L) + "]" : pos(L)) + ";");
+  line("(void)" + edge(L) + ";");
+}
+
+// The row map of L: loc_L[column] = CSR position in the current row (fill), -1 (clear).
+void KernelEmitter::fill_map(const IStmt& m, bool fill) {
+  const std::string& L = m.level;
+  open("for (index_t q_ = " + L + "_rb; q_ < " + L + "_re; ++q_) {");
+  line("loc_" + L + "[" + L + (m.csc ? "_row" : "_col") + "[q_]] = " + (fill ? "q_" : "index_t(-1)") + ";");
+  close();
+}
+
+// The storage a worker of a top-level loop allocates once (imp::Stmt::per_worker).
+void KernelEmitter::per_worker(const IStmt& top) {
+  for (auto& w : top.per_worker) {
+    const std::string& name = w->tensor;
+    if (w->kind == Kind::MapWorkspace) {
+      // Positions in the index dtype (they fit: the operand's own row pointers hold them).
+      line("std::vector<index_t> locv_" + w->level + "(static_cast<size_t>(n_" + p_.inner_var(w->level) + "), index_t(-1));");
+      line("index_t* __restrict__ loc_" + w->level + " = locv_" + w->level + ".data();");
+    } else if (!w->compressed_by.empty()) {
+      line("std::vector<acc_t> ws_" + name + ";");
+    } else if (w->blocked) {
+      line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(runtime::kRowBlock * " + buffer_size(name) + "));");
+    } else {
+      line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "));");
       line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
     }
   }
 }
 
-// Per-thread workspaces of the temporaries homed inside a top-level tree. `blocked`: the top
-// loop runs in row blocks, and the temporaries homed at it get one slot per row of a block.
-void KernelEmitter::workspaces(const Node& top, bool blocked) {
-  std::function<void(const Node&)> rec = [&](const Node& n) {
-    for (auto& name : p_.temps)
-      if (home_of(p_, *c_.tree, name) == &n) {
-        const TensorInfo& t = p_.tensor(name);
-        if (t.kept_dims.empty()) continue;
-        if (!t.compressed_by.empty()) {
-          line("std::vector<acc_t> ws_" + name + ";");
-        } else if (blocked && &n == &top) {
-          line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(runtime::kRowBlock * " + buffer_size(name) + "));");
-        } else {
-          line("std::vector<acc_t> ws_" + name + "(static_cast<size_t>(" + buffer_size(name) + "));");
-          line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();");
-        }
-      }
-    for (auto& k : n.kids) rec(*k);
-  };
-  rec(top);
+void KernelEmitter::stmts(const std::vector<imp::StmtP>& body) {
+  for (auto& s : body) stmt(*s);
 }
 
-void KernelEmitter::node(const Node& n) {
-  switch (n.kind) {
-    case Node::Kind::Root: break;
-    case Node::Kind::Compute: compute(p_.stmts[n.stmt]); return;
-    case Node::Kind::Reset: {
-      const TensorInfo& t = p_.tensor(n.tensor);
-      if (t.kept_dims.empty() || !home_of(p_, *c_.tree, n.tensor)) return;  // zeroed where declared
-      if (!S_.empty() && t.compressed_by == S_) return;  // assembling: a slot starts when inserted
-      line("std::fill_n(" + n.tensor + ", " + buffer_size(n.tensor) + ", " + init(n.tensor) + ");");
+void KernelEmitter::stmt(const IStmt& s) {
+  switch (s.kind) {
+    case Kind::Block: stmts(s.body); return;
+    case Kind::Assign:
+    case Kind::Accumulate: compute(s); return;
+    case Kind::Alloc: alloc(s); return;
+    case Kind::Fill: line("std::fill_n(" + s.tensor + ", " + buffer_size(s.tensor) + ", " + init(s.init) + ");"); return;
+    case Kind::RowBounds: row_bounds(s); return;
+    case Kind::Locate: locate(s); return;
+    case Kind::FillMap: fill_map(s, true); return;
+    case Kind::ClearMap: fill_map(s, false); return;
+    case Kind::For:
+    case Kind::Parallel: dense_loop(s); return;  // a Parallel below the top runs serially
+    case Kind::Walk: {
+      const IStmt* fl = nullptr;
+      for (auto& k : s.body)
+        if (k->kind == Kind::For && k->sched.register_tile) fl = k.get();
+      if (fl) tiled_walk(s, *fl);
+      else walk(s, WalkMode{});
       return;
     }
-    case Node::Kind::Loop: {
-      std::string level;
-      if (!n.walk.empty()) {
-        level = n.walk;
-      } else if (!n.space.single_level(&level)) {
-        fail(s_.loc, "loop over '" + n.var + "' iterates " + n.space.str() + ": a union of sparse levels is not lowered yet");
-      }
-      for (auto& l : n.located)
-        if (!enclosing_.count(p_.outer_var(l)) || walking_.count(l))
-          fail(s_.loc, "the loop over '" + n.var + "' co-iterates " + l + ", whose row '" + p_.outer_var(l) + "' no enclosing loop binds");
-      if (level.empty() && n.sched.simd() && !n.sched.simd_reduction().empty()) {
-        simd_sum(n);
-        return;
-      }
-      if (!level.empty() && level == S_) {
-        output_rows(n);
-        return;
-      }
-      if (!level.empty()) {
-        if (walking_.count(level))
-          fail(s_.loc, "the loop over '" + n.var + "' walks " + level + " inside another walk over " + level +
-                           ": nested walks over one sparse operand are not lowered (write the inner sum so that it is hoisted)");
-        const Node* fl = nullptr;
-        for (auto& k : n.kids)
-          if (k->sched.register_tile) fl = k.get();
-        if (fl) {
-          tiled_walk(n, level, *fl);
-        } else {
-          walk(n, level, WalkMode{});
-        }
-        return;
-      }
-      if (n.sched.simd()) line("#pragma omp simd");
-      const bool from = n.var == tile_var_ && !tile_begin_.empty();
-      open("for (int64_t " + n.var + " = " + (from ? tile_begin_ : "0") + "; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
-      enter(n);
-      enclosing_.insert(n.var);
-      for (auto& k : n.kids) node(*k);
-      enclosing_.erase(n.var);
-      close();
-      return;
-    }
+    case Kind::BeginOutputRow: begin_output_row(s); return;
+    case Kind::Insert: insert_output(s); return;
+    case Kind::OutputWalk: output_walk(s); return;
+    case Kind::Matmul:
+    case Kind::RowPass:
+    case Kind::Workspace:
+    case Kind::MapWorkspace:
+    case Kind::BuildRows:
+    case Kind::CountRow:
+    case Kind::EndOutputRow: break;
   }
+  fail(s_.loc, "internal error: the CPU printer met a statement out of place in " + k_.name);
+}
+
+// A dense loop below the top: a simd sum, or a plain (simd) loop; in the plain pass of a tiled
+// walk the feature loop starts at the columns the tiles left.
+void KernelEmitter::dense_loop(const IStmt& l) {
+  if (l.sched.simd() && !l.sched.simd_reduction().empty()) {
+    simd_sum(l);
+    return;
+  }
+  if (l.sched.simd()) line("#pragma omp simd");
+  const bool from = l.var == tile_var_ && !tile_begin_.empty();
+  open("for (int64_t " + l.var + " = " + (from ? tile_begin_ : "0") + "; " + l.var + " < n_" + l.var + "; ++" + l.var + ") {");
+  stmts(l.body);
+  close();
 }
 
 // One loop over the stored entries of the current row (column) of `level`.
-void KernelEmitter::walk(const Node& n, const std::string& level, const WalkMode& mode) {
-  walking_.insert(level);
-  const bool prefetch_scope = prefetch_setup(level, n, mode);
+void KernelEmitter::walk(const IStmt& w, const WalkMode& mode) {
+  const std::string& level = w.level;
+  const bool prefetch_scope = prefetch_setup(w, mode);
   open("for (index_t " + pos(level) + " = " + level + "_rb; " + pos(level) + " < " + level + "_re; ++" + pos(level) + ") {");
-  bool csc = p_.walks_csc(level);
-  line("const int64_t " + n.var + " = static_cast<int64_t>(" + level + (csc ? "_row[" : "_col[") + pos(level) + "]);");
-  line("(void)" + n.var + ";");
-  line(std::string("const int64_t ") + edge(level) + " = " + (csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
+  line("const int64_t " + w.var + " = static_cast<int64_t>(" + level + (w.csc ? "_row[" : "_col[") + pos(level) + "]);");
+  line("(void)" + w.var + ";");
+  line(std::string("const int64_t ") + edge(level) + " = " + (w.csc ? level + "_perm[" + pos(level) + "]" : "static_cast<int64_t>(" + pos(level) + ")") + ";");
   line("(void)" + edge(level) + ";");
-  prefetch(level, n, mode);
-  locate(n);
-  enter(n);
-  enclosing_.insert(n.var);
-  for (auto& k : n.kids) {
+  prefetch(w, mode);
+  for (auto& k : w.body) {
     if (k.get() == mode.f_loop && mode.lanes > 0) {
       tile_body(*k, mode);
     } else {
-      node(*k);
+      stmt(*k);
     }
   }
-  enclosing_.erase(n.var);
   close();
   if (prefetch_scope) close();
-  walking_.erase(level);
-  for (auto& l : n.located) walking_.erase(l);
-}
-
-// The other levels of a co-iteration at the walked coordinate: their position (p_L, e_L) in
-// the row the enclosing loops bind, or the next coordinate when one of them lacks it
-// (a product over A&B exists only where both store an entry).
-void KernelEmitter::locate(const Node& n) {
-  for (size_t k = 0; k < n.located.size(); ++k) {
-    const std::string& L = n.located[k];
-    if (L == S_) {
-      insert_output(n.var);
-      continue;
-    }
-    bool csc = p_.walks_csc(L);
-    if (n.located_by_map[k]) {
-      line("const int64_t " + pos(L) + " = static_cast<int64_t>(loc_" + L + "[" + n.var + "]);");
-    } else {
-      line("const int64_t " + pos(L) + " = runtime::find_sorted(" + L + (csc ? "_row" : "_col") + ", static_cast<int64_t>(" + L +
-           "_rb), static_cast<int64_t>(" + L + "_re), " + n.var + ");");
-    }
-    line("if (" + pos(L) + " < 0) continue;");
-    line(std::string("const int64_t ") + edge(L) + " = " + (csc ? L + "_perm[" + pos(L) + "]" : pos(L)) + ";");
-    line("(void)" + edge(L) + ";");
-    walking_.insert(L);
-  }
-}
-
-// The row map of L: loc_L[column] = CSR position in the current row, -1 elsewhere. Filled when
-// the top loop enters a row, cleared when it leaves (O(row) each, never O(columns)).
-void KernelEmitter::fill_maps(const Node& top, bool fill) {
-  std::set<std::string> maps;
-  mapped_levels(top, &maps);
-  maps.erase(S_);
-  for (auto& L : maps) {
-    bool csc = p_.walks_csc(L);
-    open("for (index_t q_ = " + L + "_rb; q_ < " + L + "_re; ++q_) {");
-    line("loc_" + L + "[" + L + (csc ? "_row" : "_col") + "[q_]] = " + (fill ? "q_" : "index_t(-1)") + ";");
-    close();
-  }
-}
-
-void KernelEmitter::map_workspaces(const Node& top) {
-  std::set<std::string> maps;
-  mapped_levels(top, &maps);
-  maps.erase(S_);
-  for (auto& L : maps) {
-    // Positions in the index dtype (they fit: the operand's own row pointers hold them).
-    line("std::vector<index_t> locv_" + L + "(static_cast<size_t>(n_" + p_.inner_var(L) + "), index_t(-1));");
-    line("index_t* __restrict__ loc_" + L + " = locv_" + L + ".data();");
-  }
 }
 
 // A dense innermost loop summing into the scalar `r` (a dot product): GCC does not reliably
 // vectorise `omp simd reduction` inside the kernels' nests, so the sum runs in 8 explicit
 // lanes over blocks of 8 (a plain simd loop) and a scalar tail, then adds the lanes.
-void KernelEmitter::simd_sum(const Node& n) {
-  const std::string& v = n.var;
-  const std::string r = n.sched.simd_reduction();
-  auto body = [&] {
-    enter(n);
-    enclosing_.insert(v);
-    for (auto& k : n.kids) node(*k);
-    enclosing_.erase(v);
-  };
+void KernelEmitter::simd_sum(const IStmt& l) {
+  const std::string& v = l.var;
+  const std::string r = l.sched.simd_reduction();
   open("{");
   line("acc_t " + r + "_lanes_[8] = {};");
   line("int64_t " + v + "_ = 0;");
@@ -434,66 +388,116 @@ void KernelEmitter::simd_sum(const Node& n) {
   line("const int64_t " + v + " = " + v + "_ + " + v + "_l;");
   lane_sum_ = r;  // the sum is spelled as its lane
   lane_var_ = v;
-  body();
+  stmts(l.body);
   lane_sum_.clear();
   close();
   close();
   open("for (int64_t " + v + " = " + v + "_; " + v + " < n_" + v + "; ++" + v + ") {");
-  body();
+  stmts(l.body);
   close();
   line(r + " += ((" + r + "_lanes_[0] + " + r + "_lanes_[1]) + (" + r + "_lanes_[2] + " + r + "_lanes_[3])) + ((" + r + "_lanes_[4] + " + r +
        "_lanes_[5]) + (" + r + "_lanes_[6] + " + r + "_lanes_[7]));");
   close();
 }
 
-// The body of a top-level row loop: row bounds and temporaries, row maps, the children.
-void KernelEmitter::row_body(const Node& n) {
-  enter(n);
-  fill_maps(n, true);
-  enclosing_.insert(n.var);
-  for (auto& k : n.kids) node(*k);
-  enclosing_.erase(n.var);
-  fill_maps(n, false);
+// ---------------------------------------------------------------- top-level loops
+// A top-level row loop: serial (a plain loop, whatever simd mark the schedule left on it), or in
+// chunks on threads (parallel).
+void KernelEmitter::top(const IStmt& l) {
+  open("{");
+  if (l.kind == Kind::Parallel) {
+    parallel(l);
+  } else {
+    per_worker(l);
+    open("for (int64_t " + l.var + " = 0; " + l.var + " < n_" + l.var + "; ++" + l.var + ") {");
+    stmts(l.body);
+    close();
+  }
+  close();
+}
+
+void KernelEmitter::parallel(const IStmt& l) {
+  const LoopSchedule& g = l.sched;
+  const MatmulBlock* gemm = nullptr;
+  for (auto& s : l.body)
+    if (s->kind == Kind::Matmul && l.blocked && !gemm) gemm = s->matmul.get();
+  if (gemm) pack_dense(*gemm);
+  line(std::string("const std::vector<int64_t> chunks = ") +
+       (g.balance_by.empty() ? "runtime::even_chunks(n_" + l.var + ")" : "runtime::balanced_chunks(" + ptr(g.balance_by) + ", n_" + l.var + ")") + ";");
+  // Sums over the parallel variable: one private copy per call of the body (one per thread),
+  // kept by its first chunk and added in chunk order after the loop (reproducible).
+  const std::vector<std::string>& priv = g.private_sums();
+  for (auto& t : priv) line("std::vector<std::vector<acc_t>> partial_" + t + "(chunks.size());");
+  open("runtime::parallel_for(0, static_cast<int64_t>(chunks.size()) - 1, 1, [&](int64_t c_begin, int64_t c_end) {");
+  locals();
+  for (auto& name : root_temps_)
+    if (std::find(priv.begin(), priv.end(), name) == priv.end()) line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
+  for (auto& t : priv) {
+    line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(p_.tensor(t).init) + ");");
+    line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
+  }
+  per_worker(l);
+  if (gemm) {
+    if (gemm->form == MatmulBlock::Form::Dot) line("std::vector<acc_t> ws_gemm_(static_cast<size_t>(runtime::kRowBlock * n_" + gemm->c + "));");
+    open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
+    open("for (int64_t ib_ = chunks[ch_]; ib_ < chunks[ch_ + 1]; ib_ += runtime::kRowBlock) {");
+    line("const int64_t nb_ = std::min<int64_t>(runtime::kRowBlock, chunks[ch_ + 1] - ib_);");
+    for (auto& s : l.body) {
+      if (s->kind == Kind::RowPass) row_pass(*s);
+      else if (s->kind == Kind::Matmul) block_product(*s->matmul);
+      else stmt(*s);
+    }
+    close();
+    close();
+  } else {
+    open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
+    open("for (int64_t " + l.var + " = chunks[ch_]; " + l.var + " < chunks[ch_ + 1]; ++" + l.var + ") {");
+    stmts(l.body);
+    close();
+    close();
+  }
+  for (auto& t : priv) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
+  close("});");
+  for (auto& t : priv) {
+    open("for (const std::vector<acc_t>& part : partial_" + t + ") {");
+    line("#pragma omp simd");
+    line("for (size_t x = 0; x < part.size(); ++x) " + t + "[x] += part[x];");
+    close();
+  }
 }
 
 // ---- assembly: the output pattern S built with the values (`<op>_assemble`) ----
-// The nest of the numeric kernel, with S's row taken from a per-thread sparse workspace
+// The nest of the values kernel, with S's row taken from a per-thread sparse workspace
 // (runtime::SymbolicWorkspace, policy per row from the product count as in the symbolic
-// pass) instead of an input: where the numeric kernel locates S (and skips products outside
+// pass) instead of an input: where the values kernel locates S (and skips products outside
 // it), the assembling kernel inserts the coordinate and gets its slot in the row's value
 // arrays (temporaries stored by S positions); the walk over S that writes the output row runs
 // over the workspace's columns in increasing order, into the task's own column and value
 // buffers. Then row pointers, one exact allocation and one copy per task, as in the symbolic
-// pass. Products are summed in the same order as in the numeric kernel.
-void KernelEmitter::assemble_top(const Node& n) {
-  if (n.kind != Node::Kind::Loop || n.var != p_.outer_var(S_) || !n.space.is_dense() || !n.sched.private_sums().empty())
-    fail(s_.loc, "assemble " + S_ + ": the output must be computed under one dense loop over " + S_ + "'s rows");
-  for (auto& name : p_.temps)
-    if (p_.tensor(name).compressed_by == S_ && p_.tensor(name).compressed_global)
-      fail(s_.loc, "assemble " + S_ + ": temporary " + name + " is stored by positions of all of " + S_);
-  row_var_ = n.var;
-  const std::string& i = n.var;
+// pass. Products are summed in the same order as in the values kernel.
+void KernelEmitter::build_rows(const IStmt& l) {
+  const std::string& i = l.var;
+  const std::string& balance = l.sched.balance_by;
   open("{");
   line(std::string("const std::vector<int64_t> chunks = ") +
-       (n.sched.balance_by.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + ptr(n.sched.balance_by) + ", n_" + i + ")") + ";");
+       (balance.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + ptr(balance) + ", n_" + i + ")") + ";");
   line("const int64_t tasks_ = static_cast<int64_t>(chunks.size()) - 1;");
   line("std::vector<std::vector<index_t>> part_col_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
   line("std::vector<std::vector<scalar_t>> part_val_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
   open("runtime::parallel_for(0, tasks_, 1, [&](int64_t c_begin, int64_t c_end) {");
   locals();
-  workspaces(n);
-  map_workspaces(n);
+  per_worker(l);
   line("runtime::SymbolicWorkspace ws(n_" + p_.inner_var(S_) + ");");
   line("std::vector<index_t>& out_col_ = part_col_[static_cast<size_t>(c_begin)];");
   line("std::vector<scalar_t>& out_val_ = part_val_[static_cast<size_t>(c_begin)];");
-  if (!n.sched.balance_by.empty()) {  // room for about one output entry per nonzero of the balancing operand
-    const std::string room = "static_cast<size_t>(" + ptr(n.sched.balance_by) + "[chunks[c_end]] - " + ptr(n.sched.balance_by) + "[chunks[c_begin]])";
+  if (!balance.empty()) {  // room for about one output entry per nonzero of the balancing operand
+    const std::string room = "static_cast<size_t>(" + ptr(balance) + "[chunks[c_end]] - " + ptr(balance) + "[chunks[c_begin]])";
     line("out_col_.reserve(" + room + ");");
     line("out_val_.reserve(" + room + ");");
   }
   open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
   open("for (int64_t " + i + " = chunks[ch_]; " + i + " < chunks[ch_ + 1]; ++" + i + ") {");
-  row_body(n);
+  stmts(l.body);
   close();
   close();
   close("});");
@@ -516,9 +520,9 @@ void KernelEmitter::assemble_top(const Node& n) {
 
 // At the row loop: the row's product count when the workspace wants it, the policy, and S's
 // row bounds as the slots of the workspace (the temporaries stored by S positions are sized
-// from them by enter()).
-void KernelEmitter::begin_output_row(const Node& n) {
-  os_ << symbolic_bound_walk(c_, n, depth_);
+// from them at their Alloc).
+void KernelEmitter::begin_output_row(const IStmt& b) {
+  os_ << SymbolicEmitter(c_, k_).product_count(b, depth_);
   line("ws.begin(ub_);");
   line("const index_t " + S_ + "_rb = 0;");
   line("const index_t " + S_ + "_re = static_cast<index_t>(ws.capacity());");
@@ -526,117 +530,35 @@ void KernelEmitter::begin_output_row(const Node& n) {
   line("(void)" + S_ + "_re;");
 }
 
-// Where the numeric kernel locates S: insert the coordinate; a new slot starts at the
+// Where the values kernel locates S: insert the coordinate; a new slot starts at the
 // temporaries' initial values.
-void KernelEmitter::insert_output(const std::string& var) {
+void KernelEmitter::insert_output(const IStmt& ins) {
   line("bool fresh_ = false;");
-  line("const int64_t " + pos(S_) + " = ws.insert_slot(" + var + ", &fresh_);");
+  line("const int64_t " + pos(S_) + " = ws.insert_slot(" + ins.var + ", &fresh_);");
   open("if (fresh_) {");
-  for (auto& name : p_.temps)
-    if (p_.tensor(name).compressed_by == S_) line(name + "[" + pos(S_) + " - " + S_ + "_rb] = " + init(name) + ";");
+  for (auto& f : ins.body) line(f->tensor + "[" + pos(S_) + " - " + S_ + "_rb] = " + init(f->init) + ";");
   close();
   line("const int64_t " + edge(S_) + " = " + pos(S_) + ";");
   line("(void)" + edge(S_) + ";");
-  walking_.insert(S_);
 }
 
 // The walk over S's row: the workspace's columns in increasing order, the output row written
 // to the task's buffers.
-void KernelEmitter::output_rows(const Node& n) {
-  const TensorDecl& out = s_.output();
-  if (out.pattern != S_ || out.vars.size() != 2) fail(s_.loc, "assemble " + S_ + ": the output must be a matrix on " + S_);
+void KernelEmitter::output_walk(const IStmt& w) {
   line("const int64_t len_ = ws.finish();");
   line("const size_t at_ = out_col_.size();");
   line("out_col_.resize(at_ + static_cast<size_t>(len_));");
   line("out_val_.resize(at_ + static_cast<size_t>(len_));");
-  line("scalar_t* __restrict__ " + out.name + " = out_val_.data() + at_;");
+  line("scalar_t* __restrict__ " + w.tensor + " = out_val_.data() + at_;");
   open("for (int64_t k_ = 0; k_ < len_; ++k_) {");
-  line("const int64_t " + n.var + " = ws.column(k_);");
+  line("const int64_t " + w.var + " = ws.column(k_);");
   line("const int64_t " + pos(S_) + " = ws.slot(k_);");
   line("const int64_t " + edge(S_) + " = k_;");
   line("(void)" + edge(S_) + ";");
-  line("out_col_[at_ + static_cast<size_t>(k_)] = static_cast<index_t>(" + n.var + ");");
-  walking_.insert(S_);
-  enter(n);
-  enclosing_.insert(n.var);
-  for (auto& k : n.kids) node(*k);
-  enclosing_.erase(n.var);
-  walking_.erase(S_);
+  line("out_col_[at_ + static_cast<size_t>(k_)] = static_cast<index_t>(" + w.var + ");");
+  stmts(w.body);
   close();
-  line("prm.out_rowptr[" + row_var_ + " + 1] = len_;");
-}
-
-void KernelEmitter::top(const Node& n) {
-  if (n.kind != Node::Kind::Loop) {
-    node(n);
-    return;
-  }
-  std::string level;
-  if (!n.space.single_level(&level) || !level.empty())
-    fail(s_.loc, "an outermost loop over '" + n.var + "' must be dense (a csr operand's columns need its row loop outside)");
-  open("{");
-  if (n.sched.chunks()) {
-    const MatmulBlock* gemm = nullptr;
-    size_t gemm_kid = 0;
-    for (size_t k = 0; k < n.kids.size(); ++k)
-      if (n.kids[k]->sched.matmul && !gemm) {
-        gemm = n.kids[k]->sched.matmul.get();
-        gemm_kid = k;
-      }
-    if (gemm) pack_dense(*gemm);
-    line(std::string("const std::vector<int64_t> chunks = ") +
-         (n.sched.balance_by.empty() ? "runtime::even_chunks(n_" + n.var + ")"
-                               : "runtime::balanced_chunks(" + ptr(n.sched.balance_by) + ", n_" + n.var + ")") + ";");
-    // Sums over the parallel variable: one private copy per call of the body (one per thread),
-    // kept by its first chunk and added in chunk order after the loop (reproducible).
-    for (auto& t : n.sched.private_sums())
-      line("std::vector<std::vector<acc_t>> partial_" + t + "(chunks.size());");
-    open("runtime::parallel_for(0, static_cast<int64_t>(chunks.size()) - 1, 1, [&](int64_t c_begin, int64_t c_end) {");
-    locals();
-    for (auto& name : p_.temps)
-      if (!home_of(p_, *c_.tree, name) &&
-          std::find(n.sched.private_sums().begin(), n.sched.private_sums().end(), name) == n.sched.private_sums().end())
-        line("acc_t* __restrict__ " + name + " = ws_" + name + ".data();  (void)" + name + ";");
-    for (auto& t : n.sched.private_sums()) {
-      line("std::vector<acc_t> mine_" + t + "(static_cast<size_t>(" + buffer_size(t) + "), " + init(t) + ");");
-      line("acc_t* __restrict__ " + t + " = mine_" + t + ".data();");
-    }
-    if (gemm) {
-      workspaces(n, true);
-      if (gemm->form == MatmulBlock::Form::Dot) line("std::vector<acc_t> ws_gemm_(static_cast<size_t>(runtime::kRowBlock * n_" + gemm->c + "));");
-      open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
-      open("for (int64_t ib_ = chunks[ch_]; ib_ < chunks[ch_ + 1]; ib_ += runtime::kRowBlock) {");
-      line("const int64_t nb_ = std::min<int64_t>(runtime::kRowBlock, chunks[ch_ + 1] - ib_);");
-      block_phase(n, 0, gemm_kid, gemm->overwrite ? gemm->target : "");
-      block_product(*gemm);
-      block_phase(n, gemm_kid + 1, n.kids.size());
-      close();
-      close();
-    } else {
-      workspaces(n);
-      map_workspaces(n);
-      open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
-      open("for (int64_t " + n.var + " = chunks[ch_]; " + n.var + " < chunks[ch_ + 1]; ++" + n.var + ") {");
-      row_body(n);
-      close();
-      close();
-    }
-    for (auto& t : n.sched.private_sums()) line("partial_" + t + "[static_cast<size_t>(c_begin)] = std::move(mine_" + t + ");");
-    close("});");
-    for (auto& t : n.sched.private_sums()) {
-      open("for (const std::vector<acc_t>& part : partial_" + t + ") {");
-      line("#pragma omp simd");
-      line("for (size_t x = 0; x < part.size(); ++x) " + t + "[x] += part[x];");
-      close();
-    }
-  } else {
-    workspaces(n);
-    map_workspaces(n);
-    open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
-    row_body(n);
-    close();
-  }
-  close();
+  line("prm.out_rowptr[" + w.row + " + 1] = len_;");
 }
 
 }  // namespace gnnfuse::codegen::emit

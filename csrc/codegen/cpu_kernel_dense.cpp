@@ -1,9 +1,10 @@
 // The CPU kernel printer (KernelEmitter), continued: how it prints what the CPU schedule
-// decided (schedule_cpu_blocks.cpp): register tiles over the feature loop of a walk
-// (runtime::Vec), software prefetch of gathered rows, matmul blocks as row-blocked dense
-// products (runtime::gemm_acc).
+// decided (schedule_cpu_blocks.cpp) and the lowering carries on its statements: register tiles
+// over the feature loop of a walk (a For marked register_tile: runtime::Vec), software prefetch
+// of gathered rows (a Walk's prefetch annotations), matmul blocks as row-blocked dense products
+// (a blocked Parallel around a Matmul: runtime::gemm_acc).
 #include <algorithm>
-#include <functional>
+#include <set>
 #include <sstream>
 
 #include "codegen/cpu_kernel.h"
@@ -14,9 +15,9 @@ namespace gnnfuse::codegen::emit {
 // The walk in passes over tiles of the feature loop: tiles of 4, 2 and 1 vectors while they
 // fit, each pass holding its accumulator tile in registers over the whole walk, then the
 // plain walk over the remaining columns (all of them for F below one vector).
-void KernelEmitter::tiled_walk(const Node& n, const std::string& level, const Node& fl) {
+void KernelEmitter::tiled_walk(const IStmt& w, const IStmt& fl) {
   std::set<std::string> tiles;
-  for (auto& k : fl.kids) tiles.insert(p_.stmts[k->stmt].lhs.tensor);
+  for (auto& k : fl.body) tiles.insert(k->lhs.tensor);
   const std::string L = "runtime::Vec<acc_t>::kLanes";
   const std::string& f = fl.var;
   open("{");
@@ -30,7 +31,7 @@ void KernelEmitter::tiled_walk(const Node& n, const std::string& level, const No
       line("for (int64_t v_ = 0; v_ < " + std::to_string(lanes) + "; ++v_) " + T + "_t_[v_] = runtime::vload<acc_t>(" + T + " + f0_ + v_ * " + L + ");");
     }
     tile_var_ = f;
-    walk(n, level, WalkMode{&fl, lanes});
+    walk(w, WalkMode{&fl, lanes});
     tile_var_.clear();
     for (auto& T : tiles)
       line("for (int64_t v_ = 0; v_ < " + std::to_string(lanes) + "; ++v_) runtime::vstore<acc_t>(" + T + " + f0_ + v_ * " + L + ", " + T + "_t_[v_]);");
@@ -41,7 +42,7 @@ void KernelEmitter::tiled_walk(const Node& n, const std::string& level, const No
   open("if (f0_ < n_" + f + ") {");
   tile_var_ = f;
   tile_begin_ = "f0_";
-  walk(n, level, WalkMode{});
+  walk(w, WalkMode{});
   tile_var_.clear();
   tile_begin_.clear();
   close();
@@ -50,14 +51,11 @@ void KernelEmitter::tiled_walk(const Node& n, const std::string& level, const No
 
 // The feature loop of a tile pass: each statement once per vector of the tile, f the vector's
 // first column, dense rows read as vectors, scalars broadcast.
-void KernelEmitter::tile_body(const Node& fl, const WalkMode& mode) {
+void KernelEmitter::tile_body(const IStmt& fl, const WalkMode& mode) {
   open("for (int64_t v_ = 0; v_ < " + std::to_string(mode.lanes) + "; ++v_) {");
   line("const int64_t " + fl.var + " = f0_ + v_ * runtime::Vec<acc_t>::kLanes;");
   vector_reads_ = true;
-  for (auto& k : fl.kids) {
-    const Stmt& st = p_.stmts[k->stmt];
-    line(st.lhs.tensor + "_t_[v_] += " + rhs(st) + ";");
-  }
+  for (auto& k : fl.body) line(k->lhs.tensor + "_t_[v_] += " + value(*k->rhs) + ";");
   vector_reads_ = false;
   close();
 }
@@ -86,8 +84,9 @@ KernelEmitter::EdgeRow KernelEmitter::edge_row(const std::string& tensor) const 
   return {tensor, elems, ""};
 }
 
-bool KernelEmitter::prefetch_setup(const std::string& level, const Node& n, const WalkMode& mode) {
-  const LoopSchedule& g = n.sched;
+bool KernelEmitter::prefetch_setup(const IStmt& w, const WalkMode& mode) {
+  const LoopSchedule& g = w.sched;
+  const std::string& level = w.level;
   if (g.prefetch_rows.empty() && g.prefetch_edges.empty()) return false;
   open("{");  // sibling walks over one operand each get their own distance
   std::string bytes = "int64_t(0)";
@@ -98,13 +97,14 @@ bool KernelEmitter::prefetch_setup(const std::string& level, const Node& n, cons
   return true;
 }
 
-void KernelEmitter::prefetch(const std::string& level, const Node& n, const WalkMode& mode) {
-  const LoopSchedule& g = n.sched;
+void KernelEmitter::prefetch(const IStmt& w, const WalkMode& mode) {
+  const LoopSchedule& g = w.sched;
+  const std::string& level = w.level;
   if (g.prefetch_rows.empty() && g.prefetch_edges.empty()) return;
   const std::string ahead = pos(level) + " + pfd_" + level;
   open("if (" + ahead + " < pfe_" + level + ") {");
   if (!g.prefetch_rows.empty())
-    line("const int64_t pfj_ = static_cast<int64_t>(" + level + (p_.walks_csc(level) ? "_row[" : "_col[") + ahead + "]);");
+    line("const int64_t pfj_ = static_cast<int64_t>(" + level + (w.csc ? "_row[" : "_col[") + ahead + "]);");
   for (auto& a : g.prefetch_rows) {
     auto part = row_part(a, mode);
     line("runtime::prefetch_row(" + a.tensor + " + pfj_ * " + row_elems(a) + " + " + part.first + ", " + part.second + ");");
@@ -134,20 +134,15 @@ void KernelEmitter::pack_dense(const MatmulBlock& g) {
        (g.transpose ? "true" : "false") + ", pk_" + g.dense + ");");
 }
 
-// One pass over the rows of the block running the children [from, to) of `top`.
-// `skip_reset`: a temporary whose reset the block's product does instead (it overwrites).
-void KernelEmitter::block_phase(const Node& top, size_t from, size_t to, const std::string& skip_reset) {
-  if (from >= to) return;
+// One pass over the rows of the block (a RowPass): the row's temporaries in its slots of their
+// block-sized workspaces, then the pass's statements (its row header first).
+void KernelEmitter::row_pass(const IStmt& pass) {
   open("for (int64_t r_ = 0; r_ < nb_; ++r_) {");
-  line("const int64_t " + top.var + " = ib_ + r_;");
-  for (auto& name : p_.temps)
-    if (home_of(p_, *c_.tree, name) == &top)
-      line("acc_t* __restrict__ " + name + " = ws_" + name + ".data() + r_ * " + buffer_size(name) + ";  (void)" + name + ";");
-  enter(top);
-  enclosing_.insert(top.var);
-  for (size_t k = from; k < to; ++k)
-    if (top.kids[k]->kind != Node::Kind::Reset || top.kids[k]->tensor != skip_reset) node(*top.kids[k]);
-  enclosing_.erase(top.var);
+  line("const int64_t " + pass.var + " = ib_ + r_;");
+  for (auto& s : pass.body)
+    if (s->kind == Kind::Alloc)
+      line("acc_t* __restrict__ " + s->tensor + " = ws_" + s->tensor + ".data() + r_ * " + buffer_size(s->tensor) + ";  (void)" + s->tensor + ";");
+  stmts(pass.body);
   close();
 }
 

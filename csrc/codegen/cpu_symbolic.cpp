@@ -1,5 +1,5 @@
-// The symbolic kernels of `symbolic S` ops (SymbolicEmitter) and the params and kernel files of
-// <op>_symbolic and <op>_assemble.
+// The pattern kernels of `symbolic S` ops (SymbolicEmitter, printing Compiled::pattern) and the
+// params and kernel files of <op>_symbolic and <op>_assemble.
 #include <algorithm>
 #include <functional>
 #include <sstream>
@@ -9,48 +9,30 @@
 namespace gnnfuse::codegen::emit {
 
 std::string SymbolicEmitter::body() {
-  const Node* top = nullptr;
-  for (auto& k : c_.tree->kids)
-    if (has_insert(*k)) {
-      if (top) fail(s_.loc, "symbolic " + S_ + ": the output's products are computed in two loop nests");
-      top = k.get();
-    }
-  if (!top || top->kind != Node::Kind::Loop || top->var != p_.outer_var(S_) || !top->space.is_dense())
-    fail(s_.loc, "symbolic " + S_ + ": the products must be computed under one dense loop over " + S_ + "'s rows");
-  for (auto* t : symbolic_inputs(s_))
-    if (p_.walks_csc(t->name)) fail(s_.loc, "symbolic " + S_ + ": " + t->name + " is walked by columns, which the symbolic pass does not lower");
+  const imp::Stmt& top = *k_.body->body.at(0);  // BuildRows
+  const std::string& S = k_.pattern;
   for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";  (void)n_" + v + ";");
   for (auto* t : symbolic_inputs(s_)) {
     line("const index_t* __restrict__ " + t->name + "_rowptr = static_cast<const index_t*>(prm." + t->name + "_rowptr);");
     line("const index_t* __restrict__ " + t->name + "_col = static_cast<const index_t*>(prm." + t->name + "_col);");
     line("(void)" + t->name + "_rowptr;  (void)" + t->name + "_col;");
   }
-  std::string balance;
-  for (auto* t : symbolic_inputs(s_))
-    if (balance.empty() && p_.outer_var(t->name) == top->var && !p_.walks_csc(t->name)) balance = t->name;
+  const std::string& balance = top.sched.balance_by;
+  const std::string& i = top.var;
   line(std::string("const std::vector<int64_t> chunks = ") +
-       (balance.empty() ? "runtime::even_chunks(n_" + top->var + ")" : "runtime::balanced_chunks(" + balance + "_rowptr, n_" + top->var + ")") + ";");
+       (balance.empty() ? "runtime::even_chunks(n_" + i + ")" : "runtime::balanced_chunks(" + balance + "_rowptr, n_" + i + ")") + ";");
   // One walk: each task writes its rows' sorted columns to a buffer of its own (its rows are
   // contiguous, so is their output); then row pointers, one exact allocation, one copy per task.
   line("const int64_t tasks_ = static_cast<int64_t>(chunks.size()) - 1;");
   line("std::vector<std::vector<index_t>> part_(static_cast<size_t>(std::max<int64_t>(tasks_, 0)));");
   open("runtime::parallel_for(0, tasks_, 1, [&](int64_t c_begin, int64_t c_end) {");
-  line("runtime::SymbolicWorkspace ws(n_" + p_.inner_var(S_) + ");");
+  line("runtime::SymbolicWorkspace ws(n_" + p_.inner_var(S) + ");");
   line("std::vector<index_t>& out_ = part_[static_cast<size_t>(c_begin)];");
   if (!balance.empty())  // room for about one output entry per nonzero of the balancing operand
     line("out_.reserve(static_cast<size_t>(" + balance + "_rowptr[chunks[c_end]] - " + balance + "_rowptr[chunks[c_begin]]));");
   open("for (int64_t ch_ = c_begin; ch_ < c_end; ++ch_) {");
-  const std::string& i = top->var;
   open("for (int64_t " + i + " = chunks[ch_]; " + i + " < chunks[ch_ + 1]; ++" + i + ") {");
-  enter(i);
-  emit_bound(*top);
-  line("ws.begin(ub_);");
-  for (auto& k : top->kids) node(*k);
-  line("const int64_t len_ = ws.count();");
-  line("const size_t at_ = out_.size();");
-  line("out_.resize(at_ + static_cast<size_t>(len_));");
-  line("ws.emit_sorted(out_.data() + at_);");
-  line("prm.out_rowptr[" + i + " + 1] = len_;");
+  for (auto& s : top.body) stmt(*s);
   close();
   close();
   close("});");
@@ -66,95 +48,64 @@ std::string SymbolicEmitter::body() {
   return os_.str();
 }
 
-// The product count of the row of `top` (ub_), for an assembling kernel (KernelEmitter) that
-// declares the row bounds of the operands walked from `top` and a workspace `ws`.
-std::string SymbolicEmitter::bound(const Node& top, int depth) {
+// The product count of the row (ub_) of a BeginOutputRow, for an assembling kernel
+// (KernelEmitter) that declares the row bounds of the operands walked from the row and a
+// workspace `ws`.
+std::string SymbolicEmitter::product_count(const imp::Stmt& begin, int depth) {
   depth_ = depth;
-  emit_bound(top);
+  count(begin);
   return os_.str();
 }
 
 // ub_ = the row's number of products when the workspace wants it (a walk of the nest without
 // its innermost loop), else -1.
-void SymbolicEmitter::emit_bound(const Node& top) {
+void SymbolicEmitter::count(const imp::Stmt& begin) {
   line("int64_t ub_ = -1;");
   open("if (ws.needs_bound()) {");
   line("ub_ = 0;");
-  ub_ = true;
-  for (auto& k : top.kids) node(*k);
-  ub_ = false;
+  for (auto& s : begin.body) stmt(*s);
   close();
 }
 
-// Whether a statement inserts output coordinates: it writes the output on S, or a temporary
-// stored by S's positions, in a loop that does not walk S itself (S is what is computed).
-bool SymbolicEmitter::inserts(const Node& n, const std::string& walk) const {
-  if (n.kind != Node::Kind::Compute) return false;
-  const Stmt& st = p_.stmts[static_cast<size_t>(n.stmt)];
-  const TensorInfo& t = p_.tensor(st.lhs.tensor);
-  bool on_s = (t.role == Role::Output && t.pattern == S_) || (t.role == Role::Temp && t.compressed_by == S_);
-  return on_s && walk != S_;
-}
-
-bool SymbolicEmitter::has_insert(const Node& n, const std::string& walk) const {
-  if (inserts(n, walk)) return true;
-  std::string w = n.kind == Node::Kind::Loop && n.var == p_.inner_var(S_) ? n.walk : walk;
-  for (auto& k : n.kids)
-    if (has_insert(*k, w)) return true;
-  return false;
-}
-
-void SymbolicEmitter::enter(const std::string& var) {
-  for (auto* t : symbolic_inputs(s_))
-    if (p_.outer_var(t->name) == var) {
-      const auto [rb, re] = row_bounds(p_, *t, var);
-      line("const index_t " + t->name + "_rb = " + rb + ";");
-      line("const index_t " + t->name + "_re = " + re + ";");
+void SymbolicEmitter::stmt(const imp::Stmt& s) {
+  using Kind = imp::Stmt::Kind;
+  switch (s.kind) {
+    case Kind::RowBounds: {
+      const auto [rb, re] = row_bounds(p_, *s_.find(s.level), s.var);
+      line("const index_t " + s.level + "_rb = " + rb + ";");
+      line("const index_t " + s.level + "_re = " + re + ";");
+      return;
     }
-}
-
-void SymbolicEmitter::node(const Node& n, const std::string& walk) {
-  if (!has_insert(n, walk)) return;
-  if (n.kind == Node::Kind::Compute) {
-    if (!ub_) line("ws.insert(" + p_.inner_var(S_) + ");");
-    return;
-  }
-  if (n.kind != Node::Kind::Loop) return;
-  std::vector<std::string> levels;
-  if (!n.space.is_dense()) {
-    if (n.space.terms.size() != 1) fail(s_.loc, "symbolic " + S_ + ": the loop over '" + n.var + "' iterates a union of levels");
-    for (auto& l : *n.space.terms.begin())
-      if (l != S_) levels.push_back(l);
-  }
-  std::string w = n.var == p_.inner_var(S_) ? n.walk : walk;
-  if (levels.size() > 1) fail(s_.loc, "symbolic " + S_ + ": the loop over '" + n.var + "' co-iterates several input operands");
-  if (levels.empty()) {
-    // A dense loop: needed only when a walk below starts from its variable.
-    bool needed = false;
-    for (auto* t : symbolic_inputs(s_)) needed = needed || p_.outer_var(t->name) == n.var;
-    if (needed) {
-      open("for (int64_t " + n.var + " = 0; " + n.var + " < n_" + n.var + "; ++" + n.var + ") {");
-      enter(n.var);
+    case Kind::BeginOutputRow:
+      count(s);
+      line("ws.begin(ub_);");
+      return;
+    case Kind::CountRow: line("ub_ += static_cast<int64_t>(" + s.level + "_re - " + s.level + "_rb);"); return;
+    case Kind::Insert: line("ws.insert(" + s.var + ");"); return;
+    case Kind::For:
+      open("for (int64_t " + s.var + " = 0; " + s.var + " < n_" + s.var + "; ++" + s.var + ") {");
+      for (auto& k : s.body) stmt(*k);
+      close();
+      return;
+    case Kind::Walk: {
+      const std::string& L = s.level;
+      open("for (index_t p_" + L + " = " + L + "_rb; p_" + L + " < " + L + "_re; ++p_" + L + ") {");
+      line("const int64_t " + s.var + " = static_cast<int64_t>(" + L + (s.csc ? "_row" : "_col") + "[p_" + L + "]);");
+      for (auto& k : s.body) stmt(*k);
+      close();
+      return;
     }
-    for (auto& k : n.kids) node(*k, w);
-    if (needed) close();
-    return;
+    case Kind::EndOutputRow: {
+      line("const int64_t len_ = ws.count();");
+      line("const size_t at_ = out_.size();");
+      line("out_.resize(at_ + static_cast<size_t>(len_));");
+      line("ws.emit_sorted(out_.data() + at_);");
+      line("prm.out_rowptr[" + s.var + " + 1] = len_;");
+      return;
+    }
+    default: fail(s_.loc, "internal error: the CPU pattern printer met a statement out of place in " + k_.name);
   }
-  const std::string& L = levels[0];
-  bool innermost = false;
-  for (auto& k : n.kids) innermost = innermost || inserts(*k, w);
-  if (ub_ && innermost) {
-    line("ub_ += static_cast<int64_t>(" + L + "_re - " + L + "_rb);");
-    return;
-  }
-  open("for (index_t p_" + L + " = " + L + "_rb; p_" + L + " < " + L + "_re; ++p_" + L + ") {");
-  line("const int64_t " + n.var + " = static_cast<int64_t>(" + L + (p_.walks_csc(L) ? "_row" : "_col") + "[p_" + L + "]);");
-  enter(n.var);
-  for (auto& k : n.kids) node(*k, w);
-  close();
 }
-
-std::string symbolic_bound_walk(const Compiled& c, const Node& top, int depth) { return SymbolicEmitter(c).bound(top, depth); }
 
 std::vector<const TensorDecl*> optional_values(const OpSpec& s) {
   std::vector<const TensorDecl*> out;
@@ -193,7 +144,7 @@ void emit_symbolic_params(const Compiled& c, std::ostream& h) {
 }
 
 void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
-  SymbolicEmitter se(c);
+  SymbolicEmitter se(c, *c.pattern);
   const OpSpec& s = c.spec;
   k << "// ---------------------------------------------------------------- " << symbolic_name(s) << "\n";
   const std::set<std::string> unbound = unbound_indices(pattern_bindings(s));
@@ -208,7 +159,7 @@ void emit_symbolic_kernel(const Compiled& c, std::ostream& k) {
   const std::string op = s.name + "_assemble";
   // Compiled like the numeric kernel (a baseline and an AVX2+FMA copy), so that both contract
   // the same products into the same sums: assembled values equal the two-pass values bit for bit.
-  const std::string assemble_body = KernelEmitter(c, true).body();
+  const std::string assemble_body = KernelEmitter(c, *c.assemble).body();
   check_unbound_extents(s, op, assemble_body, unbound);
   const std::string impl = "template <typename scalar_t, typename index_t>\nvoid " + op + "_impl(const " + op + "_params& prm) {\n" +
                            assemble_body + "}\n";

@@ -26,6 +26,19 @@ void each_value(const imp::Value& v, const std::function<void(const imp::Value&)
   for (auto& a : v.args) each_value(*a, f);
 }
 
+// The statements of an assembling or pattern kernel, by name (imperative.h).
+std::string pattern_stmt(imp::Stmt::Kind k) {
+  switch (k) {
+    case imp::Stmt::Kind::BuildRows: return "BuildRows";
+    case imp::Stmt::Kind::BeginOutputRow: return "BeginOutputRow";
+    case imp::Stmt::Kind::CountRow: return "CountRow";
+    case imp::Stmt::Kind::Insert: return "Insert";
+    case imp::Stmt::Kind::OutputWalk: return "OutputWalk";
+    case imp::Stmt::Kind::EndOutputRow: return "EndOutputRow";
+    default: return "?";
+  }
+}
+
 std::string access_text(const Access& a) {
   std::string s = a.tensor + "(";
   for (size_t k = 0; k < a.idx.size(); ++k) s += (k ? "," : "") + a.idx[k];
@@ -35,7 +48,7 @@ std::string access_text(const Access& a) {
 }  // namespace
 
 CudaPrinter::CudaPrinter(const Compiled& c, const ScheduleVariant& v, std::string fn)
-    : c_(c), p_(c.program), s_(c.spec), variant_(v.name), fn_(std::move(fn)), k_(imp::lower(c, *v.tree)) {
+    : c_(c), p_(c.program), s_(c.spec), variant_(v.name), fn_(std::move(fn)), k_(*v.kernel) {
   plan();
 }
 
@@ -55,9 +68,23 @@ void CudaPrinter::plan() {
     }
     if (!is_loop(top) || top.kind == imp::Stmt::Kind::Walk)
       fail(s_.loc, s_.name + ": the cuda target lowers top-level dense loops only");
+    // The loop's statements in order. A row-blocked loop's passes over the rows of a block, before
+    // and after its dense product block, are opened: the kernels are cut at the block anyway; the
+    // row header each pass starts with is taken once.
+    std::vector<const imp::Stmt*> items;
+    bool header = false;
+    for (auto& k : top.body) {
+      if (k->kind != imp::Stmt::Kind::RowPass) {
+        items.push_back(k.get());
+        continue;
+      }
+      for (auto& x : k->body)
+        if (!header || (x->kind != imp::Stmt::Kind::RowBounds && x->kind != imp::Stmt::Kind::Alloc)) items.push_back(x.get());
+      header = true;
+    }
     std::vector<const imp::Stmt*> pre;
-    for (auto& k : top.body)
-      if (k->kind == imp::Stmt::Kind::RowBounds || k->kind == imp::Stmt::Kind::Alloc) pre.push_back(k.get());
+    for (auto* k : items)
+      if (k->kind == imp::Stmt::Kind::RowBounds || k->kind == imp::Stmt::Kind::Alloc) pre.push_back(k);
     std::vector<Step> mine;
     Step cur;
     cur.top = &top;
@@ -73,10 +100,10 @@ void CudaPrinter::plan() {
       cur.top = &top;
       cur.body = pre;
     };
-    for (auto& k : top.body) {
+    for (auto* k : items) {
       if (k->kind == imp::Stmt::Kind::RowBounds || k->kind == imp::Stmt::Kind::Alloc) continue;
       if (k->kind != imp::Stmt::Kind::Matmul) {
-        cur.body.push_back(k.get());
+        cur.body.push_back(k);
         continue;
       }
       const MatmulBlock& m = *k->matmul;
@@ -291,7 +318,7 @@ std::string CudaPrinter::value(const imp::Value& v) const {
     case imp::Value::Kind::Binary: return "(" + value(*v.args[0]) + " " + v.op + " " + value(*v.args[1]) + ")";
     case imp::Value::Kind::Call: {
       std::string p;
-      if (!v.param.empty()) p = s_.schema.arg(v.param) ? "arg_" + v.param : fmt_const(v.param_value);
+      if (!v.param.empty()) p = v.param_arg.empty() ? fmt_const(v.value) : "arg_" + v.param_arg;
       return spell_function(v.fn, Target::Cuda, value(*v.args[0]), p);
     }
     case imp::Value::Kind::Guard: {
@@ -459,6 +486,23 @@ void CudaPrinter::statement(const imp::Stmt& s) {
     case imp::Stmt::Kind::Parallel: loop(s); return;
     case imp::Stmt::Kind::Walk: walk(s); return;
     case imp::Stmt::Kind::Matmul: fail(s_.loc, "internal error: a dense product block inside a kernel");
+    case imp::Stmt::Kind::RowPass: fail(s_.loc, "internal error: a pass over the rows of a block inside a kernel");
+    // Storage once per worker: a kernel's row buffers are placed at their Alloc (registers,
+    // lanes_buffers: shared memory or the launch workspace), per group or per lane.
+    case imp::Stmt::Kind::Workspace: return;
+    // Row maps: a Locate searches the row on CUDA (the schedule asks for no map; none is kept).
+    case imp::Stmt::Kind::MapWorkspace:
+    case imp::Stmt::Kind::FillMap:
+    case imp::Stmt::Kind::ClearMap: return;
+    // The assembling and pattern kernels of a `symbolic S` op (refused by the schedule first).
+    case imp::Stmt::Kind::BuildRows:
+    case imp::Stmt::Kind::BeginOutputRow:
+    case imp::Stmt::Kind::CountRow:
+    case imp::Stmt::Kind::Insert:
+    case imp::Stmt::Kind::OutputWalk:
+    case imp::Stmt::Kind::EndOutputRow:
+      fail(s_.loc, s_.name + ": the cuda target does not lower the statement building an output pattern (" + pattern_stmt(s.kind) +
+                       ") (issue 26: symbolic and assembling kernels on CUDA)");
   }
 }
 

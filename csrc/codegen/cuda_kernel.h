@@ -1,7 +1,7 @@
-// The CUDA kernel printer: one schedule variant of one lowering of an op (the imperative IR,
-// imp::lower of its CUDA-scheduled tree) printed as CUDA kernels over cuda/simt.cuh and
-// cuda/device_runtime.cuh, with its host side: the shape of every kernel for the launch decision
-// (runtime/cuda_launch.h) and the launch function.
+// The CUDA kernel printer: one schedule variant of one lowering of an op (its imperative IR,
+// ScheduleVariant::kernel, lowered once by the pipeline from its CUDA-scheduled tree) printed as
+// CUDA kernels over cuda/simt.cuh and cuda/device_runtime.cuh, with its host side: the shape of
+// every kernel for the launch decision (runtime/cuda_launch.h) and the launch function.
 //
 // The variant's steps, in order: the temporaries of the whole call (the root's allocations, and
 // the rows of a dense product block's operands and result) in the workspace, filled on the
@@ -66,7 +66,7 @@ class CudaPrinter : public CodeWriter {
   const OpSpec& s_;
   const std::string variant_;
   const std::string fn_;
-  imp::Kernel k_;
+  const imp::Kernel& k_;  // the variant's imperative IR (ScheduleVariant::kernel)
   std::vector<Step> steps_;
   std::vector<CallTemp> call_;
   std::set<std::string> call_names_;

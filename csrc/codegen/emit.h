@@ -2,9 +2,10 @@
 // and schemas, where each index's extent comes from (bindings), the indented writer the kernel
 // printers derive from, and the pieces one emitter file takes from another.
 //   emit_common.cpp        this header's helpers
-//   cpu_kernel.h/.cpp      the CPU kernel printer (KernelEmitter): loops, walks, statements
+//   cpu_kernel.h/.cpp      the CPU kernel printer (KernelEmitter) of the imperative IR: loops,
+//                          walks, statements, the assembling kernel's rows
 //   cpu_kernel_dense.cpp   its register tiles, prefetches and row-blocked dense products
-//   cpu_symbolic.cpp       the symbolic (pattern) kernels of `symbolic S` ops (SymbolicEmitter)
+//   cpu_symbolic.cpp       the pattern kernels of `symbolic S` ops (SymbolicEmitter)
 //   emit_cpu.cpp           per family: <op>_kernel.h and <op>_cpu.cpp
 //   aten_adapter.cpp       ATen adapters: argument checks, kernel calls, Meta kernels
 //   aten_autograd.cpp      Autograd kernels and their Nodes
@@ -93,8 +94,6 @@ class CodeWriter {
 std::pair<std::string, std::string> row_bounds(const Program& p, const TensorDecl& t, const std::string& var);
 
 // ---------------------------------------------------------------- CPU kernels (cpu_symbolic.cpp)
-// The product count of the row of `top` (ub_), indented `depth` levels.
-std::string symbolic_bound_walk(const Compiled& c, const Node& top, int depth);
 std::vector<const TensorDecl*> optional_values(const OpSpec& s);
 void emit_symbolic_params(const Compiled& c, std::ostream& h);
 void emit_symbolic_kernel(const Compiled& c, std::ostream& k);

@@ -175,7 +175,11 @@ std::string ref_arg(const OpSpec& s) {
     if (t.role == Role::SparseInput && !t.values.empty() && !t.values_optional) return t.values;
   for (auto& t : s.tensors)
     if (t.role == Role::EdgeInput) return t.arg;
-  fail(s.loc, "an op needs a dense operand or required csr values to take its dtype from");
+  // Refused (ops/README.md, "Dtypes"): with every floating input optional, a call giving none
+  // of them would leave the result without a dtype.
+  fail(s.loc, s.name + " reads no floating tensor that every call gives, to take its dtype from: it needs a dense operand (not `acc`), an edge "
+                       "operand or csr values declared `Tensor` (not `Tensor?`)" +
+                  (s.derived() ? " (" + s.name + " is derived from " + s.family + ": declare the csr values of " + s.family + " `Tensor`)" : ""));
 }
 
 std::string cxx_arg(const SchemaArg& a) {

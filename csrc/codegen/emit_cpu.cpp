@@ -74,7 +74,7 @@ void emit_lowering(const Compiled& c, const std::string& fn, std::ostream& k) {
   auto opt = optional_values(s);
   std::string tparams = "template <typename scalar_t, typename index_t";
   for (auto* t : opt) tparams += ", bool kHas" + t->name;
-  const std::string body = KernelEmitter(c).body();
+  const std::string body = KernelEmitter(c, *c.kernel).body();
   check_unbound_extents(s, s.name, body, unbound_indices(bindings(s)));
   tparams += ">\nvoid " + fn + "_impl(const " + s.name + "_params& prm) {\n" + body + "}\n";
   k << "namespace base {\n" << tparams << "}  // namespace base\n\n";

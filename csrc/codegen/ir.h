@@ -460,9 +460,13 @@ void schedule_cuda(const Program& p, Node& root);
 // each a copy of the scheduled tree with other annotations. CUDA: row_split (the schedule's own),
 // pos_split and pos_split_atomic (nonzero-balanced, segmented reduction; carries added in order
 // or atomics at the segment borders), lanes (lanes over the feature loops; every op has it).
+namespace imp {
+struct Kernel;  // the imperative IR (imperative.h)
+}
 struct ScheduleVariant {
   std::string name;
   std::unique_ptr<Node> tree;
+  std::shared_ptr<const imp::Kernel> kernel;  // its imperative IR (compile() lowers it)
 };
 std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node& root);
 // The variants of `target` (none for a target whose schedule has no alternatives).
@@ -527,16 +531,22 @@ struct Compiled {
   // variant of least cost. `cost` is its spelling for the target (the "cost model" snapshot).
   Cost cost_model;
   std::string cost;
-  // The target's schedule variants of `tree` (schedule_variants): the first is `tree` itself
-  // (a copy); empty for a target without variants (cpu).
+  // The imperative IR of the final tree (imp::lower, imperative.h), lowered once by compile():
+  // what the kernel printers print. `symbolic S` ops also get their assembling kernel
+  // (<op>_assemble) and their pattern kernel (<op>_symbolic); null otherwise.
+  std::shared_ptr<const imp::Kernel> kernel, assemble, pattern;
+  // The target's schedule variants of `tree` (schedule_variants), each with its imperative IR
+  // (lowered by compile() too): the first is `tree` itself (a copy); empty for a target without
+  // variants (cpu).
   std::vector<ScheduleVariant> schedule_variants;
 };
 // Whether two lowerings are the same: structurally equal scheduled trees over equal statements
 // and temporaries, and equal cost models (variants are deduplicated with it).
 bool same_lowering(const Compiled& a, const Compiled& b);
-// Runs every stage; `spec` is copied into the result (the program points to it).
+// Runs every stage down to the imperative IR (Compiled::kernel, and ::assemble, ::pattern of a
+// `symbolic S` op); `spec` is copied into the result (the program points to it).
 // With `variants auto`, every lowering the decomposition's ties allow (at most kMaxVariants,
-// duplicates dropped) goes to `alternatives`.
+// duplicates dropped) goes to `alternatives`, each with its kernel.
 std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target = Target::Cpu);
 constexpr int kMaxVariants = 4;
 

@@ -59,14 +59,16 @@ int main(int argc, char** argv) {
                     << args[a] << ")\n";
           std::cout << "---- spec\n" << print_spec(c->spec);
           for (auto& [name, text] : c->stages) std::cout << "---- " << name << "\n" << text;
-          std::cout << "---- imperative IR\n" << imp::print(imp::lower(*c));
+          std::cout << "---- imperative IR\n" << imp::print(*c->kernel);
           for (size_t v = 1; v < c->schedule_variants.size(); ++v)
             std::cout << "---- schedule variant " << c->schedule_variants[v].name << ": imperative IR\n"
-                      << imp::print(imp::lower(*c, *c->schedule_variants[v].tree));
+                      << imp::print(*c->schedule_variants[v].kernel);
+          if (c->assemble) std::cout << "---- imperative IR: assembling kernel\n" << imp::print(*c->assemble);
+          if (c->pattern) std::cout << "---- imperative IR: pattern kernel\n" << imp::print(*c->pattern);
           for (size_t v = 0; v < c->alternatives.size(); ++v) {
             for (auto& [name, text] : c->alternatives[v]->stages)
               std::cout << "---- variant " << v + 1 << ": " << name << "\n" << text;
-            std::cout << "---- variant " << v + 1 << ": imperative IR\n" << imp::print(imp::lower(*c->alternatives[v]));
+            std::cout << "---- variant " << v + 1 << ": imperative IR\n" << imp::print(*c->alternatives[v]->kernel);
           }
           auto it = f.adjoints.find(c->spec.name);
           if (it == f.adjoints.end()) continue;
@@ -78,26 +80,38 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "--out" && args.size() >= 3) {
+      // Every file of every spec is generated before the first one is written: a spec refused
+      // at any stage (its emission included) leaves no file of its op in DIR, not even kernels.
       fs::path out = args[1];
       std::vector<std::unique_ptr<Family>> all;
+      std::vector<GeneratedFile> files;
       std::set<std::string> names;
       for (size_t a = 2; a < args.size(); ++a) {
-        auto fam = std::make_unique<Family>(compile_family(load_spec(args[a]), target));
-        const std::string& name = fam->ops[0]->spec.name;
-        std::string stem = fs::path(args[a]).stem().string();
-        if (stem != name) throw SpecError(args[a] + ": error: file name must be the op name '" + name + ".spec'");
-        for (auto& c : fam->ops)
-          if (!names.insert(c->spec.name).second)
-            throw SpecError(args[a] + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
-        for (auto& f : emit_op_kernels(*fam)) write_if_changed(out / f.path, f.text);
-        if (target_info(target).registers)
-          for (auto& f : emit_op_registration(*fam)) write_if_changed(out / f.path, f.text);
-        all.push_back(std::move(fam));
+        try {
+          auto fam = std::make_unique<Family>(compile_family(load_spec(args[a]), target));
+          const std::string& name = fam->ops[0]->spec.name;
+          std::string stem = fs::path(args[a]).stem().string();
+          if (stem != name) throw SpecError(args[a] + ": error: file name must be the op name '" + name + ".spec'");
+          for (auto& c : fam->ops)
+            if (!names.insert(c->spec.name).second)
+              throw SpecError(args[a] + ": error: op name '" + c->spec.name + "' is defined twice (a user op clashes with a derived one)");
+          for (auto& f : emit_op_kernels(*fam)) files.push_back(std::move(f));
+          if (target_info(target).registers)
+            for (auto& f : emit_op_registration(*fam)) files.push_back(std::move(f));
+          all.push_back(std::move(fam));
+        } catch (const SpecError& e) {
+          // An error in an op derived from the spec (located "<op, derived from ...>") names the
+          // spec file too.
+          const std::string what = e.what();
+          if (what.rfind("<", 0) != 0) throw;
+          throw SpecError(args[a] + ": " + what);
+        }
       }
       std::vector<const Family*> fams;
       for (auto& f : all) fams.push_back(f.get());
       if (target_info(target).registers)
-        for (auto& f : emit_library(fams)) write_if_changed(out / f.path, f.text);
+        for (auto& f : emit_library(fams)) files.push_back(std::move(f));
+      for (auto& f : files) write_if_changed(out / f.path, f.text);
       return 0;
     }
   } catch (const SpecError& e) {

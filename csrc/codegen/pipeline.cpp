@@ -1,9 +1,11 @@
 // The pipeline: one op through every stage for a target (compile: decompose, spaces, trees,
-// fusion, shrinking, the target's schedule, cost model; its variants), and one user op with
-// every op derived from it (compile_family: the adjoints, down to the spec's grad_order).
+// fusion, shrinking, the target's schedule, cost model; its variants; each lowering to the
+// imperative IR the printers print), and one user op with every op derived from it
+// (compile_family: the adjoints, down to the spec's grad_order).
 #include <algorithm>
 #include <functional>
 
+#include "codegen/imperative.h"
 #include "codegen/ir.h"
 
 namespace gnnfuse::codegen {
@@ -93,7 +95,28 @@ bool same_lowering(const Compiled& a, const Compiled& b) {
   return same_node(pa, *a.tree, pb, *b.tree);
 }
 
-std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
+namespace {
+
+// The lowering's values kernel and its target's schedule variants (the first is its tree).
+void lower_values(Compiled& c) {
+  c.kernel = std::make_shared<const imp::Kernel>(imp::lower(c));
+  for (size_t v = 0; v < c.schedule_variants.size(); ++v)
+    c.schedule_variants[v].kernel = v ? std::make_shared<const imp::Kernel>(imp::lower(c, *c.schedule_variants[v].tree)) : c.kernel;
+}
+
+// Every lowering chosen with its schedule variants, and for a `symbolic S` op its assembling and
+// pattern kernels, lowered once to the imperative IR (what the printers print).
+std::unique_ptr<Compiled> lowered(std::unique_ptr<Compiled> c) {
+  lower_values(*c);
+  for (auto& a : c->alternatives) lower_values(*a);
+  if (!c->spec.symbolic.empty()) {
+    c->pattern = std::make_shared<const imp::Kernel>(imp::lower(*c, imp::Mode::Pattern));
+    c->assemble = std::make_shared<const imp::Kernel>(imp::lower(*c, imp::Mode::Assemble));
+  }
+  return c;
+}
+
+std::unique_ptr<Compiled> compile_variants(const OpSpec& spec, Target target) {
   std::vector<int> ties;
   std::unique_ptr<Compiled> first = compile_one(spec, target, {}, &ties);
   if (!spec.variants) return first;
@@ -124,6 +147,10 @@ std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) {
   }
   return first;
 }
+
+}  // namespace
+
+std::unique_ptr<Compiled> compile(const OpSpec& spec, Target target) { return lowered(compile_variants(spec, target)); }
 
 Family compile_family(const OpSpec& user_op, Target target) {
   Family f;

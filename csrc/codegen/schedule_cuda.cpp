@@ -421,14 +421,14 @@ void schedule_cuda(const Program& p, Node& root) {
 
 std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node& root) {
   std::vector<ScheduleVariant> out;
-  out.push_back({"row_split", root.clone()});
+  out.push_back({"row_split", root.clone(), nullptr});
   const std::pair<const char*, Form> others[] = {
       {"pos_split", Form::PosSplit}, {"pos_split_atomic", Form::PosSplitAtomic}, {"lanes", Form::Lanes}};
   for (auto& [name, form] : others) {
     std::unique_ptr<Node> t = root.clone();
     CudaSchedule s(p, *t);
     if (!s.apply(form)) continue;
-    out.push_back({name, std::move(t)});
+    out.push_back({name, std::move(t), nullptr});
   }
   // The schedule is row split where every phase allows it: where none does, it is lanes itself.
   bool any_split = false;

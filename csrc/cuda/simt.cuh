@@ -15,6 +15,11 @@
 //   GNNFUSE_SHARED_ARRAY(T, name, n)  a block-shared array of n T (n a constant)
 //   GNNFUSE_DYNAMIC_SHARED(T, name)   the block's dynamic shared memory as T*
 //   GNNFUSE_LAUNCH(kernel, grid, block, smem, stream, args...)  a launch
+//   GNNFUSE_UNROLL                    before a loop: #pragma unroll (nvcc; nothing for g++)
+//   GNNFUSE_DEVICE_CHECK(cond, msg)   a device-side check: __trap() on the GPU, an exception
+//                                     naming the kernel, block and thread in the emulator
+// `__shared__` itself is never spelled: g++ would read it as nothing (one array per thread);
+// the emulator makes it a compile error. docs/SIMT.md has the rest (semantics, limits).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -32,6 +37,11 @@
   T* name = reinterpret_cast<T*>(gnnfuse_dynamic_smem_)
 #define GNNFUSE_LAUNCH(kernel, grid, block, smem, stream, ...) \
   kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define GNNFUSE_UNROLL _Pragma("unroll")
+#define GNNFUSE_DEVICE_CHECK(cond, msg) \
+  do {                                  \
+    if (!(cond)) __trap();              \
+  } while (0)
 
 #elif defined(GNNFUSE_SIMT_EMU)
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -128,7 +129,26 @@ uint64_t col_umax(const index_t* col, int64_t nnz) {
   return top;
 }
 
+// The dense argument and dimension a `bound` ends in ("the extent of index j, x.size(0)": x, 0),
+// when a dense operand's dimension gives the extent; nullopt for a csr operand's rows
+// ("browptr.size(0) - 1"), an extent argument or no bound.
+std::optional<std::pair<std::string, int64_t>> dense_binding(const char* bound) {
+  if (!bound) return std::nullopt;
+  std::string b(bound);
+  const size_t comma = b.rfind(", ");
+  if (comma != std::string::npos) b = b.substr(comma + 2);
+  const size_t dot = b.find(".size(");
+  if (dot == std::string::npos || dot == 0 || b.back() != ')') return std::nullopt;
+  const std::string dim = b.substr(dot + 6, b.size() - dot - 7);
+  if (dim.empty() || dim.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  for (size_t k = 0; k < dot; ++k)
+    if (!(std::isalnum(static_cast<unsigned char>(b[k])) || b[k] == '_')) return std::nullopt;
+  return std::make_pair(b.substr(0, dot), static_cast<int64_t>(std::stoll(dim)));
+}
+
 // Raises the error of the first column outside [0, num_cols) (the caller knows there is one).
+// Where a dense argument's dimension gives num_cols, a column past it may as well mean that
+// argument is short: the message then names both, the argument's size and the largest column.
 template <typename index_t>
 [[noreturn]] void col_out_of_range(const char* op, const char* col_arg, const index_t* col, int64_t nnz, int64_t num_cols,
                                    const char* bound) {
@@ -138,6 +158,14 @@ template <typename index_t>
     return static_cast<uint64_t>(static_cast<int64_t>(col[p])) >= limit;
   });
   TORCH_INTERNAL_ASSERT(bad < nnz, "gnnfuse::", op, ": column range and scan disagree");
+  const auto dense = dense_binding(bound);
+  if (dense && static_cast<int64_t>(col[bad]) >= num_cols) {
+    int64_t top = 0;
+    for (int64_t p = 0; p < nnz; ++p) top = std::max(top, static_cast<int64_t>(col[p]));
+    const std::string has = dense->second == 0 ? " rows" : " entries in dimension " + std::to_string(dense->second);
+    fail(op, col_arg, "must hold column indices in [0, ", num_cols, "), ", bound, ": ", dense->first, " has ", num_cols,
+         has, " but the column indices in ", col_arg, " reach ", top, " (", top + 1, " columns) (got ", col_arg, "[", bad, "] = ", col[bad], ")");
+  }
   fail(op, col_arg, "must hold column indices in [0, ", num_cols, ")", bound ? ", " : "", bound ? bound : "", " (got ", col_arg,
        "[", bad, "] = ", col[bad], ")");
 }

@@ -29,7 +29,10 @@ namespace gnnfuse::checks {
 //    rowptr[-1] == col.numel();
 //  - every col value is in [0, num_cols) when num_cols >= 0 (num_cols < 0: unchecked).
 // Errors name the arguments `rowptr_arg` and `col_arg` (the op's schema names); `bound`, when
-// given, says where num_cols comes from ("the extent of index k, browptr.size(0) - 1").
+// given, says where num_cols comes from ("the extent of index k, browptr.size(0) - 1"). A bound
+// ending in a dense argument's dimension ("the extent of index j, x.size(0)") makes a column past
+// it name that argument's size and the largest column too ("x has 9 rows but the column indices
+// in col reach 9 (10 columns)"): the csr operand or x may be the one at fault.
 // The value checks run for CPU tensors only; for other devices only dtypes, shapes and
 // devices are checked. They are O(N + E) once per pattern: the row pointers' validity and the
 // columns' largest value are remembered per (rowptr, col) pair (the pattern cache: identity,

@@ -19,9 +19,13 @@ const std::string kOps = GNNFUSE_OPS_DIR;
 
 std::unique_ptr<Compiled> cuda(const std::string& op) { return compile(load_spec(kOps + "/" + op + ".spec"), Target::Cuda); }
 
+// A variant's imperative IR, lowered once by compile() (the same lowered again from its tree).
 std::string variant_ir(const Compiled& c, const std::string& name) {
   for (auto& v : c.schedule_variants)
-    if (v.name == name) return imp::print(imp::lower(c, *v.tree));
+    if (v.name == name) {
+      EXPECT_EQ(imp::print(*v.kernel), imp::print(imp::lower(c, *v.tree))) << name;
+      return imp::print(*v.kernel);
+    }
   return "no variant " + name;
 }
 
@@ -37,8 +41,9 @@ std::vector<std::string> variant_names(const Compiled& c) {
 // accumulator (a register tile of 8 columns per thread) by shuffles.
 TEST(Cuda, SpmmRowSplit) {
   auto c = cuda("spmm");
-  EXPECT_EQ(imp::print(imp::lower(*c)), R"(kernel spmm
+  EXPECT_EQ(imp::print(*c->kernel), R"(kernel spmm
   parallel for i < n_i  [grid of 8, 32 rows per block]
+    per worker: workspace Yacc(f)
     row A(i)
     alloc Yacc(f) = 0
     fill Yacc = 0
@@ -49,7 +54,7 @@ TEST(Cuda, SpmmRowSplit) {
       Y(i,f) = Yacc(f)
 )");
   EXPECT_EQ(variant_names(*c), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes"}));
-  EXPECT_EQ(variant_ir(*c, "row_split"), imp::print(imp::lower(*c)));
+  EXPECT_EQ(c->schedule_variants[0].kernel, c->kernel);  // the schedule's own tree: one lowering
 }
 
 // The nonzero-balanced kernel (a warp per chunk of entries, one entry per lane, a segmented
@@ -59,6 +64,7 @@ TEST(Cuda, SpmmPosSplitAndLanes) {
   auto c = cuda("spmm");
   EXPECT_EQ(variant_ir(*c, "pos_split"), R"(kernel spmm
   parallel for i < n_i  [grid of 32, balanced by A, segmented reduction Yacc]
+    per worker: workspace Yacc(f)
     row A(i)
     alloc Yacc(f) = 0
     fill Yacc = 0
@@ -71,6 +77,7 @@ TEST(Cuda, SpmmPosSplitAndLanes) {
   EXPECT_NE(variant_ir(*c, "pos_split_atomic").find("atomic reduction Yacc"), std::string::npos);
   EXPECT_EQ(variant_ir(*c, "lanes"), R"(kernel spmm
   parallel for i < n_i  [grid of 8, 32 rows per block]
+    per worker: workspace Yacc(f)
     row A(i)
     alloc Yacc(f) = 0
     fill Yacc = 0
@@ -91,6 +98,7 @@ TEST(Cuda, SpmmGradXWalksColumns) {
   ASSERT_NE(gx, nullptr);
   EXPECT_EQ(variant_ir(*gx, "pos_split"), R"(kernel spmm_grad_x
   parallel for j < n_j  [grid of 32, balanced by A, segmented reduction DXacc]
+    per worker: workspace DXacc(f)
     row A(j) by columns
     alloc DXacc(f) = 0
     fill DXacc = 0
@@ -119,16 +127,38 @@ TEST(Cuda, VariantsPerOp) {
 
 // gcn's dense product is a block the printer leaves to the host hook (cuBLAS in the adapter):
 // the kernel before it stores the aggregated rows, the kernel after it reads the product's rows.
+// The grid's row loop is row-blocked: the passes over a block's rows before and after the
+// product are those two kernels.
 TEST(Cuda, GcnDenseProductIsAHook) {
   auto c = cuda("gcn");
-  const std::string ir = imp::print(imp::lower(*c));
-  EXPECT_NE(ir.find("matmul product Yacc(o) = sum over k of T0(k) * W(k,o)"), std::string::npos);
+  EXPECT_EQ(imp::print(*c->kernel), R"(kernel gcn
+  parallel for i < n_i  [grid of 8, 32 rows per block]  [row blocks]
+    per worker: workspace T0(k), a slot per row of a block
+    per worker: workspace Yacc(o), a slot per row of a block
+    rows i of the block
+      row A(i)
+      alloc T0(k) = 0
+      alloc Yacc(o) = 0
+      fill T0 = 0
+      walk j in A  [lane group of 8, shuffle reduction T0]
+        for k < n_k  [feature tile 8, vector width at launch]
+          T0(k) += A(i,j) * X(j,k)
+    matmul product Yacc(o) = sum over k of T0(k) * W(k,o)
+    rows i of the block
+      row A(i)
+      alloc T0(k) = 0
+      alloc Yacc(o) = 0
+      for o < n_o  [feature tile 8, vector width at launch]
+        Y(i,o) = Yacc(o)
+)");
   std::vector<GeneratedFile> files = emit_op_cuda(compile_family(load_spec(kOps + "/gcn.spec"), Target::Cuda));
   ASSERT_EQ(files.size(), 2u);
   const std::string& cu = files[1].text;
   EXPECT_NE(cu.find("rows_T0[(i) * n_k + f0_ + k_] = T0[k_];"), std::string::npos);  // the aggregated rows stored
   EXPECT_NE(cu.find("env.matmul(env.matmul_ctx, mc_, cu::dtype_code<scalar_t>());"), std::string::npos);
   EXPECT_NE(cu.find("rows_Yacc[(i) * n_o + o]"), std::string::npos);  // the product's rows read
+  EXPECT_NE(cu.find("GNNFUSE_GLOBAL void gcn_row_split_k1("), std::string::npos);
+  EXPECT_EQ(cu.find("GNNFUSE_GLOBAL void gcn_row_split_k2("), std::string::npos);  // two passes, two kernels
 }
 
 // Symbolic ops are issue 26: refused by name at generation.

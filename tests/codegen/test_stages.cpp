@@ -722,6 +722,36 @@ TEST(Autodiff, DerivativeTableAndRenamedBoundIndices) {
   EXPECT_EQ(e["u"], "0");
 }
 
+TEST(Autodiff, AdjointsReadingRowStatisticsAreDifferentiatedAgain) {
+  // A weighted mean (tests/codegen/specs/weighted_mean.spec): the adjoints read 1 / rowsum(A)
+  // and a row sum of dY * Y. With grad_order 2, the statistic is one more floating input of the
+  // adjoint (its gradient an acc output) and the statistic's op has adjoints of its own (the
+  // incoming gradient acc), so the double backward reaches the op's inputs through it.
+  const std::string spec =
+      "op wm\nschema wm(Tensor rowptr, Tensor col, Tensor values, Tensor x) -> Tensor\n"
+      "sparse A(i,j) = csr(rowptr, col, values)\ndense X(j,f) = x\noutput Y(i,f)\n"
+      "expr Y(i,f) = A(i,j) * X(j,f) / A(i,j2)\norder i j j2 f\ndtypes float32 bfloat16\nindex int64\n";
+  Family f = compile_family(parse_spec(spec, "wm.spec"));
+  std::map<std::string, const OpSpec*> ops;
+  for (auto& c : f.ops) ops[c->spec.name] = &c->spec;
+  ASSERT_TRUE(ops.count("wm_stat0") && ops.count("wm_grad_x")) << f.ops.size();
+  EXPECT_EQ(to_string(ops["wm_stat0"]->expr.rhs), "1 / A(i,j)");
+  EXPECT_EQ(ops["wm_stat0"]->grad_order, 1);
+  EXPECT_EQ(ops["wm_grad_x"]->grad_order, 1);
+  EXPECT_EQ(to_string(ops["wm_grad_x"]->expr.rhs), "R0(i) * GY(i,f) * A(i,j)");
+  // d/dstat0 of the adjoint: an acc output, as the statistic it is the gradient of
+  ASSERT_TRUE(ops.count("wm_grad_x_grad_stat0"));
+  EXPECT_TRUE(ops["wm_grad_x_grad_stat0"]->output().acc);
+  EXPECT_EQ(ops["wm_grad_x_grad_stat0"]->grad_order, 0);
+  // the statistic's own adjoint takes its incoming gradient as acc
+  ASSERT_TRUE(ops.count("wm_stat0_grad_values"));
+  const TensorDecl* gr = ops["wm_stat0_grad_values"]->find("GR");
+  ASSERT_NE(gr, nullptr);
+  EXPECT_TRUE(gr->acc);
+  // the adjoints of the adjoint read the statistic as an acc input
+  EXPECT_TRUE(ops["wm_grad_x_grad_values"]->find("R0")->acc);
+}
+
 TEST(Autodiff, RowStatisticsInAColumnWalkAreHoisted) {
   // exp(sum_j A(i,j) X(j,f)) kept in d/dX would be a walk over row i of A inside d/dX's walk
   // over column j (through the CSC view): it becomes a statistic R(i,f), an op of its own that
@@ -737,7 +767,10 @@ TEST(Autodiff, RowStatisticsInAColumnWalkAreHoisted) {
   ASSERT_EQ(name.rfind("t_stat", 0), 0u) << name;
   EXPECT_EQ(to_string(adj[1].spec.expr.rhs), "R" + name.substr(6) + "(i,f) * GY(i,f) * A(i,j)");
   EXPECT_EQ(to_string(adj[1].stats[0].spec.expr.rhs), "exp(A(i,j) * X(j,f))");
-  EXPECT_EQ(adj[1].spec.grad_order, 0);
+  // Differentiable again (the default grad_order 2): the adjoint and the statistic it reads
+  // both have order 1 (the adjoint had 0, so the double backward stopped at it).
+  EXPECT_EQ(adj[1].spec.grad_order, 1);
+  EXPECT_EQ(adj[1].stats[0].spec.grad_order, 1);
   Family f = compile_family(parse_spec(spec, "t.spec"));  // lowered: no nested walk remains
   bool compiled = false;
   for (auto& c : f.ops) compiled = compiled || c->spec.name == name;

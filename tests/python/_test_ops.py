@@ -4,6 +4,9 @@ builds beside libgnnfuse.so in a build with tests (gnnfuse_add_test_ops in CMake
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 from typing import Tuple
 
 import pytest
@@ -26,3 +29,17 @@ def find_test_ops_library(name: str) -> Tuple[str, str]:
         if os.path.isfile(main) and os.path.isfile(lib):
             return main, lib
     pytest.skip(f"needs a CMake build with tests (lib{name}.so beside libgnnfuse.so)")
+
+
+def run_with_test_ops(name: str, script: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs ``script`` (Python source, written to a file of its own so that TorchScript can read
+    the source of what it scripts) in a process of its own, with ``sys.argv[1]`` the path of
+    ``lib<name>.so`` and ``GNNFUSE_LIBRARY`` the ``libgnnfuse.so`` it links, so that the test
+    ops never load into the test process. Skips without such a build."""
+    main_lib, lib = find_test_ops_library(name)
+    env = dict(os.environ, GNNFUSE_LIBRARY=main_lib, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(gnnfuse.__file__))))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "script.py")
+        with open(path, "w") as f:
+            f.write(script)
+        return subprocess.run([sys.executable, path, lib], env=env, capture_output=True, text=True, timeout=timeout)

@@ -214,6 +214,15 @@ def test_sddmm_column_checked_against_v():
     _expect("sddmm", "col", _inputs(v=torch.rand(M - 1, K)), value="3")
 
 
+@pytest.mark.parametrize("op,short", [("spmm", "x"), ("sddmm", "v")])
+def test_dense_operand_one_row_short_of_the_columns_names_both(op, short):
+    # The extent of the column index comes from the dense operand, so a column past it may as well
+    # mean that operand is short: the error names its rows and the largest column.
+    with pytest.raises(RuntimeError, match=rf"gnnfuse::{op}: argument 'col' must hold column indices in \[0, 3\), the extent of index j, "
+                       rf"{short}\.size\(0\): {short} has 3 rows but the column indices in col reach 3 \(4 columns\) \(got col\[4\] = 3\)"):
+        _call(op, _inputs(**{short: torch.rand(M - 1, K if short == "v" else F)}))
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_mixed_devices(op):
     """No GPU here, so a CPU/meta mix stands in for a device mismatch."""

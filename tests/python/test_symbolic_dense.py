@@ -7,18 +7,11 @@ process of its own: the test op stays out of this one."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-import gnnfuse
-from _test_ops import find_test_ops_library
-
-PACKAGE = Path(gnnfuse.__file__).resolve().parent
+from _test_ops import run_with_test_ops
 
 _PRELUDE = textwrap.dedent(
     """
@@ -149,11 +142,47 @@ _BODIES = {
         assert torch.equal(r2, r) and torch.equal(c2, c) and torch.equal(s2, r) and torch.equal(t2, c)
         torch.testing.assert_close(v2, 2 * v)
     """,
+    "torchscript": """
+        import io
+
+        class Product(torch.nn.Module):
+            def forward(self, d: torch.Tensor, ar: torch.Tensor, ac: torch.Tensor, av: torch.Tensor, br: torch.Tensor,
+                        bc: torch.Tensor, bv: torch.Tensor, n_cols: int):
+                r, c, v = torch.ops.gnnfuse.scaled_product_assemble(d, ar, ac, av, br, bc, bv, n_cols)
+                s, t = torch.ops.gnnfuse.scaled_product_symbolic(ar, ac, br, bc, n_cols)
+                return r, c, v, torch.ops.gnnfuse.scaled_product(d, ar, ac, av, br, bc, bv, s, t, n_cols)
+
+        scripted = torch.jit.script(Product())
+        buf = io.BytesIO()
+        torch.jit.save(scripted, buf)
+        buf.seek(0)
+        loaded = torch.jit.load(buf)
+        for seed, dtype, itype in ((0, torch.float64, torch.int64), (1, torch.float32, torch.int32)):
+            args, ref, pattern = case(seed, dtype, itype)
+            r0, c0, v0 = ops.scaled_product_assemble(*args)
+            for m in (scripted, loaded):
+                r, c, v, v2 = m(*args)
+                assert torch.equal(r, r0) and torch.equal(c, c0) and torch.equal(v, v0) and torch.equal(v2, v0)
+        # the generated backward through the scripted module
+        args, ref, pattern = case(2)
+        d, ar, ac, av, br, bc, bv, n_cols = args
+        grads = []
+        for f in (lambda *a: scripted(*a)[2], lambda *a: scripted(*a)[3], lambda *a: ops.scaled_product_assemble(*a)[2]):
+            dg, ag = d.clone().requires_grad_(), av.clone().requires_grad_()
+            f(dg, ar, ac, ag, br, bc, bv, n_cols).square().sum().backward()
+            grads.append((dg.grad, ag.grad))
+        for g in grads[1:]:
+            assert torch.equal(g[0], grads[0][0]) and torch.equal(g[1], grads[0][1])
+        # errors raised inside the script name the op and the argument
+        for bad, words in ((d[:-1], ("gnnfuse::scaled_product_assemble", "d.size(0)")), (d.float(), ("gnnfuse::scaled_product_assemble", "avals"))):
+            try:
+                scripted(bad, ar, ac, av, br, bc, bv, n_cols)
+            except RuntimeError as e:
+                assert all(w in str(e) for w in words), (words, str(e))
+            else:
+                raise AssertionError("accepted " + str(words))
+    """,
 }
-
-
-def _library():
-    return find_test_ops_library("gnnfuse_test_ops_scaled")
 
 
 @pytest.mark.parametrize("part", sorted(_BODIES))
@@ -161,9 +190,7 @@ def test_scaled_product(part):
     """values: assemble and symbolic + scaled_product against a float64 dense reference (random
     graphs with empty rows, both dtypes and index dtypes, a non-contiguous d, vmap over d);
     grad: gradcheck of the values and of d; errors: bad shapes, dtypes and devices of d, named;
-    compile: opcheck and torch.compile(fullgraph=True) through the generated fake kernels."""
-    main_lib, lib = _library()
-    script = _PRELUDE + textwrap.dedent(_BODIES[part]) + "\nprint('ok')\n"
-    env = dict(os.environ, GNNFUSE_LIBRARY=main_lib, PYTHONPATH=str(PACKAGE.parent))
-    run = subprocess.run([sys.executable, "-c", script, lib], env=env, capture_output=True, text=True, timeout=600)
+    compile: opcheck and torch.compile(fullgraph=True) through the generated fake kernels;
+    torchscript: the three ops in a scripted module (values, gradients, save/load, errors)."""
+    run = run_with_test_ops("gnnfuse_test_ops_scaled", _PRELUDE + textwrap.dedent(_BODIES[part]) + "\nprint('ok')\n")
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr

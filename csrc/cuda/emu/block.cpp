@@ -1,0 +1,469 @@
+// The SIMT emulator's block scheduler: the fibers of one block run in rounds on one OS thread.
+// A round resumes every runnable fiber (in the configured order) until it waits at a
+// synchronisation point or exits; then the waits that can complete do (a __syncthreads every
+// live thread reached, a warp collective every lane of its mask reached, the __activemask of a
+// warp with nothing else to do), and their fibers are runnable in the next round. A round
+// that completes nothing is an error, diagnosed from what every fiber waits at.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "cuda/emu/block.h"
+
+namespace gnnfuse::simt::detail {
+
+namespace {
+
+void fiber_main(void* arg) {
+  Fiber& f = *static_cast<Fiber*>(arg);
+  Worker& w = *f.worker;
+  context_started(w.scheduler);
+  try {
+    w.job->call.run(w.job->call.closure);
+  } catch (const Cancelled&) {
+  } catch (...) {
+    f.error = std::current_exception();
+    w.failed = true;
+  }
+  f.state = State::exited;
+  --w.live;
+  exit_to(f.ctx, w.scheduler);
+}
+
+// Back to the scheduler until the wait completes (or the block is abandoned).
+void suspend(Worker& w, Fiber& f) {
+  switch_context(f.ctx, w.scheduler);
+  if (f.cancelled) throw Cancelled{};
+}
+
+bool is_shuffle(Collective k) {
+  return k == Collective::shfl_idx || k == Collective::shfl_up || k == Collective::shfl_down ||
+         k == Collective::shfl_xor;
+}
+
+const char* collective_name(Collective k) {
+  switch (k) {
+    case Collective::syncwarp: return "__syncwarp";
+    case Collective::ballot: return "__ballot_sync";
+    case Collective::any: return "__any_sync";
+    case Collective::all: return "__all_sync";
+    case Collective::shfl_idx: return "__shfl_sync";
+    case Collective::shfl_up: return "__shfl_up_sync";
+    case Collective::shfl_down: return "__shfl_down_sync";
+    case Collective::shfl_xor: return "__shfl_xor_sync";
+    case Collective::activemask: return "__activemask";
+  }
+  return "?";
+}
+
+const char* barrier_name(BarrierKind k) {
+  switch (k) {
+    case BarrierKind::plain: return "__syncthreads";
+    case BarrierKind::count: return "__syncthreads_count";
+    case BarrierKind::all: return "__syncthreads_and";
+    case BarrierKind::any: return "__syncthreads_or";
+  }
+  return "?";
+}
+
+std::string hex(unsigned v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+bool same_site(const Fiber& a, const Fiber& b) {
+  return a.line == b.line && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
+}
+
+// What a fiber waits at, for messages.
+std::string describe(const Fiber& f) {
+  switch (f.state) {
+    case State::barrier: return std::string(barrier_name(f.barrier)) + " (" + site_string(f.file, f.line) + ")";
+    case State::collective:
+      return std::string(collective_name(f.call.kind)) +
+             (f.call.kind == Collective::activemask ? "" : " (mask " + hex(f.call.mask) + ")") + " at " +
+             site_string(f.file, f.line);
+    case State::exited: return "has exited";
+    default: return "runs";
+  }
+}
+
+// The lanes of warp `warp` that exist in a block of `threads` threads.
+unsigned existing_lanes(unsigned threads, unsigned warp) {
+  const unsigned n = threads - warp * 32;
+  return n >= 32 ? 0xffffffffu : (1u << n) - 1;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- messages
+std::string dim_string(dim3 d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+std::string site_string(const char* file, int line) {
+  const char* slash = file ? std::strrchr(file, '/') : nullptr;
+  return std::string(slash ? slash + 1 : (file ? file : "?")) + ":" + std::to_string(line);
+}
+
+std::string where(const Worker& w, const Fiber& f) {
+  const uint3 b = w.block.block_idx, t = f.info.thread_idx;
+  return "simt: kernel " + w.job->name + ", block " + dim_string(dim3(b.x, b.y, b.z)) + ", thread " +
+         dim_string(dim3(t.x, t.y, t.z));
+}
+
+namespace {
+template <class E>
+[[noreturn]] void fail(const Worker& w, const Fiber& f, const std::string& what) {
+  const uint3 b = w.block.block_idx, t = f.info.thread_idx;
+  throw E(where(w, f) + ": " + what, w.job->name, dim3(b.x, b.y, b.z), dim3(t.x, t.y, t.z));
+}
+}  // namespace
+
+// ---------------------------------------------------------------- the block
+Worker::Worker() {
+  smem.reset(new unsigned char[kSharedMemoryLimit + 64]);
+  const auto address = reinterpret_cast<std::uintptr_t>(smem.get());
+  smem_base = smem.get() + ((64 - address % 64) % 64);
+}
+
+void Worker::prepare(std::uint64_t linear) {
+  const dim3 g = job->grid, b = job->block;
+  block_linear = linear;
+  block.block_idx = make_uint3(unsigned(linear % g.x), unsigned(linear / g.x % g.y), unsigned(linear / g.x / g.y));
+  block.block_dim = b;
+  block.grid_dim = g;
+  threads = b.x * b.y * b.z;
+  warps = (threads + 31) / 32;
+  if (stack_bytes != job->stack_bytes) {  // another stack size: new stacks
+    fibers.clear();
+    stack_bytes = job->stack_bytes;
+  }
+  while (fibers.size() < threads) {
+    auto f = std::make_unique<Fiber>();
+    f->stack = Stack(stack_bytes);
+    f->worker = this;
+    fibers.push_back(std::move(f));
+  }
+  for (unsigned i = 0; i < threads; ++i) {
+    Fiber& f = *fibers[i];
+    f.info.thread_idx = make_uint3(i % b.x, i / b.x % b.y, i / b.x / b.y);
+    f.linear = i;
+    f.lane = i % 32;
+    f.warp = i / 32;
+    f.state = State::ready;
+    f.started = f.cancelled = false;
+    f.error = nullptr;
+    make_context(f.ctx, f.stack, &fiber_main, &f);
+  }
+  live = threads;
+  at_barrier = 0;
+  failed = false;
+  rng = Rng(job->seed ^ (linear + 1) * 0x9e3779b97f4a7c15ull);
+  reset_shared();
+}
+
+void Worker::order_queue() {
+  queue.clear();
+  for (unsigned i = 0; i < threads; ++i)
+    if (fibers[i]->state == State::ready) queue.push_back(i);
+  if (job->order == Order::reverse) std::reverse(queue.begin(), queue.end());
+  if (job->order == Order::random) rng.shuffle(queue);
+}
+
+void Worker::run_round() {
+  for (unsigned i : queue) {
+    Fiber& f = *fibers[i];
+    f.state = State::running;
+    f.started = true;
+    running = &f;
+    current.thread = &f.info;
+    switch_context(scheduler, f.ctx);
+    if (failed) break;
+  }
+  running = nullptr;
+  current.thread = nullptr;
+}
+
+void Worker::resolve_group(unsigned warp, unsigned mask) {
+  auto lanes = [&](unsigned l) -> Fiber& { return *fibers[std::size_t(warp) * 32 + l]; };
+  const Fiber& first = lanes(__builtin_ctz(mask));
+  const Collective kind = first.call.kind;
+  unsigned word = 0;
+  if (kind == Collective::ballot || kind == Collective::any || kind == Collective::all) {
+    unsigned ballot = 0;
+    for (unsigned m = mask; m; m &= m - 1) {
+      const unsigned l = __builtin_ctz(m);
+      if (lanes(l).call.operand != 0) ballot |= 1u << l;
+    }
+    word = kind == Collective::ballot ? ballot : kind == Collective::any ? unsigned(ballot != 0) : unsigned(ballot == mask);
+  } else if (is_shuffle(kind)) {
+    // PTX shfl.sync: a segment of `width` lanes (width a power of two), the source lane j by
+    // mode; a source past the segment's end (or, for up, before its start) gives the lane's
+    // own value; a source outside the mask is undefined on the GPU: 0xFF bytes here.
+    const unsigned size = first.call.size;
+    for (unsigned m = mask; m; m &= m - 1) {
+      const int l = __builtin_ctz(m);
+      Fiber& f = lanes(l);
+      const int seg = ~(f.call.width - 1) & 31;
+      const int lo = l & seg, hi = lo | (31 & ~seg);
+      const int b = f.call.operand & 31;
+      int j = l;
+      bool in = true;
+      switch (kind) {
+        case Collective::shfl_idx: j = lo | (b & ~seg); break;
+        case Collective::shfl_up: j = l - b; in = j >= lo; break;
+        case Collective::shfl_down: j = l + b; in = j <= hi; break;
+        default: j = l ^ b; in = j <= hi; break;
+      }
+      if (!in) j = l;
+      if (mask >> j & 1)
+        std::memcpy(f.result, lanes(j).value, size);
+      else
+        std::memset(f.result, 0xFF, size);
+    }
+  }
+  for (unsigned m = mask; m; m &= m - 1) {
+    Fiber& f = lanes(__builtin_ctz(m));
+    f.word = word;
+    f.state = State::ready;
+  }
+}
+
+bool Worker::resolve() {
+  // The block barrier: every live thread at the same one.
+  if (at_barrier > 0 && at_barrier == live) {
+    if (live < threads) return false;
+    const Fiber* first = nullptr;
+    int count = 0;
+    for (unsigned i = 0; i < threads; ++i) {
+      const Fiber& f = *fibers[i];
+      if (!first) first = &f;
+      if (f.barrier != first->barrier || !same_site(f, *first)) return false;
+      count += f.call.operand != 0;
+    }
+    const BarrierKind kind = first->barrier;
+    const unsigned word = kind == BarrierKind::count ? unsigned(count)
+                          : kind == BarrierKind::all ? unsigned(unsigned(count) == threads)
+                          : kind == BarrierKind::any ? unsigned(count > 0)
+                                                     : 0u;
+    for (unsigned i = 0; i < threads; ++i) {
+      fibers[i]->word = word;
+      fibers[i]->state = State::ready;
+    }
+    at_barrier = 0;
+    return true;
+  }
+  // Warp collectives.
+  bool progress = false;
+  for (unsigned warp = 0; warp < warps; ++warp) {
+    auto lanes = [&](unsigned l) -> Fiber& { return *fibers[std::size_t(warp) * 32 + l]; };
+    const unsigned exists = existing_lanes(threads, warp);
+    unsigned waiting = 0, active = 0;
+    for (unsigned m = exists; m; m &= m - 1) {
+      const unsigned l = __builtin_ctz(m);
+      if (lanes(l).state != State::collective) continue;
+      (lanes(l).call.kind == Collective::activemask ? active : waiting) |= 1u << l;
+    }
+    unsigned released = 0;
+    for (unsigned m = waiting; m; m &= m - 1) {
+      const unsigned l = __builtin_ctz(m);
+      if (released >> l & 1) continue;
+      const CollectiveCall& c = lanes(l).call;
+      if ((c.mask & waiting) != c.mask) continue;
+      bool same = true;
+      for (unsigned n = c.mask; n && same; n &= n - 1) {
+        const CollectiveCall& o = lanes(__builtin_ctz(n)).call;
+        same = o.kind == c.kind && o.mask == c.mask && o.size == c.size;
+      }
+      if (!same) continue;
+      resolve_group(warp, c.mask);
+      released |= c.mask;
+    }
+    // __activemask: once the warp has nothing else to complete, the lanes at one call site
+    // are the active mask of each other.
+    if (released == 0 && active != 0) {
+      for (unsigned m = active; m; m &= m - 1) {
+        const unsigned l = __builtin_ctz(m);
+        if (lanes(l).state != State::collective) continue;
+        unsigned group = 0;
+        for (unsigned n = m; n; n &= n - 1)
+          if (same_site(lanes(__builtin_ctz(n)), lanes(l))) group |= 1u << __builtin_ctz(n);
+        for (unsigned n = group; n; n &= n - 1) {
+          lanes(__builtin_ctz(n)).word = group;
+          lanes(__builtin_ctz(n)).state = State::ready;
+        }
+      }
+      released = active;
+    }
+    progress |= released != 0;
+  }
+  return progress;
+}
+
+void Worker::diagnose() {
+  auto lane_of = [&](const Fiber& f, unsigned l) -> const Fiber& {
+    return *fibers[std::size_t(f.warp) * 32 + l];
+  };
+  auto waits = [&](const Fiber& f, unsigned l) {
+    const Fiber& g = lane_of(f, l);
+    const uint3 t = g.info.thread_idx;
+    return describe(f) + " waits for lane " + std::to_string(l) + " (thread " +
+           dim_string(dim3(t.x, t.y, t.z)) + "), which " + (g.state == State::exited ? "" : "waits at ") +
+           describe(g);
+  };
+  // A collective waiting for a lane that exited, or that waits at another collective.
+  for (unsigned i = 0; i < threads; ++i) {
+    const Fiber& f = *fibers[i];
+    if (f.state != State::collective) continue;
+    for (unsigned m = f.call.mask; m; m &= m - 1)
+      if (lane_of(f, __builtin_ctz(m)).state == State::exited)
+        fail<DivergentCollective>(*this, f, "divergent warp collective: " + waits(f, __builtin_ctz(m)));
+  }
+  for (unsigned i = 0; i < threads; ++i) {
+    const Fiber& f = *fibers[i];
+    if (f.state != State::collective) continue;
+    for (unsigned m = f.call.mask; m; m &= m - 1) {
+      const Fiber& g = lane_of(f, __builtin_ctz(m));
+      if (g.state == State::collective &&
+          (g.call.kind != f.call.kind || g.call.mask != f.call.mask || g.call.size != f.call.size))
+        fail<DivergentCollective>(*this, f, "divergent warp collective: " + waits(f, __builtin_ctz(m)));
+    }
+  }
+  // Every live thread at a barrier, but some exited or wait at another one.
+  if (at_barrier == live) {
+    const Fiber* first = nullptr;
+    for (unsigned i = 0; i < threads && !first; ++i)
+      if (fibers[i]->state == State::barrier) first = fibers[i].get();
+    for (unsigned i = 0; i < threads; ++i) {
+      const Fiber& g = *fibers[i];
+      const uint3 t = g.info.thread_idx;
+      if (g.state == State::exited)
+        fail<DivergentBarrier>(*this, *first, "divergent barrier: it waits at " + describe(*first) +
+                                                  " while thread " + dim_string(dim3(t.x, t.y, t.z)) +
+                                                  " has exited");
+      if (g.barrier != first->barrier || !same_site(g, *first))
+        fail<DivergentBarrier>(*this, *first, "divergent barrier: it waits at " + describe(*first) +
+                                                  " while thread " + dim_string(dim3(t.x, t.y, t.z)) +
+                                                  " waits at " + describe(g));
+    }
+  }
+  // A collective waiting for a lane at the barrier, which waits for the collective's lanes.
+  for (unsigned i = 0; i < threads; ++i) {
+    const Fiber& f = *fibers[i];
+    if (f.state != State::collective) continue;
+    for (unsigned m = f.call.mask; m; m &= m - 1)
+      if (lane_of(f, __builtin_ctz(m)).state == State::barrier)
+        fail<Deadlock>(*this, f, "deadlock: " + waits(f, __builtin_ctz(m)) + ", which waits for this thread");
+  }
+  const Fiber& any = *fibers[0];
+  fail<Deadlock>(*this, any, "deadlock: no thread of the block can go on");
+}
+
+void Worker::cancel() {
+  for (unsigned i = 0; i < threads; ++i) {
+    Fiber& f = *fibers[i];
+    if (!f.started || f.state == State::exited) continue;
+    f.cancelled = true;
+    running = &f;
+    current.thread = &f.info;
+    switch_context(scheduler, f.ctx);
+  }
+  running = nullptr;
+  current.thread = nullptr;
+}
+
+void Worker::run_block(Job& j, std::uint64_t linear) {
+  job = &j;
+  prepare(linear);
+  current.block = &block;
+  std::exception_ptr error;
+  try {
+    order_queue();
+    for (;;) {
+      run_round();
+      if (failed || live == 0 || j.abort.load(std::memory_order_relaxed)) break;
+      if (!resolve()) diagnose();
+      order_queue();
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!error && failed) {
+    for (unsigned i = 0; i < threads && !error; ++i) {
+      const Fiber& f = *fibers[i];
+      if (!f.error) continue;
+      // The emulator's own errors (raised by a call of this thread) as they are; any other
+      // exception wrapped, naming where it came from.
+      auto wrapped = [&](const std::string& what) {
+        const uint3 b = block.block_idx, t = f.info.thread_idx;
+        return std::make_exception_ptr(KernelException(where(*this, f) + ": " + what, j.name,
+                                                       dim3(b.x, b.y, b.z), dim3(t.x, t.y, t.z), f.error));
+      };
+      try {
+        std::rethrow_exception(f.error);
+      } catch (const Error&) {
+        error = f.error;
+      } catch (const std::exception& e) {
+        error = wrapped(std::string("exception thrown by the kernel: ") + e.what());
+      } catch (...) {
+        error = wrapped("the kernel threw an exception not derived from std::exception");
+      }
+    }
+  }
+  cancel();  // unwinds the fibers still waiting (an error, or the launch stopping)
+  current.block = nullptr;
+  release_shared();
+  job = nullptr;
+  if (error) std::rethrow_exception(error);
+}
+
+// ---------------------------------------------------------------- synchronisation calls
+int barrier(BarrierKind kind, int predicate, const char* file, int line) {
+  Fiber& f = running_fiber(barrier_name(kind));
+  Worker& w = *f.worker;
+  f.barrier = kind;
+  f.call.operand = predicate;
+  f.file = file;
+  f.line = line;
+  f.state = State::barrier;
+  ++w.at_barrier;
+  suspend(w, f);
+  return int(f.word);
+}
+
+unsigned collective(const CollectiveCall& call) {
+  Fiber& f = running_fiber(collective_name(call.kind));
+  Worker& w = *f.worker;
+  auto refuse = [&](const std::string& why) {
+    fail<DivergentCollective>(w, f, std::string(collective_name(call.kind)) + " at " +
+                                        site_string(call.file, call.line) + ": " + why);
+  };
+  if (call.kind != Collective::activemask) {
+    if (!(call.mask >> f.lane & 1))
+      refuse("its mask " + hex(call.mask) + " does not name the calling lane " + std::to_string(f.lane));
+    if (call.mask & ~existing_lanes(w.threads, f.warp))
+      refuse("its mask " + hex(call.mask) + " names lanes past the block's " + std::to_string(w.threads) +
+             " threads");
+  }
+  if (is_shuffle(call.kind) && (call.width < 1 || call.width > 32 || (call.width & (call.width - 1))))
+    refuse("width " + std::to_string(call.width) + " is not a power of two from 1 to 32");
+  f.call = call;
+  f.file = call.file;
+  f.line = call.line;
+  if (call.size) std::memcpy(f.value, call.value, call.size);
+  f.state = State::collective;
+  if (call.kind != Collective::activemask && call.mask == 1u << f.lane) {
+    w.resolve_group(f.warp, call.mask);  // alone in its mask: nothing to wait for
+    f.state = State::running;
+  } else {
+    suspend(w, f);
+  }
+  if (call.size) std::memcpy(call.result, f.result, call.size);
+  return f.word;
+}
+
+}  // namespace gnnfuse::simt::detail

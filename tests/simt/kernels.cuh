@@ -1,0 +1,387 @@
+// Test kernels of the SIMT emulator, one text for two compilers: test_simt.cpp runs them
+// through the emulator (g++ -DGNNFUSE_SIMT_EMU), kernels_nvcc.cu compiles them with nvcc for
+// sm_80 and sm_90a under ptxas' spill and local-memory warnings as errors. Each kernel has a
+// host launcher (launch_*), so the launches are one text too. Pointers are device pointers on
+// a GPU and host pointers in the emulator.
+#pragma once
+
+#include "cuda/simt.cuh"
+
+namespace simt_test {
+
+// ---------------------------------------------------------------- block-shared memory
+// Each block reverses its slice through a static shared array; a second array holds the
+// block's index, written by one thread and read by all after the barrier (a block reading
+// another block's storage would see another index).
+GNNFUSE_GLOBAL void reverse_in_block(const int* in, int* out, int* owner_ok) {
+  GNNFUSE_SHARED_ARRAY(int, slice, 256);
+  GNNFUSE_SHARED_ARRAY(unsigned, owner, 1);
+  const int t = threadIdx.x, base = blockIdx.x * blockDim.x;
+  slice[t] = in[base + t];
+  if (t == 0) owner[0] = blockIdx.x;
+  __syncthreads();
+  out[base + t] = slice[blockDim.x - 1 - t];
+  owner_ok[base + t] = owner[0] == blockIdx.x;
+}
+inline void launch_reverse_in_block(int blocks, int threads, const int* in, int* out, int* owner_ok) {
+  GNNFUSE_LAUNCH(reverse_in_block, blocks, threads, 0, 0, in, out, owner_ok);
+}
+
+// A tree sum over the block's dynamic shared memory (blockDim.x a power of two); also reports
+// the buffer's alignment.
+GNNFUSE_GLOBAL void dynamic_shared_sum(const float* in, float* out, unsigned* misalignment) {
+  GNNFUSE_DYNAMIC_SHARED(float, buf);
+  const unsigned t = threadIdx.x;
+  buf[t] = in[blockIdx.x * blockDim.x + t];
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (t < half) buf[t] += buf[t + half];
+    __syncthreads();
+  }
+  if (t == 0) {
+    out[blockIdx.x] = buf[0];
+    misalignment[blockIdx.x] = unsigned(reinterpret_cast<unsigned long long>(buf) % 16);
+  }
+}
+inline void launch_dynamic_shared_sum(int blocks, int threads, const float* in, float* out,
+                                      unsigned* misalignment) {
+  GNNFUSE_LAUNCH(dynamic_shared_sum, blocks, threads, threads * sizeof(float) + 12, 0, in, out, misalignment);
+}
+
+// Reads shared memory before anything wrote it (a bug on a GPU: the emulator's poison shows).
+GNNFUSE_GLOBAL void read_before_write(unsigned* static_bits, unsigned* dynamic_bits) {
+  GNNFUSE_SHARED_ARRAY(unsigned, never_written, 64);
+  GNNFUSE_DYNAMIC_SHARED(unsigned, dyn);
+  static_bits[threadIdx.x] = never_written[threadIdx.x];
+  dynamic_bits[threadIdx.x] = dyn[threadIdx.x];
+}
+inline void launch_read_before_write(unsigned* static_bits, unsigned* dynamic_bits) {
+  GNNFUSE_LAUNCH(read_before_write, 1, 64, 64 * sizeof(unsigned), 0, static_bits, dynamic_bits);
+}
+
+// Writes its neighbour's slot without a barrier between the write and the read: the result
+// depends on the order the threads run in.
+GNNFUSE_GLOBAL void missing_barrier(int* out) {
+  GNNFUSE_SHARED_ARRAY(int, slot, 128);
+  const int t = threadIdx.x;
+  slot[t] = t + 1;
+  out[blockIdx.x * blockDim.x + t] = slot[(t + 1) % blockDim.x];
+}
+inline void launch_missing_barrier(int blocks, int* out) {
+  GNNFUSE_LAUNCH(missing_barrier, blocks, 128, 0, 0, out);
+}
+
+// ---------------------------------------------------------------- block barriers
+// Every thread gets the block's count / and / or of pred.
+GNNFUSE_GLOBAL void barrier_predicates(const int* pred, int* count, int* all, int* any) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int p = pred[i];
+  count[i] = __syncthreads_count(p);
+  all[i] = __syncthreads_and(p);
+  any[i] = __syncthreads_or(p);
+}
+inline void launch_barrier_predicates(int blocks, int threads, const int* pred, int* count, int* all,
+                                      int* any) {
+  GNNFUSE_LAUNCH(barrier_predicates, blocks, threads, 0, 0, pred, count, all, any);
+}
+
+// Threads from `first_exit` on return before the barrier the others wait at.
+GNNFUSE_GLOBAL void divergent_barrier(int first_exit, int* out) {
+  if (int(threadIdx.x) >= first_exit) return;
+  __syncthreads();
+  out[threadIdx.x] = 1;
+}
+inline void launch_divergent_barrier(int first_exit, int* out) {
+  GNNFUSE_LAUNCH(divergent_barrier, 2, 64, 0, 0, first_exit, out);
+}
+
+// Odd and even threads wait at two different barriers.
+GNNFUSE_GLOBAL void two_barriers(int* out) {
+  if (threadIdx.x % 2) {
+    __syncthreads();
+    out[threadIdx.x] = 1;
+  } else {
+    __syncthreads();
+    out[threadIdx.x] = 2;
+  }
+}
+inline void launch_two_barriers(int* out) { GNNFUSE_LAUNCH(two_barriers, 1, 64, 0, 0, out); }
+
+// ---------------------------------------------------------------- warp collectives
+// mode 0..3: __shfl_sync, __shfl_up_sync, __shfl_down_sync, __shfl_xor_sync with each lane's
+// operand; lanes whose mask is 0 do not take part (out = in).
+template <class T>
+GNNFUSE_GLOBAL void shuffle(int mode, int width, const unsigned* masks, const int* operands, const T* in,
+                            T* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned mask = masks[i];
+  T v = in[i];
+  if (mask != 0) {
+    if (mode == 0) v = __shfl_sync(mask, v, operands[i], width);
+    if (mode == 1) v = __shfl_up_sync(mask, v, unsigned(operands[i]), width);
+    if (mode == 2) v = __shfl_down_sync(mask, v, unsigned(operands[i]), width);
+    if (mode == 3) v = __shfl_xor_sync(mask, v, operands[i], width);
+  }
+  out[i] = v;
+}
+template <class T>
+inline void launch_shuffle(int blocks, int threads, int mode, int width, const unsigned* masks,
+                           const int* operands, const T* in, T* out) {
+  GNNFUSE_LAUNCH(shuffle<T>, blocks, threads, 0, 0, mode, width, masks, operands, in, out);
+}
+
+// Ballot, any and all over each lane's mask (0: not taking part).
+GNNFUSE_GLOBAL void vote(const unsigned* masks, const int* pred, unsigned* ballot, int* any, int* all) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned mask = masks[i];
+  if (mask == 0) return;
+  ballot[i] = __ballot_sync(mask, pred[i]);
+  any[i] = __any_sync(mask, pred[i]);
+  all[i] = __all_sync(mask, pred[i]);
+}
+inline void launch_vote(int blocks, int threads, const unsigned* masks, const int* pred, unsigned* ballot,
+                        int* any, int* all) {
+  GNNFUSE_LAUNCH(vote, blocks, threads, 0, 0, masks, pred, ballot, any, all);
+}
+
+// __activemask in two branches: every third lane, and the others.
+GNNFUSE_GLOBAL void active_masks(unsigned* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x % 3 == 0)
+    out[i] = __activemask();
+  else
+    out[i] = __activemask();
+}
+inline void launch_active_masks(int threads, unsigned* out) {
+  GNNFUSE_LAUNCH(active_masks, 1, threads, 0, 0, out);
+}
+
+// Lanes exchange values through shared memory, ordered by __syncwarp only.
+GNNFUSE_GLOBAL void syncwarp_exchange(int* out) {
+  GNNFUSE_SHARED_ARRAY(int, slot, 128);
+  const int t = threadIdx.x;
+  slot[t] = 3 * t + 1;
+  __syncwarp();
+  const int neighbour = slot[t ^ 1];
+  __syncwarp();
+  slot[t] = neighbour * 2;
+  __syncwarp();
+  out[blockIdx.x * blockDim.x + t] = slot[t ^ 3];
+}
+inline void launch_syncwarp_exchange(int blocks, int* out) {
+  GNNFUSE_LAUNCH(syncwarp_exchange, blocks, 128, 0, 0, out);
+}
+
+// Lanes 0-15 shuffle over the whole warp while lanes 16-31 wait at the block barrier.
+GNNFUSE_GLOBAL void shuffle_barrier_deadlock(int* out) {
+  int v = threadIdx.x;
+  if (threadIdx.x % 32 < 16)
+    v = __shfl_sync(0xffffffffu, v, 0);
+  else
+    __syncthreads();
+  out[threadIdx.x] = v;
+}
+inline void launch_shuffle_barrier_deadlock(int* out) {
+  GNNFUSE_LAUNCH(shuffle_barrier_deadlock, 1, 64, 0, 0, out);
+}
+
+// Lanes 16-31 exit (or, in a block of 16 threads, do not exist); lanes 0-15 shuffle over the
+// whole warp.
+GNNFUSE_GLOBAL void shuffle_exited_lanes(int* out) {
+  if (threadIdx.x % 32 >= 16) return;
+  out[threadIdx.x] = __shfl_down_sync(0xffffffffu, int(threadIdx.x), 1);
+}
+inline void launch_shuffle_exited_lanes(int threads, int* out) {
+  GNNFUSE_LAUNCH(shuffle_exited_lanes, 1, threads, 0, 0, out);
+}
+
+// Even lanes ballot while odd lanes shuffle, both over the whole warp.
+GNNFUSE_GLOBAL void mismatched_collectives(int* out) {
+  if (threadIdx.x % 2)
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, int(threadIdx.x), 0);
+  else
+    out[threadIdx.x] = int(__ballot_sync(0xffffffffu, 1));
+}
+inline void launch_mismatched_collectives(int* out) {
+  GNNFUSE_LAUNCH(mismatched_collectives, 1, 32, 0, 0, out);
+}
+
+// A mask that leaves out the calling lane.
+GNNFUSE_GLOBAL void mask_without_caller(int* out) {
+  out[threadIdx.x] = int(__ballot_sync(1u << ((threadIdx.x + 1) % 32), 1));
+}
+inline void launch_mask_without_caller(int* out) { GNNFUSE_LAUNCH(mask_without_caller, 1, 32, 0, 0, out); }
+
+// ---------------------------------------------------------------- atomics
+struct AtomicCounters {
+  int i;
+  unsigned u;
+  unsigned long long ull;
+  float f;
+  double d;
+  __half h;
+  __nv_bfloat16 b;
+  int imax, imin;
+  unsigned umax, umin;
+  long long llmax, llmin;
+  int cas;
+  int exch;
+};
+// Every thread adds to every counter (the half and bf16 ones only as far as they count
+// exactly), takes a ticket, and increments `cas` with a compare-and-swap loop.
+GNNFUSE_GLOBAL void atomics(AtomicCounters* c, int* tickets, int* exchanged) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  tickets[i] = atomicAdd(&c->i, 1);
+  atomicAdd(&c->u, 2u);
+  atomicAdd(&c->ull, 3ull);
+  atomicAdd(&c->f, 0.5f);
+  atomicAdd(&c->d, 0.25);
+  if (i < 2048) atomicAdd(&c->h, __float2half(1.0f));
+  if (i < 256) atomicAdd(&c->b, __float2bfloat16(1.0f));
+  const int signed_value = (i * 7919) % 2001 - 1000;
+  atomicMax(&c->imax, signed_value);
+  atomicMin(&c->imin, signed_value);
+  atomicMax(&c->umax, unsigned(i) * 3u);
+  atomicMin(&c->umin, unsigned(i) + 5u);
+  atomicMax(&c->llmax, (long long)signed_value * 4000000000ll);
+  atomicMin(&c->llmin, (long long)signed_value * 4000000000ll);
+  int seen = c->cas, prev;
+  while ((prev = atomicCAS(&c->cas, seen, seen + 1)) != seen) seen = prev;
+  exchanged[i] = atomicExch(&c->exch, i);
+}
+inline void launch_atomics(int blocks, int threads, AtomicCounters* c, int* tickets, int* exchanged) {
+  GNNFUSE_LAUNCH(atomics, blocks, threads, 0, 0, c, tickets, exchanged);
+}
+
+// ---------------------------------------------------------------- checks and fp16 / bf16
+GNNFUSE_GLOBAL void checked_gather(int n, const int* index, const float* in, float* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  GNNFUSE_DEVICE_CHECK(index[i] >= 0 && index[i] < n, "gather index out of range");
+  out[i] = in[index[i]];
+}
+inline void launch_checked_gather(int blocks, int threads, int n, const int* index, const float* in,
+                                  float* out) {
+  GNNFUSE_LAUNCH(checked_gather, blocks, threads, 0, 0, n, index, in, out);
+}
+
+// Half and bf16 arithmetic through CUDA's own types and operators; `dot` sums a*b in fp32
+// (a warp butterfly, then one atomic per warp).
+GNNFUSE_GLOBAL void low_precision(int n, const __half* a, const __half* b, const __half* c, __half* mul_add,
+                                  __half* fused, const __nv_bfloat16* p, const __nv_bfloat16* q,
+                                  __nv_bfloat16* bf_mul_add, __nv_bfloat16* bf_fused, float* dot) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float partial = 0.0f;
+  if (i < n) {
+    mul_add[i] = a[i] * b[i] + c[i];
+    fused[i] = __hfma(a[i], b[i], c[i]);
+    bf_mul_add[i] = p[i] * q[i] + p[i];
+    bf_fused[i] = __hfma(p[i], q[i], p[i]);
+    partial = __half2float(a[i]) * __half2float(b[i]);
+  }
+  for (int lanes = 16; lanes > 0; lanes /= 2) partial += __shfl_xor_sync(0xffffffffu, partial, lanes);
+  if (threadIdx.x % 32 == 0) atomicAdd(dot, partial);
+}
+inline void launch_low_precision(int blocks, int threads, int n, const __half* a, const __half* b,
+                                 const __half* c, __half* mul_add, __half* fused, const __nv_bfloat16* p,
+                                 const __nv_bfloat16* q, __nv_bfloat16* bf_mul_add, __nv_bfloat16* bf_fused,
+                                 float* dot) {
+  GNNFUSE_LAUNCH(low_precision, blocks, threads, 0, 0, n, a, b, c, mul_add, fused, p, q, bf_mul_add, bf_fused,
+                 dot);
+}
+
+// ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
+// Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's
+// nonzeros for a tile of T features, the partial sums reduced by a __shfl_down_sync tree over
+// the group's lanes.
+template <int G, int T>
+GNNFUSE_GLOBAL void spmm_rows(int rows, int features, const int* __restrict__ rowptr, const int* __restrict__ col,
+                              const float* __restrict__ val, const float* __restrict__ x, float* __restrict__ y) {
+  const int lane = threadIdx.x % 32;
+  const int member = lane % G;
+  const unsigned group_mask = G == 32 ? 0xffffffffu : ((1u << (G % 32)) - 1u) << (lane - member);
+  const int groups = gridDim.x * blockDim.x / G;
+  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / G; row < rows; row += groups) {
+    const int begin = __ldg(rowptr + row), end = __ldg(rowptr + row + 1);
+    for (int f0 = 0; f0 < features; f0 += T) {
+      float acc[T];
+      GNNFUSE_UNROLL
+      for (int t = 0; t < T; ++t) acc[t] = 0.0f;
+      for (int p = begin + member; p < end; p += G) {
+        const float v = __ldg(val + p);
+        const float* xr = x + (long long)__ldg(col + p) * features + f0;
+        GNNFUSE_UNROLL
+        for (int t = 0; t < T; ++t) {
+          if (f0 + t < features) acc[t] += v * __ldg(xr + t);
+        }
+      }
+      GNNFUSE_UNROLL
+      for (int offset = G / 2; offset > 0; offset /= 2) {
+        GNNFUSE_UNROLL
+        for (int t = 0; t < T; ++t) acc[t] += __shfl_down_sync(group_mask, acc[t], offset, G);
+      }
+      if (member == 0) {
+        GNNFUSE_UNROLL
+        for (int t = 0; t < T; ++t) {
+          if (f0 + t < features) y[(long long)row * features + f0 + t] = acc[t];
+        }
+      }
+    }
+  }
+}
+
+// Warp per row: lanes over features; the warp loads 32 nonzeros at a time, one per lane, and
+// passes each to every lane: broadcast by __shfl_sync, or (Staged) through the warp's slice of
+// shared memory, ordered by __syncwarp.
+template <bool Staged>
+GNNFUSE_GLOBAL void spmm_warp_row(int rows, int features, const int* __restrict__ rowptr,
+                                  const int* __restrict__ col, const float* __restrict__ val,
+                                  const float* __restrict__ x, float* __restrict__ y) {
+  GNNFUSE_SHARED_ARRAY(int, cols, 256);
+  GNNFUSE_SHARED_ARRAY(float, vals, 256);
+  const int lane = threadIdx.x % 32;
+  const int slice = threadIdx.x - lane;
+  const int warps = gridDim.x * blockDim.x / 32;
+  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
+    const int begin = __ldg(rowptr + row), end = __ldg(rowptr + row + 1);
+    for (int f0 = 0; f0 < features; f0 += 32) {
+      const int f = f0 + lane;
+      float acc = 0.0f;
+      for (int chunk = begin; chunk < end; chunk += 32) {
+        const int p = chunk + lane;
+        const int c = p < end ? __ldg(col + p) : 0;
+        const float v = p < end ? __ldg(val + p) : 0.0f;
+        if (Staged) {
+          __syncwarp();  // the previous chunk is read
+          cols[slice + lane] = c;
+          vals[slice + lane] = v;
+          __syncwarp();
+        }
+        const int n = min(32, end - chunk);
+        for (int k = 0; k < n; ++k) {
+          const int ck = Staged ? cols[slice + k] : __shfl_sync(0xffffffffu, c, k);
+          const float vk = Staged ? vals[slice + k] : __shfl_sync(0xffffffffu, v, k);
+          if (f < features) acc += vk * __ldg(x + (long long)ck * features + f);
+        }
+      }
+      if (f < features) y[(long long)row * features + f] = acc;
+    }
+  }
+}
+
+// variant: 1, 2, 4, 8, 16, 32 (row-split with that group size, 8 features per lane),
+// -1 (warp per row), -2 (warp per row, staged). 256 threads per block.
+inline void launch_spmm(int variant, int blocks, int rows, int features, const int* rowptr, const int* col,
+                        const float* val, const float* x, float* y) {
+  switch (variant) {
+    case 1: GNNFUSE_LAUNCH((spmm_rows<1, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    case 2: GNNFUSE_LAUNCH((spmm_rows<2, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    case 4: GNNFUSE_LAUNCH((spmm_rows<4, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    case 8: GNNFUSE_LAUNCH((spmm_rows<8, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    case 16: GNNFUSE_LAUNCH((spmm_rows<16, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    case 32: GNNFUSE_LAUNCH((spmm_rows<32, 8>), blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    case -1: GNNFUSE_LAUNCH(spmm_warp_row<false>, blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+    default: GNNFUSE_LAUNCH(spmm_warp_row<true>, blocks, 256, 0, 0, rows, features, rowptr, col, val, x, y); break;
+  }
+}
+
+}  // namespace simt_test
