@@ -64,6 +64,15 @@ void cuda_spellings(std::vector<Function>& t) {
        [=](const std::string& x, const std::string& p) { return "(" + cu + "max_of(" + x + ", acc_t(0)) + " + p + " * " + cu + "min_of(" + x + ", acc_t(0)))"; }},
       {"leaky_step", [](const std::string& x, const std::string& p) { return "(" + p + " + (acc_t(1) - " + p + ") * static_cast<acc_t>(" + x + " > acc_t(0)))"; }},
       {"pow", [=](const std::string& x, const std::string& p) { return cu + "pow_acc(" + x + ", " + p + ")"; }},
+      {"dpow",
+       [=](const std::string& x, const std::string& p) {
+         return "(" + p + " == acc_t(0) ? acc_t(0) : " + p + " * " + cu + "pow_acc(" + x + ", " + p + " - acc_t(1)))";
+       }},
+      {"d2pow",
+       [=](const std::string& x, const std::string& p) {
+         return "(" + p + " == acc_t(0) || " + p + " == acc_t(1) ? acc_t(0) : " + p + " * (" + p + " - acc_t(1)) * " + cu + "pow_acc(" + x +
+                ", " + p + " - acc_t(2)))";
+       }},
   };
   for (auto& f : t) {
     auto it = cuda.find(f.name);

@@ -200,6 +200,16 @@ TEST(Cuda, EveryOpPrints) {
   EXPECT_GT(ops, 100);
 }
 
+// pow with a float-argument exponent differentiates to dpow and d2pow (builtins.cpp): their cuda
+// spellings over cu::pow_acc, the exponent the kernel's argument.
+TEST(Cuda, PowWithAnArgumentExponent) {
+  Family f = compile_family(load_spec(kOps + "/../tests/codegen/specs/pow_sum.spec"), Target::Cuda);
+  const std::string cu = emit_op_cuda(f).at(1).text;
+  EXPECT_NE(cu.find("(arg_p == acc_t(0) ? acc_t(0) : arg_p * gnnfuse::cuda::pow_acc("), std::string::npos);
+  EXPECT_NE(cu.find("(arg_p == acc_t(0) || arg_p == acc_t(1) ? acc_t(0) : arg_p * (arg_p - acc_t(1)) * gnnfuse::cuda::pow_acc("),
+            std::string::npos);
+}
+
 // The printed row-split kernel of spmm: a group of G_ lanes per (row, tile of 8 columns), the
 // row's entries split over the lanes, X's rows read a tile at a time (VW_ elements per load),
 // the accumulators combined by a butterfly of shuffles, one lane storing.
