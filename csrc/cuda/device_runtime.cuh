@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "cuda/simt.cuh"
 
@@ -104,10 +105,17 @@ GNNFUSE_DEVICE void load_tile(acc_t<T> (&out)[C], const T* row, int64_t f0, int6
         b.w[2] = u.z;
         b.w[3] = u.w;
 #else
-        b = *reinterpret_cast<const Bytes16*>(row + f);
+        std::memcpy(&b, row + f, sizeof b);
 #endif
       }
+#if defined(__CUDACC__)
       const T* e = reinterpret_cast<const T*>(&b);
+#else
+      // g++ (the SIMT emulator) optimizes under strict aliasing: the bytes are read as T through
+      // memcpy, not through a T* into the Bytes16 (which read the zeros of b{} at -O2).
+      T e[VW];
+      std::memcpy(static_cast<void*>(e), &b, sizeof b);  // __half and __nv_bfloat16 are trivially copyable
+#endif
       GNNFUSE_UNROLL
       for (int k = 0; k < VW; ++k) out[q * VW + k] = to_acc(e[k]);
     }
