@@ -92,6 +92,49 @@ def implementations(path: Path, data: dict) -> list[str]:
     return out
 
 
+def gpu_ops(path: Path, data: dict) -> list[str]:
+    """bench/gpu/bench_gpu.py's results: per op, graph and F the automatic choice of gnnfuse's
+    generated kernels against cached cuSPARSE (best algorithm), torch.sparse and PyG-style peers."""
+    rows = [r for r in data["rows"] if r.get("ok", True) and r.get("ms")]
+    keys = ("device", "torch", "cuda", "commit", "cusparse_version")
+    out = [f"## {path.stem}", "", "_" + "; ".join(f"{k}: {data[k]}" for k in keys if k in data)
+           + f"; copy bandwidth {data.get('copy_gbs', float('nan')):.0f} GB/s (read + written)_", ""]
+    ours = {"spmm": "ours", "sddmm": "ours", "sddmm_spmm": "ours_fused"}
+    peers = {"spmm": ["cusparse_best", "torch.sparse.mm", "pyg_gather_scatter"],
+             "sddmm": ["cusparse", "torch.sampled_addmm", "pyg_gather"],
+             "sddmm_spmm": ["cusparse_unfused", "torch_unfused", "ours_unfused"]}
+    for op, mine in ours.items():
+        sub = [r for r in rows if r["op"] == op]
+        if not sub:
+            continue
+        at = {(r["graph"], r["F"], r["impl"]): r for r in sub}
+        cases = list(dict.fromkeys((r["graph"], r["F"]) for r in sub))
+        out += [f"### {op} (GPU)", "",
+                "| graph | nnz | F | gnnfuse ms (variant) | GB/s | " + " | ".join(f"{p} ms" for p in peers[op])
+                + f" | speedup vs {peers[op][0]} |",
+                "|---|---:|---:|---|---:|" + "---:|" * len(peers[op]) + "---:|"]
+        ratios = []
+        for g, f in cases:
+            m = at.get((g, f, mine))
+            if m is None:
+                continue
+            cells = []
+            for p in peers[op]:
+                r = at.get((g, f, p))
+                cells.append(f"{r['ms']:.3f}" if r else "")
+            base = at.get((g, f, peers[op][0]))
+            sp = base["ms"] / m["ms"] if base else None
+            if sp:
+                ratios.append(sp)
+            out.append(f"| {g} | {m['nnz']} | {f} | {m['ms']:.3f} ({m.get('variant', '')}) | {m.get('gbs', float('nan')):.0f} | "
+                       + " | ".join(cells) + f" | {'' if sp is None else f'{sp:.2f}x'} |")
+        if ratios:
+            out.append(f"\ngnnfuse vs {peers[op][0]}: geomean speedup {_geomean(ratios):.2f}x, "
+                       f"min {min(ratios):.2f}x over {len(ratios)} (graph, F) points")
+        out.append("")
+    return out
+
+
 def memory(path: Path, data: dict) -> list[str]:
     out = [f"## {path.stem}", "", f"_{data.get('what', '')}_", "",
            "| graph | nodes | edges | F | implementation | peak MiB | median ms |", "|---|---:|---:|---:|---|---:|---:|"]
@@ -181,7 +224,9 @@ def main() -> int:
     for f in files:
         data = json.loads(f.read_text())
         rows = data.get("results")
-        if rows and "pyg_ms" in rows[0]:
+        if f.name.startswith("gpu") and data.get("rows"):
+            lines += gpu_ops(f, data)
+        elif rows and "pyg_ms" in rows[0]:
             lines += side_by_side(f, data)
             plotted.append(f)
         elif rows and "impl" in rows[0]:
