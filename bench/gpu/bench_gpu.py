@@ -45,9 +45,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
 # runtime::cuda::Variant codes (csrc/runtime/cuda_launch.h)
-ROW_SPLIT, WARP_PER_ROW, POS_SPLIT, POS_SPLIT_ATOMIC, LANES = 0, 1, 2, 3, 4
+ROW_SPLIT, WARP_PER_ROW, POS_SPLIT, POS_SPLIT_ATOMIC, LANES, REG_LANES, POS_LANES, POS_LANES_ATOMIC = range(8)
 VARIANT_NAMES = {ROW_SPLIT: "row_split", WARP_PER_ROW: "warp_per_row", POS_SPLIT: "pos_split",
-                 POS_SPLIT_ATOMIC: "pos_split_atomic", LANES: "lanes"}
+                 POS_SPLIT_ATOMIC: "pos_split_atomic", LANES: "lanes", REG_LANES: "reg_lanes",
+                 POS_LANES: "pos_lanes", POS_LANES_ATOMIC: "pos_lanes_atomic"}
+# the variants forced one by one besides the row split's group sizes (where the op offers them)
+FORCED = (POS_SPLIT, POS_SPLIT_ATOMIC, LANES, REG_LANES, POS_LANES, POS_LANES_ATOMIC)
 CUSPARSE_SPMM_ALGS = {0: "ALG_DEFAULT", 1: "CSR_ALG1", 2: "CSR_ALG2", 3: "CSR_ALG3"}
 REAL_GRAPHS = ["pubmed", "ca-HepPh", "soc-Slashdot0902", "copter2", "luxembourg_osm"]
 
@@ -551,7 +554,7 @@ class Bench:
         if a.variants:
             for grp in (4, 8, 32):
                 ours(f"ours:row_split/g{grp}", ROW_SPLIT, grp)
-            for v in (POS_SPLIT, POS_SPLIT_ATOMIC, LANES):
+            for v in FORCED:
                 if v in offered:
                     ours(f"ours:{VARIANT_NAMES[v]}", v)
         self.protos(g, F, X, Y, chk, flops, nbytes)
@@ -639,8 +642,9 @@ class Bench:
         if a.variants:
             for grp in (4, 8, 32):
                 ours(f"ours:row_split/g{grp}", ROW_SPLIT, grp)
-            if auto and LANES in auto.offered:
-                ours("ours:lanes", LANES)
+            for v in FORCED:
+                if auto and v in auto.offered:
+                    ours(f"ours:{VARIANT_NAMES[v]}", v)
         best = None
         if self.has_cusparse:
             Ec = torch.empty(nnz, dtype=torch.float32, device=dev)
@@ -701,8 +705,9 @@ class Bench:
         if a.variants:
             for grp in (8, 32):
                 ours(f"ours_fused:row_split/g{grp}", ROW_SPLIT, grp)
-            if auto and LANES in auto.offered:
-                ours("ours_fused:lanes", LANES)
+            for v in FORCED:
+                if auto and v in auto.offered:
+                    ours(f"ours_fused:{VARIANT_NAMES[v]}", v)
         # unfused: E = sddmm(U, V), then Y = spmm(E, X)
         E = torch.empty(nnz, dtype=torch.float32, device=dev)
         try:
