@@ -144,6 +144,8 @@ void CudaPrinter::plan() {
                        (top.sched.reduction == ReductionStrategy::Segmented || top.sched.reduction == ReductionStrategy::Atomic);
       st.form = pos ? Form::PosSplit : split ? Form::RowSplit : top.sched.unit == ParallelUnit::None ? Form::Serial : Form::Lanes;
       st.tile = st.form == Form::RowSplit || st.form == Form::PosSplit ? tile : lane;
+      if (variant_ == "reg_lanes" && st.form == Form::Lanes && reg_ok(st)) st.form = Form::RegLanes;
+      if ((variant_ == "pos_lanes" || variant_ == "pos_lanes_atomic") && st.form == Form::PosSplit) st.form = Form::PosLanes;
       st.kernel = kernels++;
       for (auto* s : st.body)
         each(*s, [&](const imp::Stmt& x) {
@@ -153,7 +155,7 @@ void CudaPrinter::plan() {
             st.staged_values = st.staged_values || (d && !d->values.empty());
             st.staged_edges = st.staged_edges || x.csc;
           }
-          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0)
+          if (x.kind == imp::Stmt::Kind::For && (x.sched.feature_tile > 0 || (st.form == Form::RegLanes && x.sched.unit == ParallelUnit::Lane)))
             for (auto& b : x.body)
               each(*b, [&](const imp::Stmt& y) {
                 if (!y.rhs) return;
@@ -262,7 +264,7 @@ std::string CudaPrinter::temp_ref(const Access& a) const {
                                            }()) + "]";
   if (regs_.count(n)) {
     if (!in_tile_) fail(s_.loc, "internal error: register tile " + n + " read outside its tile loop");
-    return n + "[k_]";
+    return n + "[" + kidx_ + "]";
   }
   if (a.idx.empty()) return n;
   return n + "[" + offset(a.idx) + "]";
@@ -274,7 +276,7 @@ std::string CudaPrinter::read(const imp::Value& v) const {
   switch (v.role) {
     case Role::SparseInput: {
       if (d->values.empty()) return "acc_t(1)";
-      if (a.tensor == staged_) return "sv_[q_]";
+      if (a.tensor == staged_) return staged_value_;
       const std::string e = "e_" + a.tensor;
       if (d->values_optional) return "(" + a.tensor + "_val != nullptr ? cu::load(" + a.tensor + "_val + " + e + ") : acc_t(1))";
       return "cu::load(" + a.tensor + "_val + " + e + ")";
@@ -343,6 +345,7 @@ void CudaPrinter::assign(const imp::Stmt& s) {
   std::vector<std::string> guards;
   if (uniform_writer()) guards.push_back("lane_ == 0");
   if (step_->form == Form::RowSplit && !step_->tile.empty() && !in_tile_) guards.push_back("f0_ == 0");
+  if (step_->form == Form::RegLanes && !in_tile_) guards.push_back("c0_ == 0");  // once per row, not per pass
   auto guarded = [&](const std::string& l) {
     std::string cond;
     for (auto& g : guards) cond += (cond.empty() ? "" : " && ") + g;
@@ -407,7 +410,7 @@ void CudaPrinter::fill(const imp::Stmt& s) {
   const std::string v = init(s.init);
   if (regs_.count(n)) {
     line("GNNFUSE_UNROLL");
-    line("for (int k_ = 0; k_ < C_; ++k_) " + n + "[k_] = " + v + ";");
+    line("for (int k_ = 0; k_ < " + regs_len_ + "; ++k_) " + n + "[k_] = " + v + ";");
     if (args_.count(n)) {
       line("GNNFUSE_UNROLL");
       line("for (int k_ = 0; k_ < C_; ++k_) " + n + "_at[k_] = -1;");
@@ -461,7 +464,7 @@ void CudaPrinter::statement(const imp::Stmt& s) {
     case imp::Stmt::Kind::Alloc: {
       const std::string& n = s.tensor;
       if (regs_.count(n)) {  // set by its fill (an accumulator) or its assignments
-        line("acc_t " + n + "[C_];");
+        line("acc_t " + n + "[" + regs_len_ + "];");
         if (args_.count(n)) line("long long " + n + "_at[C_];");
       } else if (s.dims.empty()) {
         line("acc_t " + n + " = " + init(s.init) + ";");
@@ -507,6 +510,10 @@ void CudaPrinter::statement(const imp::Stmt& s) {
 }
 
 void CudaPrinter::loop(const imp::Stmt& s) {
+  if (reg_form() && (s.sched.unit == ParallelUnit::Lane || s.sched.feature_tile > 0)) {
+    reg_lane_loop(s);
+    return;
+  }
   if (s.sched.feature_tile > 0 && (step_->form == Form::RowSplit || step_->form == Form::PosSplit)) {
     tile_loop(s);
     return;
@@ -638,6 +645,10 @@ void CudaPrinter::walk(const imp::Stmt& s) {
     combine(s, s.sched.reduced);
     return;
   }
+  if (s.sched.stage_shared && !divergent_ && step_->form == Form::RegLanes) {
+    broadcast_walk(s);
+    return;
+  }
   if (s.sched.stage_shared && !divergent_ && (step_->form == Form::Lanes || step_->form == Form::Serial)) {
     staged_walk(s);
     return;
@@ -708,12 +719,16 @@ std::string CudaPrinter::kernel_name(const Step& st, const std::string& suffix) 
   return fn_ + "_k" + std::to_string(st.kernel) + suffix;
 }
 
-void CudaPrinter::kernel_head(const Step& st, bool vec) {
-  line(std::string("template <typename scalar_t, typename index_t") + (vec ? ", int VW_" : "") + ">");
+void CudaPrinter::kernel_head(const Step& st, bool vec, bool regs) {
+  line(std::string("template <typename scalar_t, typename index_t") + (vec ? ", int VW_" : "") + (regs ? ", int R_" : "") + ">");
   open("GNNFUSE_GLOBAL void " + kernel_name(st) + "(const " + s_.name + "_params prm, const runtime::cuda::KernelLaunch kl_, unsigned char* ws_) {");
   line("using acc_t = cu::acc_t<scalar_t>;");
   line("(void)ws_;");
-  if (vec) {
+  if (regs) {
+    line("constexpr int C_ = VW_;  // elements per lane of a register chunk (R_ chunks)");
+    line("constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;");
+    line("(void)VWA_;");
+  } else if (vec) {
     line("constexpr int C_ = " + std::to_string(8) + ";  // the feature tile: columns per thread");
     line("constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;");
     line("(void)VWA_;");
@@ -738,6 +753,9 @@ void CudaPrinter::setup_row_context(const Step& st) {
   tiles_.clear();
   divergent_ = false;
   in_tile_ = false;
+  const bool reg = st.form == Form::RegLanes || st.form == Form::PosLanes;
+  kidx_ = reg ? "r_ * C_ + k_" : "k_";
+  regs_len_ = reg ? "R_ * C_" : "C_";
   std::set<std::string> used;
   for (auto* s : st.body)
     each(*s, [&](const imp::Stmt& x) {
@@ -747,14 +765,14 @@ void CudaPrinter::setup_row_context(const Step& st) {
         each_value(*x.rhs, [&](const imp::Value& v) {
           if (v.kind == imp::Value::Kind::Read) used.insert(v.access.tensor);
         });
-        if (x.kind == imp::Stmt::Kind::Accumulate && !x.arg_out.empty() && st.form != Form::Lanes && st.form != Form::Serial)
+        if (x.kind == imp::Stmt::Kind::Accumulate && !x.arg_out.empty() && st.form != Form::Lanes && st.form != Form::Serial && !reg)
           args_.insert(x.lhs.tensor);
       }
     });
   for (auto* s : st.body)
     each(*s, [&](const imp::Stmt& x) {
       if (x.kind != imp::Stmt::Kind::Alloc || x.dims.empty() || !used.count(x.tensor) || st.rows.count(x.tensor)) return;
-      if (st.form == Form::RowSplit || st.form == Form::PosSplit) {
+      if (st.form == Form::RowSplit || st.form == Form::PosSplit || reg) {
         if (x.dims != std::vector<std::string>{st.tile}) fail(s_.loc, "internal error: row buffer " + x.tensor + " is not over the tile");
         regs_.insert(x.tensor);
       } else if (std::count(x.dims.begin(), x.dims.end(), st.tile)) {
@@ -870,6 +888,11 @@ std::string CudaPrinter::kernels() {
         break;
       case Form::Lanes:
       case Form::Serial: lanes_kernel(st); break;
+      case Form::RegLanes: reg_lanes_kernel(st); break;
+      case Form::PosLanes:
+        pos_lanes_kernel(st);
+        if (st.top->sched.reduction == ReductionStrategy::Segmented) pos_fixup(st);
+        break;
     }
   }
   step_ = nullptr;

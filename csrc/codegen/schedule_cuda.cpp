@@ -441,6 +441,17 @@ std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node
     out.erase(std::remove_if(out.begin(), out.end(), [](const ScheduleVariant& v) { return v.name == "lanes"; }), out.end());
     out[0].name = "lanes";
   }
+  // The register forms (cuda_kernel_lanes.cpp): the lanes tree printed with the row buffers in
+  // registers, and the pos split tree printed with lanes over its tile; the printer keeps the
+  // older form for a kernel whose buffers cannot live in registers.
+  const std::pair<const char*, Form> regs[] = {
+      {"reg_lanes", Form::Lanes}, {"pos_lanes", Form::PosSplit}, {"pos_lanes_atomic", Form::PosSplitAtomic}};
+  for (auto& [name, form] : regs) {
+    std::unique_ptr<Node> t = root.clone();
+    CudaSchedule s(p, *t);
+    if (!s.apply(form)) continue;
+    out.push_back({name, std::move(t), nullptr});
+  }
   return out;
 }
 
