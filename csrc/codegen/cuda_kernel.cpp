@@ -131,6 +131,7 @@ void CudaPrinter::plan() {
       }
       bool split = false;
       std::string tile, lane;
+      std::set<std::string> kept;  // the row buffers' variables
       for (auto* s : st.body)
         each(*s, [&](const imp::Stmt& x) {
           if (x.kind == imp::Stmt::Kind::Walk && x.sched.unit == ParallelUnit::LaneGroup) split = true;
@@ -138,7 +139,8 @@ void CudaPrinter::plan() {
             split = true;
             tile = x.var;
           }
-          if (x.kind == imp::Stmt::Kind::For && x.sched.unit == ParallelUnit::Lane) lane = x.var;
+          if (x.kind == imp::Stmt::Kind::Alloc && x.dims.size() == 1) kept.insert(x.dims[0]);
+          if (x.kind == imp::Stmt::Kind::For && x.sched.unit == ParallelUnit::Lane && (lane.empty() || !kept.count(lane))) lane = x.var;
         });
       const bool pos = !top.sched.balance_by.empty() &&
                        (top.sched.reduction == ReductionStrategy::Segmented || top.sched.reduction == ReductionStrategy::Atomic);

@@ -9,6 +9,11 @@ namespace gnnfuse::codegen::emit {
 
 namespace {
 
+void each_stmt_(const imp::Stmt& s, const std::function<void(const imp::Stmt&)>& f) {
+  f(s);
+  for (auto& k : s.body) each_stmt_(*k, f);
+}
+
 const imp::Stmt* first(const std::vector<const imp::Stmt*>& body, imp::Stmt::Kind kind) {
   for (auto* s : body)
     if (s->kind == kind) return s;
@@ -205,6 +210,14 @@ void CudaPrinter::shape(const Step& st) {
   if (reg_form()) {
     line(std::string("k_.regs = ") + (regs_.empty() ? "false" : "true") + ";");
     line(std::string("k_.passes = ") + (reg_passes(st) ? "true" : "false") + ";");
+    std::set<std::string> vars;  // every lane loop's variable: vector loads need each extent a multiple of VW
+    for (auto* s : st.body)
+      each_stmt_(*s, [&](const imp::Stmt& x) {
+        if (x.kind == imp::Stmt::Kind::For && (x.sched.unit == ParallelUnit::Lane || x.sched.feature_tile > 0) && x.var != st.tile) vars.insert(x.var);
+      });
+    std::string g = "n_" + st.tile;
+    for (auto& x : vars) g = "runtime::cuda::gcd_of(" + g + ", n_" + x + ")";
+    if (!vars.empty()) line("k_.lane_gcd = " + g + ";");
   }
   line("v_.kernels.push_back(k_);");
   close();

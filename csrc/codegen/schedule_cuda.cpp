@@ -40,7 +40,9 @@ constexpr int kBlockThreads = 256;  // threads per block (seed 000)
 constexpr int kFeatureTile = 8;    // columns per thread (seed 000's column tile)
 constexpr int kWarp = 32;
 
-enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes };
+// RegLanes: the lanes form with every dense variable's loops over the lanes where they allow it
+// (a dot product beside the row buffers' loops: sddmm_spmm's logits), for the register kernels.
+enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes, RegLanes };
 
 std::string level_of(const Node& n) {
   std::string level = n.walk;
@@ -76,12 +78,12 @@ class CudaSchedule {
         }
       }
       for (auto [b, e] : phases(*top)) {
-        if (grid && form != Form::Lanes && row_split(*top, b, e)) {
+        if (grid && form != Form::Lanes && form != Form::RegLanes && row_split(*top, b, e)) {
           used = used || form == Form::RowSplit;
           continue;
         }
-        lanes(*top, b, e);
-        used = used || form == Form::Lanes;
+        lanes(*top, b, e, form == Form::RegLanes);
+        used = used || form == Form::Lanes || form == Form::RegLanes;
       }
     }
     return used;
@@ -338,7 +340,9 @@ class CudaSchedule {
   // Lanes: the phase's lane variable is the last variable of the spec's order among its dense
   // loops whose statements keep it or sum over it into values of the enclosing loops; its loops
   // go to the lanes. Walks directly under the row loop stage their entries in shared memory.
-  void lanes(Node& top, size_t b, size_t e) {
+  // With `more` (RegLanes), then the loops of every other dense variable that neither hold nor
+  // lie in lane loops and only sum over it or keep values of one iteration (no row buffer).
+  void lanes(Node& top, size_t b, size_t e, bool more = false) {
     std::set<std::string> dense_vars;
     std::function<void(const Node&)> vars = [&](const Node& n) {
       if (is_dense_loop(n)) dense_vars.insert(n.var);
@@ -348,11 +352,32 @@ class CudaSchedule {
     std::string v;
     for (auto it = p_.order.rbegin(); it != p_.order.rend() && v.empty(); ++it)
       if (dense_vars.count(*it)) v = *it;
+    std::string kept;  // RegLanes: the variable the row buffers keep comes first
+    if (more && tile_var(top, b, e, &kept) && dense_vars.count(kept)) v = kept;
+    lane_var(top, b, e, v, false);
+    if (more)
+      for (auto it = p_.order.rbegin(); it != p_.order.rend(); ++it)
+        if (dense_vars.count(*it) && *it != v) lane_var(top, b, e, *it, true);
+    for (size_t k = b; k < e; ++k)
+      if (is_walk(*top.kids[k])) top.kids[k]->sched.stage_shared = true;
+  }
+
+  static bool has_lane(const Node& n) {
+    if (n.sched.unit == ParallelUnit::Lane) return true;
+    for (auto& k : n.kids)
+      if (has_lane(*k)) return true;
+    return false;
+  }
+
+  // The loops over v of the phase to the lanes, if they allow it (`extra`: a further lane
+  // variable, its loops outside and around no lane loop, keeping no row buffer over v).
+  void lane_var(Node& top, size_t b, size_t e, const std::string& v, bool extra) {
     std::vector<std::pair<Node*, std::vector<std::string>>> loops;
     bool ok = !v.empty();
     std::function<void(Node&, std::set<std::string>&)> rec = [&](Node& n, std::set<std::string>& bound) {
+      if (extra && n.sched.unit == ParallelUnit::Lane) return;  // another variable's lanes: nothing under them
       if (n.kind == Node::Kind::Loop && n.var == v) {
-        if (!is_dense_loop(n)) ok = false;
+        if (!is_dense_loop(n) || (extra && has_lane(n))) ok = false;
         std::vector<std::string> red;
         std::function<void(const Node&)> in = [&](const Node& m) {
           if (m.kind == Node::Kind::Loop && m.var != v && !is_dense_loop(m)) ok = false;  // a walk under the lanes
@@ -361,7 +386,8 @@ class CudaSchedule {
             const TensorInfo& t = p_.tensor(s.lhs.tensor);
             const Node* home = t.role == Role::Temp ? home_of(p_, root_, s.lhs.tensor) : nullptr;
             if (std::count(s.lhs.idx.begin(), s.lhs.idx.end(), v) && (t.role != Role::Temp || std::count(t.kept_dims.begin(), t.kept_dims.end(), v))) {
-              // the lane's own element
+              // the lane's own element (a further lane variable: of the output only)
+              if (extra && t.role == Role::Temp) ok = false;
             } else if (t.role == Role::Temp && home && inside(n, *home) && home != &n) {
               // a value of one iteration
             } else if (t.role == Role::Temp && home && !inside(n, *home) && s.accumulate && s.arg_out.empty()) {
@@ -393,8 +419,6 @@ class CudaSchedule {
           n->sched.reduced = red;
         }
       }
-    for (size_t k = b; k < e; ++k)
-      if (is_walk(*top.kids[k])) top.kids[k]->sched.stage_shared = true;
   }
 };
 
@@ -445,7 +469,7 @@ std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node
   // registers, and the pos split tree printed with lanes over its tile; the printer keeps the
   // older form for a kernel whose buffers cannot live in registers.
   const std::pair<const char*, Form> regs[] = {
-      {"reg_lanes", Form::Lanes}, {"pos_lanes", Form::PosSplit}, {"pos_lanes_atomic", Form::PosSplitAtomic}};
+      {"reg_lanes", Form::RegLanes}, {"pos_lanes", Form::PosSplit}, {"pos_lanes_atomic", Form::PosSplitAtomic}};
   for (auto& [name, form] : regs) {
     std::unique_ptr<Node> t = root.clone();
     CudaSchedule s(p, *t);

@@ -70,8 +70,6 @@ int vector_width(const Request& req, const KernelShape& k) {
   return vw;
 }
 
-int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }
-
 // The register forms' vector width, group and register chunks: {vw, group, regs}; group 0 when
 // the row buffers cannot cover the lane variable in one pass and the kernel needs it.
 struct RegShape {
@@ -82,7 +80,7 @@ RegShape reg_shape(const Request& req, const KernelShape& k) {
   RegShape r;
   const int64_t f = std::max<int64_t>(1, k.tile_extent);
   const int vw = 16 / std::max(1, req.scalar_bytes);
-  const int64_t g = k.lane_gcd > 0 ? gcd(k.lane_gcd, f) : f;
+  const int64_t g = k.lane_gcd > 0 ? gcd_of(k.lane_gcd, f) : f;
   r.vw = k.vector_ok && g % vw == 0 ? vw : 1;
   const int64_t vecs = ceil_div(f, r.vw);
   r.group = req.force_group > 0 ? req.force_group : pow2_at_least(vecs, kWarp);

@@ -144,6 +144,9 @@ struct Env {
   void* matmul_ctx = nullptr;
 };
 
+// The greatest common divisor of two extents (a kernel's lane loops: KernelShape::lane_gcd).
+inline int64_t gcd_of(int64_t a, int64_t b) { return b == 0 ? a : gcd_of(b, a % b); }
+
 // Rounds a byte count up to the workspace alignment.
 inline int64_t aligned(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 
