@@ -42,7 +42,7 @@ Graph make(int64_t n, bool skewed, unsigned seed) {
   std::vector<int> rp(n + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t d = 16;
-    if (skewed) d = std::min<int64_t>(n / 4, static_cast<int64_t>(4.0 / std::pow(u(rng) + 1e-12, 1.0 / 1.1)));
+    if (skewed) d = std::min<int64_t>(n / 4, static_cast<int64_t>(6.0 / std::pow(u(rng) + 1e-12, 1.0 / 1.3)));
     rp[i + 1] = static_cast<int>(rp[i] + d);
   }
   Graph g;
@@ -103,7 +103,32 @@ double time_it(const rc::LaunchConfig& cfg, const std::function<void(const rc::L
   return ms / 10.0;
 }
 
-void sweep(const char* what, const rc::Request& req0, const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run) {
+// The output after one call under cfg, against the first variant's (row_split: checked on the
+// device by the battery before): the largest difference over the largest magnitude.
+std::vector<float> g_ref;
+double check(const rc::LaunchConfig& cfg, const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run, const float* out,
+             int64_t n, bool first) {
+  rc::Env env;
+  env.workspace = g_ws;
+  CK(cudaMemset(const_cast<float*>(out), 0xff, n * 4));  // NaN: every element must be written
+  run(cfg, env);
+  CK(cudaDeviceSynchronize());
+  std::vector<float> h(n);
+  CK(cudaMemcpy(h.data(), out, n * 4, cudaMemcpyDeviceToHost));
+  if (first) g_ref = h;
+  double d = 0, m = 1e-30;
+  for (int64_t k = 0; k < n; ++k) {
+    const double x = h[k], y = g_ref[k];
+    if (x != x) return INFINITY;
+    d = std::max(d, std::fabs(x - y));
+    m = std::max(m, std::fabs(y));
+  }
+  return d / m;
+}
+
+void sweep(const char* what, const rc::Request& req0, const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run,
+           const float* out, int64_t n) {
+  bool first = true;
   rc::LaunchConfig chosen = rc::decide(req0);
   std::printf("%s: decide -> %s (group %d, regs %d, vw %d): %.3f ms\n", what, rc::to_string(chosen.variant), chosen.kernels[0].group,
               chosen.kernels[0].regs, chosen.kernels[0].vector_width, time_it(chosen, run));
@@ -114,8 +139,11 @@ void sweep(const char* what, const rc::Request& req0, const std::function<void(c
       req.deterministic = det;
       if (det && v.variant != rc::Variant::PosLanes && v.variant != rc::Variant::PosSplit) continue;
       rc::LaunchConfig cfg = rc::decide(req);
-      std::printf("  %-18s group %2d regs %d vw %d: %.3f ms\n", rc::to_string(cfg.variant), cfg.kernels[0].group, cfg.kernels[0].regs,
-                  cfg.kernels[0].vector_width, time_it(cfg, run));
+      const double ms = time_it(cfg, run);
+      const double err = check(cfg, run, out, n, first);
+      first = false;
+      std::printf("  %-18s det %d group %2d regs %d vw %d: %.3f ms  (rel. diff %.2g%s)\n", rc::to_string(cfg.variant), det, cfg.kernels[0].group,
+                  cfg.kernels[0].regs, cfg.kernels[0].vector_width, ms, err, err > 1e-4 ? " BAD" : "");
       if (v.variant == rc::Variant::RowSplit) {
         req.force_variant = static_cast<int>(rc::Variant::WarpPerRow);
         cfg = rc::decide(req);
@@ -148,7 +176,7 @@ int main() {
       p.Y = Y;
       std::snprintf(what, sizeof what, "spmm F=%lld", (long long)F);
       sweep(what, generated::spmm_cuda_request(p, runtime::DType::Float32, runtime::IType::Int32, st),
-            [&](const rc::LaunchConfig& c, const rc::Env& e) { generated::spmm_cuda(p, runtime::DType::Float32, runtime::IType::Int32, c, e); });
+            [&](const rc::LaunchConfig& c, const rc::Env& e) { generated::spmm_cuda(p, runtime::DType::Float32, runtime::IType::Int32, c, e); }, Y, n * F);
       float* E = nullptr;
       CK(cudaMalloc(&E, g.nnz * 4));
       generated::sddmm_params q;
@@ -163,7 +191,7 @@ int main() {
       q.E = E;
       std::snprintf(what, sizeof what, "sddmm K=%lld", (long long)F);
       sweep(what, generated::sddmm_cuda_request(q, runtime::DType::Float32, runtime::IType::Int32, st),
-            [&](const rc::LaunchConfig& c, const rc::Env& e) { generated::sddmm_cuda(q, runtime::DType::Float32, runtime::IType::Int32, c, e); });
+            [&](const rc::LaunchConfig& c, const rc::Env& e) { generated::sddmm_cuda(q, runtime::DType::Float32, runtime::IType::Int32, c, e); }, E, g.nnz);
       generated::sddmm_spmm_params r;
       r.n_i = n;
       r.n_j = n;
@@ -178,7 +206,7 @@ int main() {
       r.Y = Y;
       std::snprintf(what, sizeof what, "sddmm_spmm K=F=%lld", (long long)F);
       sweep(what, generated::sddmm_spmm_cuda_request(r, runtime::DType::Float32, runtime::IType::Int32, st),
-            [&](const rc::LaunchConfig& c, const rc::Env& e) { generated::sddmm_spmm_cuda(r, runtime::DType::Float32, runtime::IType::Int32, c, e); });
+            [&](const rc::LaunchConfig& c, const rc::Env& e) { generated::sddmm_spmm_cuda(r, runtime::DType::Float32, runtime::IType::Int32, c, e); }, Y, n * F);
       CK(cudaFree(E));
       CK(cudaFree(X));
       CK(cudaFree(Y));
