@@ -277,10 +277,13 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
 }
 
 // The launch of a register kernel: its vector width and register chunks as template arguments.
+// Element loads (VW 1: F not whole vectors, or unaligned) take 8 chunks whatever kl_.regs: a
+// superset of the columns the launch asked for (a chunk past the row is skipped, the grid-stride
+// loop covers the passes the kernel counts), one instantiation instead of four.
 void CudaPrinter::reg_launch(const Step& st, const std::string& dims) {
   setup_row_context(st);
   const std::string name = kernel_name(st);
-  const std::vector<int> rs = regs_.empty() ? std::vector<int>{1} : std::vector<int>{8, 4, 2, 1};
+  std::vector<int> rs = regs_.empty() ? std::vector<int>{1} : std::vector<int>{8, 4, 2, 1};
   auto launches = [&](const std::string& vw) {
     for (size_t k = 0; k < rs.size(); ++k) {
       const std::string r = std::to_string(rs[k]);
@@ -293,6 +296,7 @@ void CudaPrinter::reg_launch(const Step& st, const std::string& dims) {
   launches("cu::kVec128<scalar_t>");
   close();
   open("else {");
+  if (!regs_.empty()) rs = {8};
   launches("1");
   close();
 }
