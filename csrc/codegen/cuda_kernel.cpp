@@ -660,6 +660,21 @@ void CudaPrinter::walk(const imp::Stmt& s) {
   close();
 }
 
+// The blocks of G_ entries of a walk the group takes together: b_<L> the first, n_q_ their count.
+void CudaPrinter::entry_blocks(const imp::Stmt& s) {
+  const std::string& L = s.level;
+  const std::string b = "b_" + L;
+  open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
+  line("const int n_q_ = static_cast<int>(" + L + "_re - " + b + " < static_cast<index_t>(G_) ? " + L + "_re - " + b + " : static_cast<index_t>(G_));");
+}
+
+// The value of a walk's stored entry `e` (its edge id), as the accumulation type.
+std::string CudaPrinter::entry_value(const imp::Stmt& s, const std::string& e) const {
+  const std::string& L = s.level;
+  if (s_.find(L)->values_optional) return L + "_val != nullptr ? cu::load(" + L + "_val + " + e + ") : acc_t(1)";
+  return "cu::load(" + L + "_val + " + e + ")";
+}
+
 // A walk the whole group takes together, its entries staged in shared memory G at a time (one
 // coalesced load per lane), then read by every lane from there.
 void CudaPrinter::staged_walk(const imp::Stmt& s) {
@@ -668,18 +683,13 @@ void CudaPrinter::staged_walk(const imp::Stmt& s) {
   const std::string b = "b_" + L;
   const TensorDecl* d = s_.find(L);
   const bool values = d && !d->values.empty();
-  open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
-  line("const int n_q_ = static_cast<int>(" + L + "_re - " + b + " < static_cast<index_t>(G_) ? " + L + "_re - " + b + " : static_cast<index_t>(G_));");
+  entry_blocks(s);
   line("__syncwarp(mask_);");
   open("if (lane_ < n_q_) {");
   line("sj_[lane_] = " + L + (s.csc ? "_row[" : "_col[") + b + " + lane_];");
   const std::string e = s.csc ? L + "_perm[" + b + " + lane_]" : "static_cast<int64_t>(" + b + " + lane_)";
   if (s.csc) line("se_[lane_] = " + e + ";");
-  if (values) {
-    const std::string ev = s.csc ? "se_[lane_]" : e;
-    if (d->values_optional) line("sv_[lane_] = " + L + "_val != nullptr ? cu::load(" + L + "_val + " + ev + ") : acc_t(1);");
-    else line("sv_[lane_] = cu::load(" + L + "_val + " + ev + ");");
-  }
+  if (values) line("sv_[lane_] = " + entry_value(s, s.csc ? "se_[lane_]" : e) + ";");
   close();
   line("__syncwarp(mask_);");
   open("for (int q_ = 0; q_ < n_q_; ++q_) {");

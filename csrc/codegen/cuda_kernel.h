@@ -114,6 +114,8 @@ class CudaPrinter : public CodeWriter {
   void tile_loop(const imp::Stmt& s);
   void walk(const imp::Stmt& s);
   void staged_walk(const imp::Stmt& s);
+  void entry_blocks(const imp::Stmt& s);
+  std::string entry_value(const imp::Stmt& s, const std::string& e) const;
   void walk_entry(const imp::Stmt& s, const std::string& p);
   void combine(const imp::Stmt& loop, const std::vector<std::string>& temps);
   void fill(const imp::Stmt& s);
@@ -136,7 +138,7 @@ class CudaPrinter : public CodeWriter {
   void pos_lanes_kernel(const Step& st);
   void reg_lane_loop(const imp::Stmt& s);
   void broadcast_walk(const imp::Stmt& s);
-  void broadcast_entries(const imp::Stmt& s, const std::string& b, const std::string& type);
+  void broadcast_entries(const imp::Stmt& s, const std::string& b);
   void reg_columns(const std::string& v, const std::string& c0, const std::function<void()>& body);
   void reg_launch(const Step& st, const std::string& dims);
   bool reg_form() const;

@@ -110,7 +110,7 @@ void CudaPrinter::reg_lane_loop(const imp::Stmt& s) {
 }
 
 // The entries [b, b + n_q_) of walk s: lane q_ loads entry b + q_'s index (edge id) and value.
-void CudaPrinter::broadcast_entries(const imp::Stmt& s, const std::string& b, const std::string& type) {
+void CudaPrinter::broadcast_entries(const imp::Stmt& s, const std::string& b) {
   const std::string& L = s.level;
   const TensorDecl* d = s_.find(L);
   const bool values = d && !d->values.empty();
@@ -120,13 +120,8 @@ void CudaPrinter::broadcast_entries(const imp::Stmt& s, const std::string& b, co
   open("if (lane_ < n_q_) {");
   line("mj_ = " + L + (s.csc ? "_row[" : "_col[") + b + " + lane_];");
   if (s.csc) line("me_ = " + L + "_perm[" + b + " + lane_];");
-  if (values) {
-    const std::string ev = s.csc ? "me_" : "static_cast<int64_t>(" + b + " + lane_)";
-    if (d->values_optional) line("mv_ = " + L + "_val != nullptr ? cu::load(" + L + "_val + " + ev + ") : acc_t(1);");
-    else line("mv_ = cu::load(" + L + "_val + " + ev + ");");
-  }
+  if (values) line("mv_ = " + entry_value(s, s.csc ? "me_" : "static_cast<int64_t>(" + b + " + lane_)") + ";");
   close();
-  (void)type;
 }
 
 // A walk the whole group takes together (RegLanes): G_ entries loaded at once, then each
@@ -137,9 +132,8 @@ void CudaPrinter::broadcast_walk(const imp::Stmt& s) {
   const std::string b = "b_" + L;
   const TensorDecl* d = s_.find(L);
   const bool values = d && !d->values.empty();
-  open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
-  line("const int n_q_ = static_cast<int>(" + L + "_re - " + b + " < static_cast<index_t>(G_) ? " + L + "_re - " + b + " : static_cast<index_t>(G_));");
-  broadcast_entries(s, b, "index_t");
+  entry_blocks(s);
+  broadcast_entries(s, b);
   open("for (int q_ = 0; q_ < n_q_; ++q_) {");
   line("const index_t " + p + " = " + b + " + static_cast<index_t>(q_);");
   line("(void)" + p + ";");
@@ -240,7 +234,7 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
   line("for (int k_ = 0; k_ < R_ * C_; ++k_) " + acc + "[k_] = acc_t(0);");
   open("for (int64_t b_ = cb_; b_ < ce_; b_ += G_) {");
   line("const int n_q_ = static_cast<int>(ce_ - b_ < G_ ? ce_ - b_ : G_);");
-  broadcast_entries(*w, "b_", "int64_t");
+  broadcast_entries(*w, "b_");
   open("for (int q_ = 0; q_ < n_q_; ++q_) {");
   line("const int64_t q_at_ = b_ + q_;");
   open("if (q_at_ >= re_) {  // the row ended: its sums out, on to the entry's row");

@@ -446,14 +446,14 @@ void schedule_cuda(const Program& p, Node& root) {
 std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node& root) {
   std::vector<ScheduleVariant> out;
   out.push_back({"row_split", root.clone(), nullptr});
-  const std::pair<const char*, Form> others[] = {
-      {"pos_split", Form::PosSplit}, {"pos_split_atomic", Form::PosSplitAtomic}, {"lanes", Form::Lanes}};
-  for (auto& [name, form] : others) {
+  auto add = [&](const char* name, Form form) {
     std::unique_ptr<Node> t = root.clone();
     CudaSchedule s(p, *t);
-    if (!s.apply(form)) continue;
-    out.push_back({name, std::move(t), nullptr});
-  }
+    if (s.apply(form)) out.push_back({name, std::move(t), nullptr});
+  };
+  add("pos_split", Form::PosSplit);
+  add("pos_split_atomic", Form::PosSplitAtomic);
+  add("lanes", Form::Lanes);
   // The schedule is row split where every phase allows it: where none does, it is lanes itself.
   bool any_split = false;
   std::function<void(const Node&)> rec = [&](const Node& n) {
@@ -468,14 +468,9 @@ std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node
   // The register forms (cuda_kernel_lanes.cpp): the lanes tree printed with the row buffers in
   // registers, and the pos split tree printed with lanes over its tile; the printer keeps the
   // older form for a kernel whose buffers cannot live in registers.
-  const std::pair<const char*, Form> regs[] = {
-      {"reg_lanes", Form::RegLanes}, {"pos_lanes", Form::PosSplit}, {"pos_lanes_atomic", Form::PosSplitAtomic}};
-  for (auto& [name, form] : regs) {
-    std::unique_ptr<Node> t = root.clone();
-    CudaSchedule s(p, *t);
-    if (!s.apply(form)) continue;
-    out.push_back({name, std::move(t), nullptr});
-  }
+  add("reg_lanes", Form::RegLanes);
+  add("pos_lanes", Form::PosSplit);
+  add("pos_lanes_atomic", Form::PosSplitAtomic);
   return out;
 }
 
