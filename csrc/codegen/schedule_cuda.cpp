@@ -82,8 +82,8 @@ class CudaSchedule {
           used = used || form == Form::RowSplit;
           continue;
         }
-        lanes(*top, b, e, form == Form::RegLanes);
-        used = used || form == Form::Lanes || form == Form::RegLanes;
+        const bool regs = lanes(*top, b, e, form == Form::RegLanes);
+        used = used || form == Form::Lanes || (form == Form::RegLanes && regs);
       }
     }
     return used;
@@ -342,7 +342,9 @@ class CudaSchedule {
   // go to the lanes. Walks directly under the row loop stage their entries in shared memory.
   // With `more` (RegLanes), then the loops of every other dense variable that neither hold nor
   // lie in lane loops and only sum over it or keep values of one iteration (no row buffer).
-  void lanes(Node& top, size_t b, size_t e, bool more = false) {
+  // Returns whether the phase's row buffers could live in registers (none, or all kept over the
+  // lane variable alone): the register form differs from the lanes form only where one does.
+  bool lanes(Node& top, size_t b, size_t e, bool more = false) {
     std::set<std::string> dense_vars;
     std::function<void(const Node&)> vars = [&](const Node& n) {
       if (is_dense_loop(n)) dense_vars.insert(n.var);
@@ -354,12 +356,14 @@ class CudaSchedule {
       if (dense_vars.count(*it)) v = *it;
     std::string kept;  // RegLanes: the variable the row buffers keep comes first
     if (more && tile_var(top, b, e, &kept) && dense_vars.count(kept)) v = kept;
-    lane_var(top, b, e, v, false);
+    const bool laned = lane_var(top, b, e, v, false);
     if (more)
       for (auto it = p_.order.rbegin(); it != p_.order.rend(); ++it)
         if (dense_vars.count(*it) && *it != v) lane_var(top, b, e, *it, true);
     for (size_t k = b; k < e; ++k)
       if (is_walk(*top.kids[k])) top.kids[k]->sched.stage_shared = true;
+    std::string tv;
+    return tile_var(top, b, e, &tv) && (tv.empty() || (tv == v && laned));
   }
 
   static bool has_lane(const Node& n) {
@@ -371,7 +375,7 @@ class CudaSchedule {
 
   // The loops over v of the phase to the lanes, if they allow it (`extra`: a further lane
   // variable, its loops outside and around no lane loop, keeping no row buffer over v).
-  void lane_var(Node& top, size_t b, size_t e, const std::string& v, bool extra) {
+  bool lane_var(Node& top, size_t b, size_t e, const std::string& v, bool extra) {
     std::vector<std::pair<Node*, std::vector<std::string>>> loops;
     bool ok = !v.empty();
     std::function<void(Node&, std::set<std::string>&)> rec = [&](Node& n, std::set<std::string>& bound) {
@@ -419,6 +423,7 @@ class CudaSchedule {
           n->sched.reduced = red;
         }
       }
+    return ok;
   }
 };
 
