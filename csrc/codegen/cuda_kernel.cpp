@@ -146,8 +146,13 @@ void CudaPrinter::plan() {
                        (top.sched.reduction == ReductionStrategy::Segmented || top.sched.reduction == ReductionStrategy::Atomic);
       st.form = pos ? Form::PosSplit : split ? Form::RowSplit : top.sched.unit == ParallelUnit::None ? Form::Serial : Form::Lanes;
       st.tile = st.form == Form::RowSplit || st.form == Form::PosSplit ? tile : lane;
-      if (variant_ == "reg_lanes" && st.form == Form::Lanes && reg_ok(st)) st.form = Form::RegLanes;
-      if ((variant_ == "pos_lanes" || variant_ == "pos_lanes_atomic") && st.form == Form::PosSplit) st.form = Form::PosLanes;
+      const bool regs = variant_ == "reg_lanes" || variant_ == "pos_lanes" || variant_ == "pos_lanes_atomic";
+      if (regs && st.form == Form::PosSplit) st.form = Form::PosLanes;
+      if (variant_ == "pos_lanes" && st.form == Form::Lanes && reg_ok(st) && entrywise(st)) {
+        st.form = Form::PosLanes;
+        st.entrywise = true;
+      }
+      if (regs && st.form == Form::Lanes && reg_ok(st)) st.form = Form::RegLanes;
       st.kernel = kernels++;
       for (auto* s : st.body)
         each(*s, [&](const imp::Stmt& x) {
@@ -157,7 +162,8 @@ void CudaPrinter::plan() {
             st.staged_values = st.staged_values || (d && !d->values.empty());
             st.staged_edges = st.staged_edges || x.csc;
           }
-          if (x.kind == imp::Stmt::Kind::For && (x.sched.feature_tile > 0 || (st.form == Form::RegLanes && x.sched.unit == ParallelUnit::Lane)))
+          if (x.kind == imp::Stmt::Kind::For &&
+              (x.sched.feature_tile > 0 || ((st.form == Form::RegLanes || st.entrywise) && x.sched.unit == ParallelUnit::Lane)))
             for (auto& b : x.body)
               each(*b, [&](const imp::Stmt& y) {
                 if (!y.rhs) return;

@@ -60,6 +60,7 @@ class CudaPrinter : public CodeWriter {
     int kernel = -1;              // index among the variant's kernels
     std::vector<std::string> vec_reads;  // dense inputs read by tiles (their alignment allows vector loads)
     bool staged = false, staged_values = false, staged_edges = false;  // Lanes: staged walks, and what they keep
+    bool entrywise = false;  // PosLanes: one walk of per-entry values (no row sums, no output zeroed)
   };
   // A temporary of the whole call: the root's, or the rows of a dense product block operand.
   struct CallTemp {
@@ -136,6 +137,8 @@ class CudaPrinter : public CodeWriter {
   bool reg_passes(const Step& st) const;
   void reg_lanes_kernel(const Step& st);
   void pos_lanes_kernel(const Step& st);
+  bool entrywise(const Step& st) const;
+  void entry_lanes_kernel(const Step& st);
   void reg_lane_loop(const imp::Stmt& s);
   void broadcast_walk(const imp::Stmt& s);
   void broadcast_entries(const imp::Stmt& s, const std::string& b);

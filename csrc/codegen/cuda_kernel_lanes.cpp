@@ -179,6 +179,10 @@ void CudaPrinter::reg_lanes_kernel(const Step& st) {
 // whole where it began and ended in the chunk, else a carry (slot 0 where it began before the
 // chunk, slot 1 with its row where it goes on past it) or an atomic addition.
 void CudaPrinter::pos_lanes_kernel(const Step& st) {
+  if (st.entrywise) {
+    entry_lanes_kernel(st);
+    return;
+  }
   setup_row_context(st);
   const imp::Stmt* w = nullptr;
   const imp::Stmt* store = nullptr;
@@ -264,6 +268,77 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
   open("if (ce_ > cb_) {  // the row open at the chunk's end");
   flush();
   if (det) line("if (c0_ == 0 && lane_ == 0) carry_row_[c_] = head_ && !whole_ ? " + row_ + " : -1;");
+  close();
+  close();
+  close();
+  line("");
+}
+
+// A phase that is one walk of its row, staged, with nothing else but the row's bounds: each
+// entry's work stands alone (schedule_cuda's entrywise).
+bool CudaPrinter::entrywise(const Step& st) const {
+  const imp::Stmt* w = nullptr;
+  for (auto* s : st.body) {
+    if (s->kind == imp::Stmt::Kind::RowBounds) continue;
+    if (s->kind != imp::Stmt::Kind::Walk || !s->sched.stage_shared || w) return false;
+    w = s;
+  }
+  if (!w) return false;
+  for (auto* s : st.body)  // the walk's level is bounded by the row itself
+    if (s->kind == imp::Stmt::Kind::RowBounds && s->level == w->level && s->var == st.top->var) return true;
+  return false;
+}
+
+// The entrywise form of pos lanes: a group per chunk of kl_.chunk stored entries (an sddmm's
+// entries on skewed rows), each entry's row followed as the chunk goes; nothing to combine
+// across entries, so no carries and no atomics.
+void CudaPrinter::entry_lanes_kernel(const Step& st) {
+  setup_row_context(st);
+  const imp::Stmt* w = nullptr;
+  for (auto* s : st.body)
+    if (s->kind == imp::Stmt::Kind::Walk) w = s;
+  const std::string& L = w->level;
+  const std::string P = ptr(L);
+  line("// pos lanes: a group of G_ lanes per chunk of kl_.chunk entries of " + L + (st.tile.empty() ? "" : ", the lanes over " + st.tile) +
+       ", each entry's row " + row_ + " followed along the chunk");
+  kernel_head(st, true, true);
+  chunks(P, false, false);
+  line("const int64_t per_block_ = static_cast<int64_t>(blockDim.x) / G_;");
+  line("const int64_t group_ = static_cast<int64_t>(blockIdx.x) * per_block_ + static_cast<int64_t>(threadIdx.x) / G_;");
+  line("const int64_t c0_ = 0;");
+  line("(void)c0_;");
+  open("for (int64_t c_ = group_; c_ < chunks_; c_ += static_cast<int64_t>(gridDim.x) * per_block_) {");
+  line("const int64_t cb_ = c_ * kl_.chunk;");
+  line("const int64_t ce_ = cb_ + kl_.chunk < nnz_ ? cb_ + kl_.chunk : nnz_;");
+  line("int64_t " + row_ + " = cu::row_of(" + P + ", n_" + row_ + ", cb_);");
+  line("int64_t re_ = static_cast<int64_t>(" + P + "[" + row_ + " + 1]);");
+  open("for (int64_t b_ = cb_; b_ < ce_; b_ += G_) {");
+  line("const int n_q_ = static_cast<int>(ce_ - b_ < G_ ? ce_ - b_ : G_);");
+  broadcast_entries(*w, "b_");
+  open("for (int q_ = 0; q_ < n_q_; ++q_) {");
+  line("const int64_t q_at_ = b_ + q_;");
+  open("if (q_at_ >= re_) {  // on to the entry's row");
+  line("do ++" + row_ + "; while (static_cast<int64_t>(" + P + "[" + row_ + " + 1]) <= q_at_);");
+  line("re_ = static_cast<int64_t>(" + P + "[" + row_ + " + 1]);");
+  close();
+  for (auto* s : st.body)
+    if (s->kind == imp::Stmt::Kind::RowBounds) statement(*s);
+  const std::string p = "p_" + L;
+  line("const index_t " + p + " = static_cast<index_t>(q_at_);");
+  line("(void)" + p + ";");
+  line("const int64_t " + w->var + " = static_cast<int64_t>(__shfl_sync(mask_, mj_, q_, G_));");
+  line("(void)" + w->var + ";");
+  line("const int64_t e_" + L + " = " + (w->csc ? "__shfl_sync(mask_, me_, q_, G_)" : "q_at_") + ";");
+  line("(void)e_" + L + ";");
+  const TensorDecl* d = s_.find(L);
+  const bool values = d && !d->values.empty();
+  if (values) line("const acc_t sv_ = __shfl_sync(mask_, mv_, q_, G_);");
+  staged_ = values ? L : "";
+  staged_value_ = "sv_";
+  for (auto& k : w->body) statement(*k);
+  staged_value_ = "sv_[q_]";
+  staged_ = "";
+  close();
   close();
   close();
   close();

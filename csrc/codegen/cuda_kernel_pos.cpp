@@ -232,7 +232,7 @@ void CudaPrinter::launch_step(const Step& st) {
   line("const runtime::cuda::KernelLaunch& kl_ = cfg.kernels[" + std::to_string(st.kernel) + "];");
   const std::string dims = "dim3(static_cast<unsigned>(kl_.grid)), dim3(static_cast<unsigned>(kl_.block)), static_cast<size_t>(kl_.smem_bytes), stream, prm, kl_, ws_";
   const std::string name = kernel_name(st);
-  if (st.form == Form::PosSplit || st.form == Form::PosLanes) {
+  if ((st.form == Form::PosSplit || st.form == Form::PosLanes) && !st.entrywise) {
     const imp::Stmt* store = nullptr;
     for (auto* s : st.body)
       if (s->kind == imp::Stmt::Kind::For && s->var == st.tile) store = s;

@@ -42,7 +42,9 @@ constexpr int kWarp = 32;
 
 // RegLanes: the lanes form with every dense variable's loops over the lanes where they allow it
 // (a dot product beside the row buffers' loops: sddmm_spmm's logits), for the register kernels.
-enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes, RegLanes };
+// EntryLanes: the same tree, offered where some top loop is one walk of per-entry values (an
+// sddmm): the printer balances it by nonzeros (pos_lanes), no row spans a chunk's work.
+enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes, RegLanes, EntryLanes };
 
 std::string level_of(const Node& n) {
   std::string level = n.walk;
@@ -78,12 +80,12 @@ class CudaSchedule {
         }
       }
       for (auto [b, e] : phases(*top)) {
-        if (grid && form != Form::Lanes && form != Form::RegLanes && row_split(*top, b, e)) {
+        if (grid && form != Form::Lanes && form != Form::RegLanes && form != Form::EntryLanes && row_split(*top, b, e)) {
           used = used || form == Form::RowSplit;
           continue;
         }
-        const bool regs = lanes(*top, b, e, form == Form::RegLanes);
-        used = used || form == Form::Lanes || (form == Form::RegLanes && regs);
+        const bool regs = lanes(*top, b, e, form == Form::RegLanes || form == Form::EntryLanes);
+        used = used || form == Form::Lanes || (form == Form::RegLanes && regs) || (form == Form::EntryLanes && grid && entrywise(*top));
       }
     }
     return used;
@@ -366,6 +368,22 @@ class CudaSchedule {
     return tile_var(top, b, e, &tv) && (tv.empty() || (tv == v && laned));
   }
 
+  // A top loop that is one walk of its row whose statements only keep values of one entry (no
+  // temporary of the row): every entry's work stands alone.
+  bool entrywise(const Node& top) const {
+    if (top.kids.size() != 1 || !is_walk(*top.kids[0])) return false;
+    const Node& w = *top.kids[0];
+    if (p_.outer_var(level_of(w)) != top.var || !w.located.empty()) return false;
+    std::set<std::string> temps;
+    temps_under(w, &temps);
+    for (auto& t : temps) {
+      const Node* home = home_of(p_, root_, t);
+      if (!home || !inside(w, *home)) return false;
+    }
+    std::vector<std::string> red;
+    return splittable(top, w, &red) && red.empty();
+  }
+
   static bool has_lane(const Node& n) {
     if (n.sched.unit == ParallelUnit::Lane) return true;
     for (auto& k : n.kids)
@@ -476,6 +494,7 @@ std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node
   add("reg_lanes", Form::RegLanes);
   add("pos_lanes", Form::PosSplit);
   add("pos_lanes_atomic", Form::PosSplitAtomic);
+  if (std::none_of(out.begin(), out.end(), [](const ScheduleVariant& v) { return v.name == "pos_lanes"; })) add("pos_lanes", Form::EntryLanes);
   return out;
 }
 

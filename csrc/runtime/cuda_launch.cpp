@@ -250,7 +250,7 @@ LaunchConfig decide(const Request& req) {
   int64_t offset = aligned(req.call_bytes);
   for (auto& k : chosen->kernels) {
     KernelLaunch l = size(req, k, row_group);
-    if ((l.form == Form::PosSplit && cfg.variant == Variant::PosSplit) || (l.form == Form::PosLanes && cfg.variant == Variant::PosLanes))  // carries: two per chunk, and the row of the second
+    if ((l.form == Form::PosSplit && cfg.variant == Variant::PosSplit) || (l.form == Form::PosLanes && cfg.variant == Variant::PosLanes && k.regs))  // carries: two per chunk, and the row of the second
       l.workspace_bytes = l.chunks * 2 * k.tile_extent * req.acc_bytes + l.chunks * static_cast<int64_t>(sizeof(int64_t));
     l.workspace_offset = offset;
     offset += aligned(l.workspace_bytes);

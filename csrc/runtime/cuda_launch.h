@@ -56,7 +56,7 @@ struct KernelShape {
   int64_t thread_elems = 0;  // Lanes: accumulator elements of the row buffers per lane
   int64_t staged_bytes = 0;  // Lanes: bytes per lane of a walk's entries staged in shared memory
   bool vector_ok = false;    // RowSplit, PosSplit, RegLanes, PosLanes: the rows it reads by tiles are 16-byte aligned
-  bool regs = false;         // RegLanes, PosLanes: row buffers in registers (R chunks must cover a pass)
+  bool regs = false;         // RegLanes, PosLanes: row buffers in registers (R chunks must cover a pass); PosLanes without: entrywise, no carries
   bool passes = false;       // RegLanes, PosLanes: the lane variable may be covered in several passes
   int64_t lane_gcd = 0;      // RegLanes: the gcd of the extents of every lane loop (vector loads); 0: tile_extent
 };

@@ -116,14 +116,16 @@ TEST(Cuda, SpmmGradXWalksColumns) {
 // (lanes take whole entries); the pos split needs the row's result copied as it is (no guard of
 // an empty row, no division by a row statistic: spmm_max, spmm_mean have one). The register
 // form of the lanes tree (reg_lanes) where some phase's row buffers can live in registers (none,
-// or all over the lane variable: not gat's over (h, f)), and the pos split's register form.
+// or all over the lane variable: not gat's over (h, f)), and the pos split's register form; an
+// op whose row loop is one walk of per-entry values (sddmm) gets that walk balanced by nonzeros
+// (pos_lanes, entrywise: no carries).
 TEST(Cuda, VariantsPerOp) {
   EXPECT_EQ(variant_names(*cuda("gat")), (std::vector<std::string>{"lanes"}));
   EXPECT_EQ(variant_names(*cuda("graph_attention")), (std::vector<std::string>{"lanes"}));
   EXPECT_EQ(variant_names(*cuda("edge_softmax_heads")), (std::vector<std::string>{"row_split", "lanes"}));
   EXPECT_EQ(variant_names(*cuda("spmm_heads")), (std::vector<std::string>{"lanes"}));
   EXPECT_EQ(variant_names(*cuda("edge_softmax")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes"}));
-  EXPECT_EQ(variant_names(*cuda("sddmm")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes"}));
+  EXPECT_EQ(variant_names(*cuda("sddmm")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes", "pos_lanes"}));
   EXPECT_EQ(variant_names(*cuda("spmm_max")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes"}));
   EXPECT_EQ(variant_names(*cuda("spmm_mean")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes"}));
   EXPECT_EQ(variant_names(*cuda("scaled_spmm")), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes", "reg_lanes",
