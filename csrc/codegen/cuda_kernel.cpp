@@ -146,6 +146,7 @@ void CudaPrinter::plan() {
                        (top.sched.reduction == ReductionStrategy::Segmented || top.sched.reduction == ReductionStrategy::Atomic);
       st.form = pos ? Form::PosSplit : split ? Form::RowSplit : top.sched.unit == ParallelUnit::None ? Form::Serial : Form::Lanes;
       st.tile = st.form == Form::RowSplit || st.form == Form::PosSplit ? tile : lane;
+      if (st.form == Form::PosSplit && tile.empty()) st.tile = lane;  // a lanes tree balanced by nonzeros (pos_lanes)
       const bool regs = variant_ == "reg_lanes" || variant_ == "pos_lanes" || variant_ == "pos_lanes_atomic";
       if (regs && st.form == Form::PosSplit) st.form = Form::PosLanes;
       if (variant_ == "pos_lanes" && st.form == Form::Lanes && reg_ok(st) && entrywise(st)) {

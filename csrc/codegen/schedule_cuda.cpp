@@ -44,7 +44,9 @@ constexpr int kWarp = 32;
 // (a dot product beside the row buffers' loops: sddmm_spmm's logits), for the register kernels.
 // EntryLanes: the same tree, offered where some top loop is one walk of per-entry values (an
 // sddmm): the printer balances it by nonzeros (pos_lanes), no row spans a chunk's work.
-enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes, RegLanes, EntryLanes };
+// PosLanes(Atomic): the RegLanes tree of a plain aggregation balanced by nonzeros (the pos split's
+// shape, the walk's per-entry values free to be dot products: sddmm_spmm), for pos_lanes.
+enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes, RegLanes, EntryLanes, PosLanes, PosLanesAtomic };
 
 std::string level_of(const Node& n) {
   std::string level = n.walk;
@@ -79,12 +81,19 @@ class CudaSchedule {
           continue;
         }
       }
+      if (grid && (form == Form::PosLanes || form == Form::PosLanesAtomic) && phases(*top).size() == 1) {
+        lanes(*top, 0, top->kids.size(), true);
+        used = pos_split(*top, form, true) || used;
+        continue;
+      }
       for (auto [b, e] : phases(*top)) {
-        if (grid && form != Form::Lanes && form != Form::RegLanes && form != Form::EntryLanes && row_split(*top, b, e)) {
+        const bool lanes_only = form == Form::Lanes || form == Form::RegLanes || form == Form::EntryLanes || form == Form::PosLanes ||
+                                form == Form::PosLanesAtomic;
+        if (grid && !lanes_only && row_split(*top, b, e)) {
           used = used || form == Form::RowSplit;
           continue;
         }
-        const bool regs = lanes(*top, b, e, form == Form::RegLanes || form == Form::EntryLanes);
+        const bool regs = lanes(*top, b, e, lanes_only && form != Form::Lanes);
         used = used || form == Form::Lanes || (form == Form::RegLanes && regs) || (form == Form::EntryLanes && grid && entrywise(*top));
       }
     }
@@ -281,7 +290,9 @@ class CudaSchedule {
   // Pos split: the top loop is one phase that resets a row accumulator over v, walks one level
   // of its row summing into the accumulator (nothing else leaves the walk), and copies the
   // accumulator into the output row.
-  bool pos_split(Node& top, Form form) {
+  // With `lanes_tree` (PosLanes): the tree the lanes marked stays as it is (its store loop on the
+  // lanes), and the walk may keep values of one entry that are sums themselves (dot products).
+  bool pos_split(Node& top, Form form, bool lanes_tree = false) {
     if (!phases(top).empty() && phases(top).size() != 1) return false;
     if (top.sched.reduction != ReductionStrategy::Serial) return false;
     std::string v;
@@ -314,6 +325,7 @@ class CudaSchedule {
         const Stmt& s = stmt(n);
         const TensorInfo& t = p_.tensor(s.lhs.tensor);
         if (s.lhs.tensor == acc) ok = ok && s.accumulate && s.reduce == Reduce::Sum;
+        else if (lanes_tree) ok = ok && t.role == Role::Temp && home_of(p_, root_, s.lhs.tensor) && inside(*walk, *home_of(p_, root_, s.lhs.tensor));
         else ok = ok && t.role == Role::Temp && !s.accumulate;
       }
       if (n.kind == Node::Kind::Loop && n.var != v && !is_dense_loop(n)) ok = false;  // a nested walk
@@ -329,11 +341,13 @@ class CudaSchedule {
         s.rhs[0].is_const || s.rhs[0].access.tensor != acc || s.lhs.idx != std::vector<std::string>{top.var, v} ||
         out.dims != s.lhs.idx || !r.store_empty_zero.empty() || !r.div_nonempty.empty())
       return false;
+    if (lanes_tree && store->sched.unit != ParallelUnit::Lane) return false;
     top.sched.group = kWarp;
     top.sched.rows_per_block = 0;  // a warp per chunk of entries, not per row
     top.sched.balance_by = level_of(*walk);
-    top.sched.reduction = form == Form::PosSplit ? ReductionStrategy::Segmented : ReductionStrategy::Atomic;
+    top.sched.reduction = form == Form::PosSplit || form == Form::PosLanes ? ReductionStrategy::Segmented : ReductionStrategy::Atomic;
     top.sched.reduced = {acc};
+    if (lanes_tree) return true;
     walk->sched.unit = ParallelUnit::Lane;
     mark_tile(top, 0, top.kids.size(), v);
     return true;
@@ -494,7 +508,10 @@ std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node
   add("reg_lanes", Form::RegLanes);
   add("pos_lanes", Form::PosSplit);
   add("pos_lanes_atomic", Form::PosSplitAtomic);
-  if (std::none_of(out.begin(), out.end(), [](const ScheduleVariant& v) { return v.name == "pos_lanes"; })) add("pos_lanes", Form::EntryLanes);
+  auto has = [&](const char* name) { return std::any_of(out.begin(), out.end(), [&](const ScheduleVariant& v) { return v.name == name; }); };
+  if (!has("pos_lanes")) add("pos_lanes", Form::PosLanes);
+  if (!has("pos_lanes_atomic")) add("pos_lanes_atomic", Form::PosLanesAtomic);
+  if (!has("pos_lanes")) add("pos_lanes", Form::EntryLanes);
   return out;
 }
 
