@@ -144,6 +144,18 @@ void sweep(const char* what, const rc::Request& req0, const std::function<void(c
       first = false;
       std::printf("  %-18s det %d group %2d regs %d vw %d: %.3f ms  (rel. diff %.2g%s)\n", rc::to_string(cfg.variant), det, cfg.kernels[0].group,
                   cfg.kernels[0].regs, cfg.kernels[0].vector_width, ms, err, err > 1e-4 ? " BAD" : "");
+      // Other chunk sizes of the nonzero-balanced register kernels without carries.
+      if (v.variant == rc::Variant::PosLanesAtomic || (v.variant == rc::Variant::PosLanes && cfg.workspace_bytes == 0))
+        for (int64_t chunk : {32, 128, 256}) {
+          rc::LaunchConfig c2 = cfg;
+          for (auto& k : c2.kernels)
+            if (k.form == rc::Form::PosLanes) {
+              k.chunk = chunk;
+              k.chunks = (req.graph.nnz + chunk - 1) / chunk;
+              k.grid = std::max<int64_t>(1, std::min<int64_t>(rc::kMaxGrid, (k.chunks + 256 / k.group - 1) / (256 / k.group)));
+            }
+          std::printf("    chunk %3lld: %.3f ms\n", (long long)chunk, time_it(c2, run));
+        }
       if (v.variant == rc::Variant::RowSplit) {
         req.force_variant = static_cast<int>(rc::Variant::WarpPerRow);
         cfg = rc::decide(req);
