@@ -139,6 +139,7 @@ class CudaPrinter : public CodeWriter {
   void pos_lanes_kernel(const Step& st);
   bool entrywise(const Step& st) const;
   void entry_lanes_kernel(const Step& st);
+  void chunk_entry(const imp::Stmt& w);
   void reg_lane_loop(const imp::Stmt& s);
   void broadcast_walk(const imp::Stmt& s);
   void broadcast_entries(const imp::Stmt& s, const std::string& b);

@@ -174,6 +174,26 @@ void CudaPrinter::reg_lanes_kernel(const Step& st) {
   line("");
 }
 
+// Entry q_at_ of a chunk (its index and value broadcast from lane q_), then the walk's body.
+void CudaPrinter::chunk_entry(const imp::Stmt& w) {
+  const std::string& L = w.level;
+  const std::string p = "p_" + L;
+  line("const index_t " + p + " = static_cast<index_t>(q_at_);");
+  line("(void)" + p + ";");
+  line("const int64_t " + w.var + " = static_cast<int64_t>(__shfl_sync(mask_, mj_, q_, G_));");
+  line("(void)" + w.var + ";");
+  line("const int64_t e_" + L + " = " + (w.csc ? "__shfl_sync(mask_, me_, q_, G_)" : "q_at_") + ";");
+  line("(void)e_" + L + ";");
+  const TensorDecl* d = s_.find(L);
+  const bool values = d && !d->values.empty();
+  if (values) line("const acc_t sv_ = __shfl_sync(mask_, mv_, q_, G_);");
+  staged_ = values ? L : "";
+  staged_value_ = "sv_";
+  for (auto& k : w.body) statement(*k);
+  staged_value_ = "sv_[q_]";
+  staged_ = "";
+}
+
 // A group per (chunk of kl_.chunk stored entries, pass of G_ R_ C_ columns): the entries walked
 // in order with the row's sums in registers; a row is stored when it ends (or at the chunk's end):
 // whole where it began and ended in the chunk, else a carry (slot 0 where it began before the
@@ -194,7 +214,6 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
   const std::string& acc = st.top->sched.reduced.at(0);
   const std::string& out = store->body[0]->lhs.tensor;
   const std::string& v = st.tile;
-  const std::string& L = w->level;
   const std::string P = ptr(st.top->sched.balance_by);
   const bool det = st.top->sched.reduction == ReductionStrategy::Segmented;
   const std::string at = out + " + (" + row_ + " * n_" + v + " + " + v + ")";
@@ -248,21 +267,7 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
   line("do ++" + row_ + "; while (static_cast<int64_t>(" + P + "[" + row_ + " + 1]) <= q_at_);");
   line("re_ = static_cast<int64_t>(" + P + "[" + row_ + " + 1]);");
   close();
-  const std::string p = "p_" + L;
-  line("const index_t " + p + " = static_cast<index_t>(q_at_);");
-  line("(void)" + p + ";");
-  line("const int64_t " + w->var + " = static_cast<int64_t>(__shfl_sync(mask_, mj_, q_, G_));");
-  line("(void)" + w->var + ";");
-  line("const int64_t e_" + L + " = " + (w->csc ? "__shfl_sync(mask_, me_, q_, G_)" : "q_at_") + ";");
-  line("(void)e_" + L + ";");
-  const TensorDecl* d = s_.find(L);
-  const bool values = d && !d->values.empty();
-  if (values) line("const acc_t sv_ = __shfl_sync(mask_, mv_, q_, G_);");
-  staged_ = values ? L : "";
-  staged_value_ = "sv_";
-  for (auto& k : w->body) statement(*k);
-  staged_value_ = "sv_[q_]";
-  staged_ = "";
+  chunk_entry(*w);
   close();
   close();
   open("if (ce_ > cb_) {  // the row open at the chunk's end");
@@ -323,21 +328,7 @@ void CudaPrinter::entry_lanes_kernel(const Step& st) {
   close();
   for (auto* s : st.body)
     if (s->kind == imp::Stmt::Kind::RowBounds) statement(*s);
-  const std::string p = "p_" + L;
-  line("const index_t " + p + " = static_cast<index_t>(q_at_);");
-  line("(void)" + p + ";");
-  line("const int64_t " + w->var + " = static_cast<int64_t>(__shfl_sync(mask_, mj_, q_, G_));");
-  line("(void)" + w->var + ";");
-  line("const int64_t e_" + L + " = " + (w->csc ? "__shfl_sync(mask_, me_, q_, G_)" : "q_at_") + ";");
-  line("(void)e_" + L + ";");
-  const TensorDecl* d = s_.find(L);
-  const bool values = d && !d->values.empty();
-  if (values) line("const acc_t sv_ = __shfl_sync(mask_, mv_, q_, G_);");
-  staged_ = values ? L : "";
-  staged_value_ = "sv_";
-  for (auto& k : w->body) statement(*k);
-  staged_value_ = "sv_[q_]";
-  staged_ = "";
+  chunk_entry(*w);
   close();
   close();
   close();
