@@ -15,6 +15,7 @@
 // plan's decision assumed 16-byte aligned dense operands (the request's vector_ok); a run checks
 // that where a kernel loads vectors.
 #include <cstdint>
+#include <memory>
 #include <cstdio>
 #include <climits>
 #include <cstring>
@@ -130,13 +131,18 @@ std::string describe(const Plan& p) {
   return s;
 }
 
-// Finishes a plan: the forced choices, the decision, the report.
-void decide_plan(Plan* p, int force_variant, int force_group, int deterministic) {
+// Finishes a plan whose request is made: the forced choices, the decision, the report; hands the
+// plan and its workspace size to the caller.
+int finish_plan(std::unique_ptr<Plan> p, int force_variant, int force_group, int deterministic,
+                int64_t* out_workspace_bytes, void** out_plan) {
   p->req.force_variant = force_variant;
   p->req.force_group = force_group;
   p->req.deterministic = deterministic != 0;
   p->cfg = rc::decide(p->req);
   p->info = describe(*p);
+  *out_workspace_bytes = p->cfg.workspace_bytes;
+  *out_plan = p.release();
+  return 0;
 }
 
 int start_plan(Plan* p, Op op, int64_t n, int64_t m, int64_t k, int64_t f, int64_t nnz, int64_t max_row, int dtype, int itype) {
@@ -204,22 +210,14 @@ int gf_spmm_plan(int64_t n, int64_t m, int64_t F, int64_t nnz, int64_t max_row, 
                  int force_variant, int force_group, int deterministic, int64_t* out_workspace_bytes, void** out_plan) {
   (void)weighted;
   return guarded("gf_spmm_plan", [&]() -> int {
-    auto* p = new Plan;
-    if (int rc_ = start_plan(p, Op::Spmm, n, m, 0, F, nnz, max_row, dtype, itype)) return delete p, rc_;
+    auto p = std::make_unique<Plan>();
+    if (int rc_ = start_plan(p.get(), Op::Spmm, n, m, 0, F, nnz, max_row, dtype, itype)) return rc_;
     generated::spmm_params prm;
     prm.n_i = n;
     prm.n_j = m;
     prm.n_f = F;
     p->req = generated::spmm_cuda_request(prm, p->dtype, p->itype, rc::GraphStats{n, nnz, max_row});
-    try {
-      decide_plan(p, force_variant, force_group, deterministic);
-    } catch (...) {
-      delete p;
-      throw;
-    }
-    *out_workspace_bytes = p->cfg.workspace_bytes;
-    *out_plan = p;
-    return 0;
+    return finish_plan(std::move(p), force_variant, force_group, deterministic, out_workspace_bytes, out_plan);
   });
 }
 
@@ -227,22 +225,14 @@ int gf_sddmm_plan(int64_t n, int64_t m, int64_t K, int64_t nnz, int64_t max_row,
                   int force_variant, int force_group, int deterministic, int64_t* out_workspace_bytes, void** out_plan) {
   (void)weighted;
   return guarded("gf_sddmm_plan", [&]() -> int {
-    auto* p = new Plan;
-    if (int rc_ = start_plan(p, Op::Sddmm, n, m, K, 0, nnz, max_row, dtype, itype)) return delete p, rc_;
+    auto p = std::make_unique<Plan>();
+    if (int rc_ = start_plan(p.get(), Op::Sddmm, n, m, K, 0, nnz, max_row, dtype, itype)) return rc_;
     generated::sddmm_params prm;
     prm.n_i = n;
     prm.n_j = m;
     prm.n_k = K;
     p->req = generated::sddmm_cuda_request(prm, p->dtype, p->itype, rc::GraphStats{n, nnz, max_row});
-    try {
-      decide_plan(p, force_variant, force_group, deterministic);
-    } catch (...) {
-      delete p;
-      throw;
-    }
-    *out_workspace_bytes = p->cfg.workspace_bytes;
-    *out_plan = p;
-    return 0;
+    return finish_plan(std::move(p), force_variant, force_group, deterministic, out_workspace_bytes, out_plan);
   });
 }
 
@@ -251,23 +241,15 @@ int gf_sddmm_spmm_plan(int64_t n, int64_t m, int64_t K, int64_t F, int64_t nnz, 
                        void** out_plan) {
   (void)weighted;
   return guarded("gf_sddmm_spmm_plan", [&]() -> int {
-    auto* p = new Plan;
-    if (int rc_ = start_plan(p, Op::SddmmSpmm, n, m, K, F, nnz, max_row, dtype, itype)) return delete p, rc_;
+    auto p = std::make_unique<Plan>();
+    if (int rc_ = start_plan(p.get(), Op::SddmmSpmm, n, m, K, F, nnz, max_row, dtype, itype)) return rc_;
     generated::sddmm_spmm_params prm;
     prm.n_i = n;
     prm.n_j = m;
     prm.n_k = K;
     prm.n_f = F;
     p->req = generated::sddmm_spmm_cuda_request(prm, p->dtype, p->itype, rc::GraphStats{n, nnz, max_row});
-    try {
-      decide_plan(p, force_variant, force_group, deterministic);
-    } catch (...) {
-      delete p;
-      throw;
-    }
-    *out_workspace_bytes = p->cfg.workspace_bytes;
-    *out_plan = p;
-    return 0;
+    return finish_plan(std::move(p), force_variant, force_group, deterministic, out_workspace_bytes, out_plan);
   });
 }
 
