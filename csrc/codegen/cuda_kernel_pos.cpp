@@ -239,7 +239,9 @@ void CudaPrinter::launch_step(const Step& st) {
     const std::string& out = store->body.at(0)->lhs.tensor;
     const std::string type = s_.find(out)->acc ? "acc_t" : "scalar_t";
     line("// rows without entries: zero (the kernel never reaches them)");
-    line("cu::fill<" + type + ">(static_cast<" + type + "*>(prm." + out + "), n_" + row_ + " * n_" + st.tile + ", " + type + "{}, stream);");
+    // the step's own row variable (row_ is the last printed kernel's: a multi-step op's rows may
+    // differ, e.g. spmm_mean_grad_x's first step over i, its pos step over j)
+    line("cu::fill<" + type + ">(static_cast<" + type + "*>(prm." + out + "), n_" + st.top->var + " * n_" + st.tile + ", " + type + "{}, stream);");
   }
   if (st.form == Form::RowSplit || st.form == Form::PosSplit) {
     line("if (kl_.vector_width > 1)");
