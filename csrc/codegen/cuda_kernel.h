@@ -140,8 +140,6 @@ class CudaPrinter : public CodeWriter {
   bool entrywise(const Step& st) const;
   void entry_lanes_kernel(const Step& st);
   void chunk_entry(const imp::Stmt& w);
-  void segments(const std::string& P, const std::function<void()>& body);
-  void segment_walk(const imp::Stmt& w);
   void reg_lane_loop(const imp::Stmt& s);
   void broadcast_walk(const imp::Stmt& s);
   void broadcast_entries(const imp::Stmt& s, const std::string& b);

@@ -194,37 +194,6 @@ void CudaPrinter::chunk_entry(const imp::Stmt& w) {
   staged_ = "";
 }
 
-// The rows of chunk c_ (the entries cb_ .. ce_ of row pointers P), one segment sb_ .. se_ of
-// row row_ (rb_ .. re_) at a time, empty rows skipped: body() runs once per segment.
-void CudaPrinter::segments(const std::string& P, const std::function<void()>& body) {
-  line("const int64_t cb_ = c_ * kl_.chunk;");
-  line("const int64_t ce_ = cb_ + kl_.chunk < nnz_ ? cb_ + kl_.chunk : nnz_;");
-  line("int64_t sb_ = cb_;");
-  open("for (int64_t " + row_ + " = cu::row_of(" + P + ", n_" + row_ + ", cb_); sb_ < ce_; ++" + row_ + ") {");
-  line("const int64_t rb_ = static_cast<int64_t>(" + P + "[" + row_ + "]);");
-  line("const int64_t re_ = static_cast<int64_t>(" + P + "[" + row_ + " + 1]);");
-  line("const int64_t se_ = re_ < ce_ ? re_ : ce_;");
-  line("(void)rb_;");
-  line("if (se_ <= sb_) continue;  // an empty row");
-  body();
-  line("sb_ = se_;");
-  close();
-}
-
-// The entries sb_ .. se_ of walk w, G_ loaded at a time and broadcast; each entry's work
-// (chunk_entry) in a loop unrolled by 4, so that four entries' loads are in flight.
-void CudaPrinter::segment_walk(const imp::Stmt& w) {
-  open("for (int64_t b_ = sb_; b_ < se_; b_ += G_) {");
-  line("const int n_q_ = static_cast<int>(se_ - b_ < G_ ? se_ - b_ : G_);");
-  broadcast_entries(w, "b_");
-  line("GNNFUSE_UNROLL_4");
-  open("for (int q_ = 0; q_ < n_q_; ++q_) {");
-  line("const int64_t q_at_ = b_ + q_;");
-  chunk_entry(w);
-  close();
-  close();
-}
-
 // A group per (chunk of kl_.chunk stored entries, pass of G_ R_ C_ columns): the entries walked
 // in order with the row's sums in registers; a row is stored when it ends (or at the chunk's end):
 // whole where it began and ended in the chunk, else a carry (slot 0 where it began before the
@@ -251,8 +220,8 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
   const std::string put = s_.find(out)->acc ? "*(" + at + ") = x_;" : "cu::store(" + at + ", x_);";
   const std::string cut = det ? "carry_[(c_ * 2 + (head_ ? 1 : 0)) * n_" + v + " + " + v + "] = x_;" : "cu::atomic_add(" + at + ", x_);";
   // The row's sums out: stored whole, or cut by a chunk border.
-  auto flush = [&](const std::string& rb) {
-    line("const bool head_ = " + rb + " >= cb_;  // the row began in the chunk");
+  auto flush = [&] {
+    line("const bool head_ = static_cast<int64_t>(" + P + "[" + row_ + "]) >= cb_;  // the row began in the chunk");
     line("const bool whole_ = head_ && re_ <= ce_;");
     line("(void)head_;");
     reg_columns(v, "c0_", [&] {
@@ -279,35 +248,22 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
   open("for (int64_t t_ = group_; t_ < chunks_ * passes_; t_ += static_cast<int64_t>(gridDim.x) * per_block_) {");
   line("const int64_t c_ = passes_ == 1 ? t_ : t_ / passes_;");
   line("const int64_t c0_ = passes_ == 1 ? 0 : (t_ % passes_) * cols_;");
-  line("acc_t " + acc + "[R_ * C_];");
-  auto zero = [&] {
-    line("GNNFUSE_UNROLL");
-    line("for (int k_ = 0; k_ < R_ * C_; ++k_) " + acc + "[k_] = acc_t(0);");
-  };
-  open("if (G_ == 32) {  // a warp per chunk: row by row, four entries' loads in flight");
-  segments(P, [&] {
-    zero();
-    segment_walk(*w);
-    flush("rb_");
-    if (det) line("if (se_ == ce_ && c0_ == 0 && lane_ == 0) carry_row_[c_] = head_ && !whole_ ? " + row_ + " : -1;");
-  });
-  close();
-  // Groups narrower than a warp walk their chunks entry by entry: row segments would make the
-  // warp's groups diverge (H200, run 4: 1.4x slower at F = 32 on R-MAT, 1.3x faster at F >= 128).
-  open("else {");
   line("const int64_t cb_ = c_ * kl_.chunk;");
   line("const int64_t ce_ = cb_ + kl_.chunk < nnz_ ? cb_ + kl_.chunk : nnz_;");
   line("int64_t " + row_ + " = cu::row_of(" + P + ", n_" + row_ + ", cb_);");
   line("int64_t re_ = static_cast<int64_t>(" + P + "[" + row_ + " + 1]);");
-  zero();
+  line("acc_t " + acc + "[R_ * C_];");
+  line("GNNFUSE_UNROLL");
+  line("for (int k_ = 0; k_ < R_ * C_; ++k_) " + acc + "[k_] = acc_t(0);");
   open("for (int64_t b_ = cb_; b_ < ce_; b_ += G_) {");
   line("const int n_q_ = static_cast<int>(ce_ - b_ < G_ ? ce_ - b_ : G_);");
   broadcast_entries(*w, "b_");
   open("for (int q_ = 0; q_ < n_q_; ++q_) {");
   line("const int64_t q_at_ = b_ + q_;");
   open("if (q_at_ >= re_) {  // the row ended: its sums out, on to the entry's row");
-  flush("static_cast<int64_t>(" + P + "[" + row_ + "])");
-  zero();
+  flush();
+  line("GNNFUSE_UNROLL");
+  line("for (int k_ = 0; k_ < R_ * C_; ++k_) " + acc + "[k_] = acc_t(0);");
   line("do ++" + row_ + "; while (static_cast<int64_t>(" + P + "[" + row_ + " + 1]) <= q_at_);");
   line("re_ = static_cast<int64_t>(" + P + "[" + row_ + " + 1]);");
   close();
@@ -315,9 +271,8 @@ void CudaPrinter::pos_lanes_kernel(const Step& st) {
   close();
   close();
   open("if (ce_ > cb_) {  // the row open at the chunk's end");
-  flush("static_cast<int64_t>(" + P + "[" + row_ + "])");
+  flush();
   if (det) line("if (c0_ == 0 && lane_ == 0) carry_row_[c_] = head_ && !whole_ ? " + row_ + " : -1;");
-  close();
   close();
   close();
   close();

@@ -16,7 +16,6 @@
 //   GNNFUSE_DYNAMIC_SHARED(T, name)   the block's dynamic shared memory as T*
 //   GNNFUSE_LAUNCH(kernel, grid, block, smem, stream, args...)  a launch
 //   GNNFUSE_UNROLL                    before a loop: #pragma unroll (nvcc; nothing for g++)
-//   GNNFUSE_UNROLL_4                  before a loop of a run-time trip count: #pragma unroll 4 (nvcc)
 //   GNNFUSE_DEVICE_CHECK(cond, msg)   a device-side check: __trap() on the GPU, an exception
 //                                     naming the kernel, block and thread in the emulator
 // `__shared__` itself is never spelled: g++ would read it as nothing (one array per thread);
@@ -39,8 +38,6 @@
 #define GNNFUSE_LAUNCH(kernel, grid, block, smem, stream, ...) \
   kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 #define GNNFUSE_UNROLL _Pragma("unroll")
-// A loop of a run-time trip count unrolled by 4: four iterations' independent loads in flight.
-#define GNNFUSE_UNROLL_4 _Pragma("unroll 4")
 #define GNNFUSE_DEVICE_CHECK(cond, msg) \
   do {                                  \
     if (!(cond)) __trap();              \

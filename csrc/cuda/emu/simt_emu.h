@@ -210,7 +210,6 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
 #define GNNFUSE_DEVICE inline
 #define GNNFUSE_HOST_DEVICE inline
 #define GNNFUSE_UNROLL
-#define GNNFUSE_UNROLL_4
 // A reference to an array of n T, so that sizeof and array decay read as in CUDA.
 #define GNNFUSE_SHARED_ARRAY(T, name, n)                                                     \
   static char gnnfuse_shared_site_##name;                                                    \
