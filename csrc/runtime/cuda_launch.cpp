@@ -51,10 +51,16 @@ const VariantShape* find(const Request& req, Variant v, size_t* at) {
   return nullptr;
 }
 
-int row_split_group(const Request& req, const VariantShape& v) {
-  const double mean = req.graph.mean_row();
+// The widest tiled or lane extent (F) over a variant's kernels, at least 1.
+int64_t widest_extent(const VariantShape& v) {
   int64_t f = 1;
   for (auto& k : v.kernels) f = std::max(f, k.tile_extent);
+  return f;
+}
+
+int row_split_group(const Request& req, const VariantShape& v) {
+  const double mean = req.graph.mean_row();
+  const int64_t f = widest_extent(v);
   if (mean >= 64) return 32;
   if (mean >= 32) return 16;
   if (mean <= 8 || f <= 16) return 4;
@@ -74,8 +80,7 @@ bool skewed(const GraphStats& g) {
 // A row's entry costs kEntryNs plus its feature row at kEntryBytesPerNs (H200, runs 3 and 4:
 // reg_lanes took 0.2 us per entry of the longest row at F = 32, 0.43 us at F = 256, fp32).
 bool tail_bound(const Request& req, const VariantShape& v) {
-  int64_t f = 1;
-  for (auto& k : v.kernels) f = std::max(f, k.tile_extent);
+  const int64_t f = widest_extent(v);
   const double stream_ns = static_cast<double>(req.graph.nnz + req.graph.rows) * static_cast<double>(f) * req.scalar_bytes / kStreamBytesPerNs;
   const double entry_ns = kEntryNs + static_cast<double>(f) * req.scalar_bytes / kEntryBytesPerNs;
   return static_cast<double>(req.graph.max_row) * entry_ns > stream_ns + kExtraLaunchNs;
