@@ -178,6 +178,13 @@ void CudaPrinter::plan() {
       steps_.push_back(st);
     }
   }
+  // After every call temporary is known (tile_rows reads them): which tiled kernels load by VW_.
+  for (auto& st : steps_)
+    if (!st.matmul && (st.form == Form::RowSplit || st.form == Form::PosSplit))
+      for (auto* s : st.body)
+        each(*s, [&](const imp::Stmt& x) {
+          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0 && !tile_rows(x).empty()) st.tile_loads = true;
+        });
 }
 
 const imp::Stmt* CudaPrinter::find_accumulate(const imp::Stmt& s, const std::string& temp) const {
@@ -545,7 +552,7 @@ void CudaPrinter::loop(const imp::Stmt& s) {
 
 // A tile loop: the C_ columns of the row's tile, the rows it reads loaded a tile at a time
 // (VW_ elements per load).
-void CudaPrinter::tile_loop(const imp::Stmt& s) {
+std::vector<std::pair<Access, bool>> CudaPrinter::tile_rows(const imp::Stmt& s) const {
   const std::string& v = s.var;
   std::vector<std::pair<Access, bool>> rows;  // (access, accumulation type)
   for (auto& b : s.body)
@@ -563,6 +570,12 @@ void CudaPrinter::tile_loop(const imp::Stmt& s) {
         rows.push_back({r.access, call || s_.find(r.access.tensor)->acc});
       });
     });
+  return rows;
+}
+
+void CudaPrinter::tile_loop(const imp::Stmt& s) {
+  const std::string& v = s.var;
+  const std::vector<std::pair<Access, bool>> rows = tile_rows(s);
   std::map<std::string, std::string> saved = tiles_;
   for (size_t k = 0; k < rows.size(); ++k) {
     const Access& a = rows[k].first;

@@ -61,6 +61,7 @@ class CudaPrinter : public CodeWriter {
     std::vector<std::string> vec_reads;  // dense inputs read by tiles (their alignment allows vector loads)
     bool staged = false, staged_values = false, staged_edges = false;  // Lanes: staged walks, and what they keep
     bool entrywise = false;  // PosLanes: one walk of per-entry values (no row sums, no output zeroed)
+    bool tile_loads = false;  // RowSplit, PosSplit: a tile loop loads rows by VW_ (else VW_ = 1 only)
   };
   // A temporary of the whole call: the root's, or the rows of a dense product block operand.
   struct CallTemp {
@@ -113,6 +114,9 @@ class CudaPrinter : public CodeWriter {
   void assign(const imp::Stmt& s);
   void loop(const imp::Stmt& s);
   void tile_loop(const imp::Stmt& s);
+  // The rows a tile loop loads a tile at a time (by VW_, or VWA_ for the accumulation type's):
+  // dense inputs and call temporaries indexed last, once, by the tile's variable.
+  std::vector<std::pair<Access, bool>> tile_rows(const imp::Stmt& s) const;
   void walk(const imp::Stmt& s);
   void staged_walk(const imp::Stmt& s);
   void entry_blocks(const imp::Stmt& s);

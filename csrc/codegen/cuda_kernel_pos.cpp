@@ -204,8 +204,10 @@ void CudaPrinter::shape(const Step& st) {
   if (st.staged)
     line(std::string("k_.staged_bytes = ") + (st.staged_edges ? "8 + " : "") + (st.staged_values ? "static_cast<int64_t>(sizeof(acc_t)) + " : "") +
          "static_cast<int64_t>(sizeof(index_t));");
-  std::string ok = "true";
-  for (auto& t : st.vec_reads) ok += " && reinterpret_cast<uintptr_t>(prm." + t + ") % 16 == 0";
+  // A tiled kernel that loads nothing by VW_ has only its VW_ = 1 instance: no vector width.
+  std::string ok = (st.form == Form::RowSplit || st.form == Form::PosSplit) && !st.tile_loads ? "false" : "true";
+  if (ok == "true")
+    for (auto& t : st.vec_reads) ok += " && reinterpret_cast<uintptr_t>(prm." + t + ") % 16 == 0";
   line("k_.vector_ok = " + ok + ";");
   if (reg_form()) {
     line(std::string("k_.regs = ") + (regs_.empty() ? "false" : "true") + ";");
@@ -243,7 +245,9 @@ void CudaPrinter::launch_step(const Step& st) {
     // differ, e.g. spmm_mean_grad_x's first step over i, its pos step over j)
     line("cu::fill<" + type + ">(static_cast<" + type + "*>(prm." + out + "), n_" + st.top->var + " * n_" + st.tile + ", " + type + "{}, stream);");
   }
-  if (st.form == Form::RowSplit || st.form == Form::PosSplit) {
+  if ((st.form == Form::RowSplit || st.form == Form::PosSplit) && !st.tile_loads) {
+    line("GNNFUSE_LAUNCH((" + name + "<scalar_t, index_t, 1>), " + dims + ");");
+  } else if (st.form == Form::RowSplit || st.form == Form::PosSplit) {
     line("if (kl_.vector_width > 1)");
     line("  GNNFUSE_LAUNCH((" + name + "<scalar_t, index_t, cu::kVec128<scalar_t>>), " + dims + ");");
     line("else");

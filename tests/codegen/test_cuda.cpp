@@ -229,6 +229,24 @@ TEST(Cuda, PosLaunchZeroesItsOwnRows) {
   EXPECT_NE(text.find(right), std::string::npos);
 }
 
+// A tiled kernel gets a VW_ > 1 instance (and a vector width at launch) only where a tile loop
+// loads rows by VW_: edge_softmax_heads' grad_score row split reads its tile of edge values
+// element-wise, so its launch has the VW_ = 1 instance alone and its shape no vector width;
+// spmm's row split loads X's rows by tiles and keeps both.
+TEST(Cuda, VectorWidthOnlyWhereTilesLoadByIt) {
+  Family f = compile_family(load_spec(kOps + "/edge_softmax_heads.spec"), Target::Cuda);
+  const std::string cu = emit_op_cuda(f).at(1).text;
+  const std::string k = "edge_softmax_heads_grad_score_row_split_k0";
+  ASSERT_NE(cu.find("GNNFUSE_LAUNCH((" + k + "<scalar_t, index_t, 1>)"), std::string::npos);
+  EXPECT_EQ(cu.find("GNNFUSE_LAUNCH((" + k + "<scalar_t, index_t, cu::kVec128<scalar_t>>)"), std::string::npos);
+  const size_t shape = cu.find("edge_softmax_heads_grad_score_row_split_shape(");
+  ASSERT_NE(shape, std::string::npos);
+  EXPECT_EQ(cu.find("k_.vector_ok = false;", shape), cu.find("k_.vector_ok", shape));
+  const std::string spmm = emit_op_cuda(compile_family(load_spec(kOps + "/spmm.spec"), Target::Cuda)).at(1).text;
+  EXPECT_NE(spmm.find("GNNFUSE_LAUNCH((spmm_row_split_k0<scalar_t, index_t, cu::kVec128<scalar_t>>)"), std::string::npos);
+  EXPECT_NE(spmm.find("k_.vector_ok = true && reinterpret_cast<uintptr_t>(prm.X) % 16 == 0;"), std::string::npos);
+}
+
 // The printed row-split kernel of spmm: a group of G_ lanes per (row, tile of 8 columns), the
 // row's entries split over the lanes, X's rows read a tile at a time (VW_ elements per load),
 // the accumulators combined by a butterfly of shuffles, one lane storing.
