@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -167,6 +168,45 @@ TEST_P(GraphOps, CsrTransposeMatchesReference) {
     EXPECT_EQ(to_vector(row), ref.idx);
     EXPECT_EQ(to_vector(perm), ref.perm);
   }
+}
+
+// The device implementation (ATen's stable sorts and searchsorted: what CUDA tensors run), called
+// on CPU tensors through its private ops, against the same references.
+TEST_P(GraphOps, DeviceImplementationMatchesReference) {
+  const at::ScalarType dtype = GetParam();
+  const auto to_csr = c10::Dispatcher::singleton()
+                          .findSchemaOrThrow("gnnfuse::_edge_index_to_csr_device", "")
+                          .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, c10::SymInt)>();
+  const auto transpose = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gnnfuse::_csr_transpose_device", "")
+                             .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, c10::SymInt)>();
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{0, 0}, {1, 0}, {1, 5}, {7, 30}, {100, 400}, {10000, 200000}};
+  uint32_t seed = 300;
+  for (const auto& [n, e] : sizes) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " e=" + std::to_string(e));
+    const Graph g = random_graph(n, e, seed++);
+    const auto [rowptr, col, perm] = to_csr.call(edge_index_of(g, dtype), c10::SymInt(n));
+    EXPECT_EQ(rowptr.scalar_type(), dtype);
+    EXPECT_EQ(col.scalar_type(), dtype);
+    const Csr ref = reference_csr(g.src, g.dst, n);
+    EXPECT_EQ(to_vector(rowptr), ref.ptr);
+    EXPECT_EQ(to_vector(col), ref.idx);
+    EXPECT_EQ(to_vector(perm), ref.perm);
+    const auto [colptr, row, cperm] = transpose.call(rowptr, col, c10::SymInt(n));
+    const Csr cref = reference_csc(ref.ptr, ref.idx, n);
+    EXPECT_EQ(to_vector(colptr), cref.ptr);
+    EXPECT_EQ(to_vector(row), cref.idx);
+    EXPECT_EQ(to_vector(cperm), cref.perm);
+  }
+  // Bad values: the CPU kernels' errors.
+  const at::Tensor bad = to_tensor({0, 1, 1, 9}, dtype).view({2, 2});
+  const std::string want = error_of([&] { gnnfuse::edge_index_to_csr(bad, 4); });
+  EXPECT_NE(want.find("edge_index_to_csr"), std::string::npos);
+  EXPECT_EQ(error_of([&] { to_csr.call(bad, c10::SymInt(4)); }), want);
+  const at::Tensor rp = to_tensor({0, 2, 1}, dtype), cl = to_tensor({0, 1}, dtype);
+  const std::string want_t = error_of([&] { gnnfuse::csr_transpose(rp, cl, 2); });
+  EXPECT_NE(want_t.find("csr_transpose"), std::string::npos);
+  EXPECT_EQ(error_of([&] { transpose.call(rp, cl, c10::SymInt(2)); }), want_t);
 }
 
 TEST_P(GraphOps, CsrTransposeRectangularAndTwiceIsIdentity) {

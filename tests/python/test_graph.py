@@ -59,14 +59,21 @@ def test_cases_cover_the_edge_cases():
 
 
 # ------------------------------------------------------------------- edge_index_to_csr
+# The CPU kernels, and the device implementation (ATen's sorts and searches: what CUDA tensors
+# run) called on CPU tensors through its private op.
+TO_CSR = {"cpu": torch.ops.gnnfuse.edge_index_to_csr, "device": torch.ops.gnnfuse._edge_index_to_csr_device}
+TRANSPOSE = {"cpu": torch.ops.gnnfuse.csr_transpose, "device": torch.ops.gnnfuse._csr_transpose_device}
+
+
+@pytest.mark.parametrize("impl", list(TO_CSR))
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=IDS.get)
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_edge_index_to_csr_matches_reference(name, index_dtype):
+def test_edge_index_to_csr_matches_reference(name, index_dtype, impl):
     case = CASES[name]
     ei = case.edge_index_as(index_dtype)
     # the op bounds sources and targets alike by num_nodes: a square view of bipartite cases
     n = max(case.num_nodes, case.num_src_nodes)
-    rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(ei, n)
+    rowptr, col, perm = TO_CSR[impl](ei, n)
     assert rowptr.dtype == index_dtype and col.dtype == index_dtype
     assert perm.dtype == torch.int64
     assert rowptr.shape == (n + 1,)
@@ -81,35 +88,38 @@ def test_edge_index_to_csr_matches_reference(name, index_dtype):
     _eq(ei, case.edge_index, "edge_index unchanged")
 
 
-def test_edge_index_to_csr_noncontiguous_input():
+@pytest.mark.parametrize("impl", list(TO_CSR))
+def test_edge_index_to_csr_noncontiguous_input(impl):
     case = CASES["uniform"]
     ei_t = case.edge_index.t().contiguous()  # [E, 2]
     ei = ei_t.t()  # a non-contiguous [2, E] view
     assert not ei.is_contiguous()
-    rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(ei, case.num_nodes)
+    rowptr, col, perm = TO_CSR[impl](ei, case.num_nodes)
     want_rowptr, want_col, want_perm = ref_csr(case.edge_index, case.num_nodes)
     _eq(rowptr, want_rowptr, "rowptr")
     _eq(col, want_col, "col")
     _eq(perm, want_perm, "perm")
 
 
-def test_edge_index_to_csr_extra_nodes():
+@pytest.mark.parametrize("impl", list(TO_CSR))
+def test_edge_index_to_csr_extra_nodes(impl):
     """num_nodes larger than the largest index: trailing empty rows."""
     ei = torch.tensor([[1, 0], [0, 1]])
-    rowptr, col, perm = torch.ops.gnnfuse.edge_index_to_csr(ei, 5)
+    rowptr, col, perm = TO_CSR[impl](ei, 5)
     assert rowptr.tolist() == [0, 1, 2, 2, 2, 2]
     assert col.tolist() == [1, 0]
     assert perm.tolist() == [0, 1]
 
 
 # ----------------------------------------------------------------------- csr_transpose
+@pytest.mark.parametrize("impl", list(TRANSPOSE))
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=IDS.get)
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_csr_transpose_matches_reference(name, index_dtype):
+def test_csr_transpose_matches_reference(name, index_dtype, impl):
     case = CASES[name]
     rowptr, col, _ = ref_csr(case.edge_index, case.num_nodes)
     rowptr, col = rowptr.to(index_dtype), col.to(index_dtype)
-    colptr, row, perm = torch.ops.gnnfuse.csr_transpose(rowptr, col, case.num_src_nodes)
+    colptr, row, perm = TRANSPOSE[impl](rowptr, col, case.num_src_nodes)
     assert colptr.dtype == index_dtype and row.dtype == index_dtype and perm.dtype == torch.int64
     want_colptr, want_row, want_perm = ref_csr_transpose(rowptr, col, case.num_src_nodes)
     _eq(colptr, want_colptr, "colptr")
@@ -117,10 +127,34 @@ def test_csr_transpose_matches_reference(name, index_dtype):
     _eq(perm, want_perm, "perm")
     _eq(row, csr_rows(rowptr)[perm], "row == csr_rows[perm]")
     # transposing twice gives the CSR back
-    rowptr2, col2, perm2 = torch.ops.gnnfuse.csr_transpose(colptr, row, case.num_nodes)
+    rowptr2, col2, perm2 = TRANSPOSE[impl](colptr, row, case.num_nodes)
     _eq(rowptr2, rowptr, "rowptr after two transposes")
     _eq(col2, col, "col after two transposes")
     _eq(perm[perm2], torch.arange(case.num_edges), "perm composed with its transpose")
+
+
+def _message(f, *args):
+    with pytest.raises(RuntimeError) as e:
+        f(*args)
+    return str(e.value).split("\n")[0]
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=IDS.get)
+def test_device_implementation_raises_the_cpu_errors(index_dtype):
+    """The device implementation checks the values on the device and raises the CPU kernels'
+    errors (op, argument, first bad value) for out-of-range indices and malformed CSR."""
+    t = lambda v: torch.tensor(v, dtype=index_dtype)
+    for ei, n in (([[0, 5], [1, 0]], 3), ([[0, 1], [-1, 0]], 3), ([[0, 1, 2], [1, 0, 3]], 3)):
+        cpu = _message(TO_CSR["cpu"], t(ei), n)
+        assert "edge_index_to_csr" in cpu and "edge_index" in cpu
+        assert _message(TO_CSR["device"], t(ei), n) == cpu
+    for rowptr, col, m in (([0, 2, 1], [0, 1], 2), ([1, 1, 2], [0, 1], 2), ([0, 1, 3], [0, 1], 2),
+                           ([0, 1, 2], [0, 2], 2), ([0, 1, 2], [-1, 0], 2)):
+        cpu = _message(TRANSPOSE["cpu"], t(rowptr), t(col), m)
+        assert "csr_transpose" in cpu
+        assert _message(TRANSPOSE["device"], t(rowptr), t(col), m) == cpu
+    with pytest.raises(RuntimeError, match="csr_transpose.*num_cols"):
+        TRANSPOSE["device"](t([0, 0]), t([]), -1)
 
 
 # ------------------------------------------------------------------------------ Graph

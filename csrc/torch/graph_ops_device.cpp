@@ -1,0 +1,118 @@
+// edge_index_to_csr and csr_transpose on every device but the CPU (CUDA first): the same results
+// as graph_ops.cpp's CPU kernels (docs/CONTRACTS.md), computed with ATen's device operations, on
+// the current stream, memory from the caching allocator:
+//   edge_index_to_csr  two stable sorts (by source, then by target: the order (target, source,
+//                      input position) of the CPU kernel), row pointers by searchsorted of the
+//                      sorted targets (no host-side count of the rows);
+//   csr_transpose      the CSR positions stably sorted by column (rows ascending within a column,
+//                      equal (row, col) pairs in order), column pointers by searchsorted.
+// On CUDA at::sort is CUB's segmented radix sort, searchsorted a binary search per output.
+// Value checks cost one host synchronisation per call: a device reduction says whether the input
+// is valid, and only an invalid one is copied to the host, where torch/checks raises the CPU
+// kernel's own error (naming the op, the argument and the first bad value).
+//
+// Registered at CompositeExplicitAutograd, so every backend without a kernel of its own (CUDA;
+// the CPU and Meta keys keep graph_ops.cpp's); the private ops _edge_index_to_csr_device and
+// _csr_transpose_device run the same code on any device, CPU included (tests, benchmarks).
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "torch/checks.h"
+
+namespace gnnfuse {
+namespace {
+
+using Triple = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// The stable order of `key` (int64 positions into it).
+at::Tensor stable_order(const at::Tensor& key) {
+  return std::get<1>(at::sort(key, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+}
+
+// starts[k] = #{p : sorted[p] < k}, k in [0, n]: the pointers of a sorted key (values in [0, n)).
+at::Tensor starts_of(const at::Tensor& sorted, int64_t n, at::ScalarType index_dtype) {
+  const at::Tensor keys = at::arange(n + 1, sorted.options());
+  return at::searchsorted(sorted, keys, /*out_int32=*/index_dtype == at::kInt, /*right=*/false);
+}
+
+// Raises the CPU check's error where edge_index holds an index outside [0, num_nodes).
+void edge_index_values(const char* op, const at::Tensor& ei, int64_t num_nodes) {
+  if (ei.numel() == 0) return;
+  const at::Tensor bad = at::logical_or(ei.lt(0), ei.ge(num_nodes)).any();
+  if (!bad.item<bool>()) return;
+  checks::edge_index(op, ei.cpu(), num_nodes);  // raises, naming the first bad index
+}
+
+// Raises the CPU check's error for a malformed CSR (row pointers not starting at 0, decreasing or
+// not ending at nnz; columns outside [0, num_cols)).
+void csr_values(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  const int64_t nnz = col.numel();
+  at::Tensor bad = rowptr.select(0, 0).ne(0).logical_or(rowptr.select(0, -1).ne(nnz));
+  if (rowptr.numel() > 1) bad = bad.logical_or(rowptr.diff().lt(0).any());
+  if (nnz > 0) bad = bad.logical_or(at::logical_or(col.lt(0), col.ge(num_cols)).any());
+  if (!bad.item<bool>()) return;
+  checks::csr(op, rowptr.cpu(), col.cpu(), num_cols);  // raises
+  TORCH_CHECK(false, "gnnfuse::", op, ": malformed CSR (rowptr, col) for ", num_cols, " columns");
+}
+
+Triple edge_index_to_csr_device(const at::Tensor& edge_index, int64_t num_nodes) {
+  constexpr const char* op = "edge_index_to_csr";
+  checks::edge_index(op, edge_index, num_nodes);  // dtype, shape, extent (values: below)
+  const int64_t num_edges = edge_index.size(1);
+  // Row pointers share edge_index's dtype and count up to E (the CPU check's rule and words).
+  TORCH_CHECK(edge_index.scalar_type() != at::kInt || num_edges <= std::numeric_limits<int32_t>::max(), "gnnfuse::", op,
+              ": argument 'edge_index' must have at most ", std::numeric_limits<int32_t>::max(), " edges when int32, use int64 (got ",
+              num_edges, " edges)");
+  edge_index_values(op, edge_index, num_nodes);
+  const at::ScalarType index_dtype = edge_index.scalar_type();
+  const at::Tensor src = edge_index.select(0, 0).to(at::kLong);
+  const at::Tensor dst = edge_index.select(0, 1).to(at::kLong);
+  // LSD: by source, then stably by target; ties of (target, source) keep the input order.
+  const at::Tensor by_src = stable_order(src);
+  const at::Tensor dst_by_src = dst.index_select(0, by_src);
+  const at::Tensor second = stable_order(dst_by_src);
+  const at::Tensor perm = by_src.index_select(0, second);
+  const at::Tensor dst_sorted = dst_by_src.index_select(0, second);
+  at::Tensor rowptr = starts_of(dst_sorted, num_nodes, index_dtype);
+  at::Tensor col = src.index_select(0, perm).to(index_dtype);
+  return {rowptr, col, perm};
+}
+
+Triple csr_transpose_device(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  constexpr const char* op = "csr_transpose";
+  checks::extent(op, "num_cols", num_cols);
+  checks::csr(op, rowptr, col, num_cols);  // dtypes, devices, shapes (values: below)
+  csr_values(op, rowptr, col, num_cols);
+  const at::ScalarType index_dtype = col.scalar_type();
+  const int64_t nnz = col.numel();
+  const int64_t rows = rowptr.numel() - 1;
+  const at::Tensor col64 = col.to(at::kLong);
+  // The row of each CSR position, without reading nnz back (it is col's size).
+  const at::Tensor row_of = at::repeat_interleave(at::arange(rows, rowptr.options().dtype(at::kLong)),
+                                                  rowptr.diff().to(at::kLong), /*dim=*/0, /*output_size=*/nnz);
+  const at::Tensor perm = stable_order(col64);
+  at::Tensor row = row_of.index_select(0, perm).to(index_dtype);
+  at::Tensor colptr = starts_of(col64.index_select(0, perm), num_cols, index_dtype);
+  return {colptr, row, perm};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
+  m.def("_edge_index_to_csr_device(Tensor edge_index, SymInt num_nodes) -> (Tensor rowptr, Tensor col, Tensor perm)");
+  m.def("_csr_transpose_device(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)");
+}
+
+TORCH_LIBRARY_IMPL(gnnfuse, CompositeExplicitAutograd, m) {
+  m.impl("edge_index_to_csr", &edge_index_to_csr_device);
+  m.impl("csr_transpose", &csr_transpose_device);
+  m.impl("_edge_index_to_csr_device", &edge_index_to_csr_device);
+  m.impl("_csr_transpose_device", &csr_transpose_device);
+}
+
+}  // namespace gnnfuse
