@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,6 +17,9 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -31,6 +35,29 @@ constexpr int64_t kScanBlock = 1024;
 template <typename... Args>
 [[noreturn]] void fail(const char* op, const char* arg, const Args&... what) {
   TORCH_CHECK(false, "gnnfuse::", op, ": argument '", arg, "' ", what...);
+}
+
+// Tensors off the CPU have their values checked on their device: a few reductions, one
+// synchronisation, the verdict read back; only an invalid input is copied to the host, where the
+// CPU check finds the first bad value and raises its own message (the same words on every
+// device). GNNFUSE_CHECKS_ON_DEVICE=1 takes that path for CPU tensors too (tests).
+bool on_device(const at::Tensor& t) {
+  static const bool forced = [] {
+    const char* v = std::getenv("GNNFUSE_CHECKS_ON_DEVICE");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return !t.device().is_cpu() || forced;
+}
+
+// The host copy of t (t itself on the CPU), contiguous.
+at::Tensor host(const at::Tensor& t) { return t.cpu().contiguous(); }
+
+// The values of a small device tensor of int64 verdicts, read back (the synchronisation).
+std::vector<int64_t> read_back(const std::vector<at::Tensor>& parts) {
+  std::vector<at::Tensor> flat;
+  for (auto& p : parts) flat.push_back(p.reshape({-1}).to(at::kLong));
+  const at::Tensor h = at::cat(flat).cpu();
+  return std::vector<int64_t>(h.const_data_ptr<int64_t>(), h.const_data_ptr<int64_t>() + h.numel());
 }
 
 // The name a PyTorch user knows a dtype by (torch.float32 rather than Float).
@@ -263,11 +290,14 @@ void csc_shapes(const char* op, const char* const names[5], const at::Tensor& ro
 void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
          const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols) {
   csc_shapes(op, names, rowptr, col, colptr, row, perm, c10::SymInt(num_cols));
-  if (!rowptr.device().is_cpu()) return;
-  // Once per view, like csr(): every backward over a graph passes the same cached view.
+  // Once per view, like csr(): every backward over a graph passes the same cached view. Off the
+  // CPU the view is checked on a host copy (its consistency with the CSR is a walk of both).
+  if (rowptr.device().is_meta()) return;  // no values (tracing)
   if (cache::lookup("checks::csc", {rowptr, col, colptr, row, perm}, {}).has_value()) return;
-  const at::Tensor rp = rowptr.contiguous(), cl = col.contiguous(), cp = colptr.contiguous(), rw = row.contiguous(),
-                   pm = perm.contiguous();
+  const bool dev = on_device(rowptr);
+  const at::Tensor rp = dev ? host(rowptr) : rowptr.contiguous(), cl = dev ? host(col) : col.contiguous(),
+                   cp = dev ? host(colptr) : colptr.contiguous(), rw = dev ? host(row) : row.contiguous(),
+                   pm = dev ? host(perm) : perm.contiguous();
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csc", [&] {
     csc_values<index_t>(op, names, rp.const_data_ptr<index_t>(), rowptr.numel() - 1, cl.const_data_ptr<index_t>(),
                         col.numel(), cp.const_data_ptr<index_t>(), colptr.numel() - 1, rw.const_data_ptr<index_t>(),
@@ -295,22 +325,11 @@ void remember_checked(const at::Tensor& rowptr, const at::Tensor& col, int64_t m
 
 }  // namespace
 
-void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  csr(op, "rowptr", "col", rowptr, col, num_cols);
-}
+namespace {
 
-void csr(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col,
-         int64_t num_cols, const char* bound) {
-  index_tensor(op, rowptr_arg, rowptr);
-  index_tensor(op, col_arg, col);
-  same_dtype(op, col_arg, col, rowptr_arg, rowptr);
-  same_device(op, col_arg, col, rowptr_arg, rowptr);
-  if (rowptr.sym_numel() < 1) {
-    fail(op, rowptr_arg, "must have at least one element (got an empty tensor)");
-  }
-  // Value checks on other devices would cost a synchronisation and a device kernel.
-  if (!rowptr.device().is_cpu()) return;
-
+// csr()'s value checks on the host (CPU tensors).
+void csr_values(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col,
+                int64_t num_cols, const char* bound) {
   const int64_t nnz = col.numel();
   const auto in_range = [nnz, num_cols](uint64_t umax) { return nnz == 0 || umax < static_cast<uint64_t>(num_cols); };
   const std::optional<std::vector<at::Tensor>> known = cache::lookup(kCsrKey, {rowptr, col}, {});
@@ -337,6 +356,60 @@ void csr(const char* op, const char* rowptr_arg, const char* col_arg, const at::
     }
     col_out_of_range<index_t>(op, col_arg, cp, nnz, num_cols, bound);
   });
+}
+
+// csr()'s value checks on the device: the row pointers (start at 0, non-decreasing, end at nnz)
+// and the columns' smallest and largest value in one read back, remembered like the CPU's.
+void csr_on_device(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col,
+                   int64_t num_cols, const char* bound) {
+  const int64_t nnz = col.numel();
+  const auto in_range = [nnz, num_cols](int64_t top) { return nnz == 0 || top < num_cols; };
+  const std::optional<std::vector<at::Tensor>> known = cache::lookup(kCsrKey, {rowptr, col}, {});
+  if (known && !known->empty() && (num_cols < 0 || in_range((*known)[0].const_data_ptr<int64_t>()[0]))) return;
+  std::vector<at::Tensor> parts = {rowptr.select(0, 0).ne(0).logical_or(rowptr.select(0, -1).ne(nnz))};
+  if (rowptr.numel() > 1) parts.push_back(rowptr.diff().lt(0).any());
+  if (nnz > 0) {
+    const auto [lo, hi] = at::aminmax(col);
+    parts.push_back(lo);
+    parts.push_back(hi);
+  }
+  const std::vector<int64_t> v = read_back(parts);
+  const bool bad_ptr = v[0] != 0 || (rowptr.numel() > 1 && v[1] != 0);
+  const int64_t lo = nnz > 0 ? v[v.size() - 2] : 0, top = nnz > 0 ? v.back() : 0;
+  if (bad_ptr || lo < 0) {
+    csr_values(op, rowptr_arg, col_arg, host(rowptr), host(col), num_cols, bound);  // raises
+    fail(op, rowptr_arg, "and '", col_arg, "' are not a valid CSR pattern (got a negative column or row pointer)");
+  }
+  at::Tensor range = at::empty({1}, at::kLong);
+  range.mutable_data_ptr<int64_t>()[0] = top;
+  cache::store(kCsrKey, {rowptr, col}, {}, {range});
+  if (num_cols >= 0 && !in_range(top)) {
+    csr_values(op, rowptr_arg, col_arg, host(rowptr), host(col), num_cols, bound);  // raises
+    fail(op, col_arg, "must hold column indices in [0, ", num_cols, ") (got ", top, ")");
+  }
+}
+
+}  // namespace
+
+void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  csr(op, "rowptr", "col", rowptr, col, num_cols);
+}
+
+void csr(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col,
+         int64_t num_cols, const char* bound) {
+  index_tensor(op, rowptr_arg, rowptr);
+  index_tensor(op, col_arg, col);
+  same_dtype(op, col_arg, col, rowptr_arg, rowptr);
+  same_device(op, col_arg, col, rowptr_arg, rowptr);
+  if (rowptr.sym_numel() < 1) {
+    fail(op, rowptr_arg, "must have at least one element (got an empty tensor)");
+  }
+  if (rowptr.device().is_meta()) return;  // no values (tracing)
+  if (on_device(rowptr)) {
+    csr_on_device(op, rowptr_arg, col_arg, rowptr, col, num_cols, bound);
+    return;
+  }
+  csr_values(op, rowptr_arg, col_arg, rowptr, col, num_cols, bound);
 }
 
 void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz) {
@@ -368,10 +441,10 @@ void sorted_values(const char* op, const char* rowptr_arg, const char* col_arg, 
 }  // namespace
 
 void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col) {
-  if (!rowptr.device().is_cpu()) return;
-  if (already_checked(rowptr, col, kSortedMark)) return;
-  const at::Tensor rowptr_c = rowptr.contiguous();
-  const at::Tensor col_c = col.contiguous();
+  if (rowptr.device().is_meta() || already_checked(rowptr, col, kSortedMark)) return;
+  // Off the CPU: on a host copy, once per pattern.
+  const at::Tensor rowptr_c = on_device(rowptr) ? host(rowptr) : rowptr.contiguous();
+  const at::Tensor col_c = on_device(rowptr) ? host(col) : col.contiguous();
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csr_sorted", [&] {
     sorted_values<index_t>(op, rowptr_arg, col_arg, rowptr_c.const_data_ptr<index_t>(), rowptr.numel() - 1, col_c.const_data_ptr<index_t>());
   });
@@ -379,11 +452,17 @@ void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, con
 }
 
 void one_per_row(const char* op, const char* rowptr_arg, const at::Tensor& rowptr, const at::Tensor& col) {
-  if (!rowptr.device().is_cpu()) return;
   // num_cols value under which a checked `single` pattern is remembered in the csr() cache.
   constexpr int64_t kSingleMark = std::numeric_limits<int64_t>::min() + 1;
-  if (already_checked(rowptr, col, kSingleMark)) return;
-  const at::Tensor rowptr_c = rowptr.contiguous();
+  if (rowptr.device().is_meta() || already_checked(rowptr, col, kSingleMark)) return;
+  if (on_device(rowptr)) {  // rowptr == arange(n): one comparison on the device
+    const int64_t n = rowptr.numel();
+    if (read_back({rowptr.ne(at::arange(n, rowptr.options())).any()})[0] == 0) {
+      remember_checked(rowptr, col, kSingleMark);
+      return;
+    }
+  }
+  const at::Tensor rowptr_c = on_device(rowptr) ? host(rowptr) : rowptr.contiguous();
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::one_per_row", [&] {
     const index_t* r = rowptr_c.const_data_ptr<index_t>();
     const int64_t n = rowptr.numel();
@@ -418,17 +497,19 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
   }
   extent(op, "num_nodes", num_nodes);
   if (num_dst_nodes < 0) num_dst_nodes = num_nodes;
-  // Symbolic sizes (tracing) are checked when the CPU kernel runs on real ones.
-  if (!edge_index.device().is_cpu()) return;
   const int64_t num_edges = edge_index.size(1);
   // Row pointers share edge_index's dtype and count up to E.
   if (s == at::kInt && num_edges > std::numeric_limits<int32_t>::max()) {
     fail(op, "edge_index", "must have at most ", std::numeric_limits<int32_t>::max(),
          " edges when int32, use int64 (got ", num_edges, " edges)");
   }
-  if (num_edges == 0) return;
-
-  const at::Tensor ei = edge_index.contiguous();
+  if (num_edges == 0 || edge_index.device().is_meta()) return;
+  if (on_device(edge_index)) {  // sources below num_nodes, targets below num_dst_nodes
+    const auto [lo, hi] = at::aminmax(edge_index, 1);
+    const std::vector<int64_t> v = read_back({lo, hi});  // min src, min dst, max src, max dst
+    if (v[0] >= 0 && v[1] >= 0 && v[2] < num_nodes && v[3] < num_dst_nodes) return;
+  }
+  const at::Tensor ei = on_device(edge_index) ? host(edge_index) : edge_index.contiguous();
   AT_DISPATCH_INDEX_TYPES(s, "gnnfuse::checks::edge_index", [&] {
     edge_index_values<index_t>(op, ei.const_data_ptr<index_t>(), num_edges, num_nodes, num_dst_nodes);
   });
@@ -473,7 +554,13 @@ void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndi
 }
 
 void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz) {
-  const at::Tensor c = t.contiguous();
+  if (t.numel() == 0 || t.device().is_meta()) return;
+  if (on_device(t)) {
+    const auto [lo, hi] = at::aminmax(t);
+    const std::vector<int64_t> v = read_back({lo, hi});
+    if (v[0] >= -1 && v[1] < nnz) return;
+  }
+  const at::Tensor c = on_device(t) ? host(t) : t.contiguous();
   const int64_t* v = c.const_data_ptr<int64_t>();
   for (int64_t k = 0; k < c.numel(); ++k)
     if (v[k] < -1 || v[k] >= nnz) fail(op, arg, "holds position ", v[k], " at flat index ", k, ", outside [-1, ", nnz, ")");

@@ -6,7 +6,7 @@
 // so a user sees which op, which argument and which value is at fault.
 //
 // Shape, dtype and device checks also work on symbolic sizes, so Meta kernels (torch.compile,
-// torch.export) share them; checks that read values run for CPU tensors only.
+// torch.export) share them; checks that read values run on every device with data (not Meta).
 //
 // None of these functions requires contiguous inputs: checks that read values
 // go through a contiguous view (a no-op for contiguous tensors). Kernels that
@@ -33,8 +33,9 @@ namespace gnnfuse::checks {
 // ending in a dense argument's dimension ("the extent of index j, x.size(0)") makes a column past
 // it name that argument's size and the largest column too ("x has 9 rows but the column indices
 // in col reach 9 (10 columns)"): the csr operand or x may be the one at fault.
-// The value checks run for CPU tensors only; for other devices only dtypes, shapes and
-// devices are checked. They are O(N + E) once per pattern: the row pointers' validity and the
+// The value checks run on every device with data (Meta tensors have none): off the CPU as a few
+// reductions and one synchronisation, an invalid input then copied to the host for the CPU
+// check's message (GNNFUSE_CHECKS_ON_DEVICE=1 takes that path for CPU tensors too). They are O(N + E) once per pattern: the row pointers' validity and the
 // columns' largest value are remembered per (rowptr, col) pair (the pattern cache: identity,
 // version counters, data pointers, sizes), so a pattern used again, under any column bound, is
 // checked in O(1); the columns are scanned only once a bound asks for them.
@@ -49,7 +50,7 @@ void csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_
 // {colptr, row, perm, rowptr, col}: the view's three, then its CSR's two.
 void csc_shapes(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
                 const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, const c10::SymInt& num_cols);
-// csc_shapes, and on CPU that the view holds exactly the CSR's entries: colptr starts at 0,
+// csc_shapes, and (on a host copy off the CPU) that the view holds exactly the CSR's entries: colptr starts at 0,
 // is non-decreasing and ends at nnz; every perm[q] is a CSR position of column j (the column
 // whose range holds q) in row row[q]; no CSR position appears twice. O(N + E), once per view
 // (remembered like csr()'s patterns). Call after csr() on (rowptr, col).
@@ -65,7 +66,7 @@ void index_tensor(const char* op, const char* arg, const at::Tensor& t);
 // Positions chosen by a max/min reduction: int64 with `ndim` dimensions. Shape only: Meta-safe.
 void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndim);
 
-// Every position in [-1, nnz) (-1: an empty row). Reads the values: CPU kernels only.
+// Every position in [-1, nnz) (-1: an empty row). Reads the values (on their device).
 void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz);
 
 // Floating dtypes an op accepts, as a bit set (a spec's `dtypes` line).
@@ -94,7 +95,7 @@ void size_eq(const char* op, const char* arg, const at::Tensor& t, int64_t dim, 
 
 // A PyG edge_index: int32 or int64, shape [2, E] (row 0 sources, row 1 targets), every value
 // in [0, num_nodes), num_nodes >= 0, and E small enough for int32 row pointers when int32.
-// Values are checked for CPU tensors only.
+// Values are checked on their device (not Meta).
 void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes, int64_t num_dst_nodes = -1);
 
 // A scalar argument that counts something: value >= 0.
@@ -129,7 +130,7 @@ void fits_index(const char* op, const char* arg, at::ScalarType s, int64_t nnz);
 void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col);
 
 // A csr operand declared `single` in its spec (one entry per row: an assignment matrix): its
-// row pointers are 0, 1, ..., n. Remembered per pattern like csr(); CPU tensors only.
+// row pointers are 0, 1, ..., n. Remembered per pattern like csr(); any device with data.
 void one_per_row(const char* op, const char* rowptr_arg, const at::Tensor& rowptr, const at::Tensor& col);
 
 // rowptr.numel() >= 1 (a CSR over n rows has n + 1 row pointers). Shape only: Meta-safe.

@@ -7,15 +7,13 @@
 //   csr_transpose      the CSR positions stably sorted by column (rows ascending within a column,
 //                      equal (row, col) pairs in order), column pointers by searchsorted.
 // On CUDA at::sort is CUB's segmented radix sort, searchsorted a binary search per output.
-// Value checks cost one host synchronisation per call: a device reduction says whether the input
-// is valid, and only an invalid one is copied to the host, where torch/checks raises the CPU
-// kernel's own error (naming the op, the argument and the first bad value).
+// The value checks (torch/checks) cost one host synchronisation: a device reduction says whether
+// the input is valid, and only an invalid one is copied to the host, where the CPU check raises
+// its own error (naming the op, the argument and the first bad value).
 //
 // Registered at CompositeExplicitAutograd, so every backend without a kernel of its own (CUDA;
 // the CPU and Meta keys keep graph_ops.cpp's); the private ops _edge_index_to_csr_device and
 // _csr_transpose_device run the same code on any device, CPU included (tests, benchmarks).
-#include <cstdint>
-#include <limits>
 #include <string>
 #include <tuple>
 
@@ -40,35 +38,9 @@ at::Tensor starts_of(const at::Tensor& sorted, int64_t n, at::ScalarType index_d
   return at::searchsorted(sorted, keys, /*out_int32=*/index_dtype == at::kInt, /*right=*/false);
 }
 
-// Raises the CPU check's error where edge_index holds an index outside [0, num_nodes).
-void edge_index_values(const char* op, const at::Tensor& ei, int64_t num_nodes) {
-  if (ei.numel() == 0) return;
-  const at::Tensor bad = at::logical_or(ei.lt(0), ei.ge(num_nodes)).any();
-  if (!bad.item<bool>()) return;
-  checks::edge_index(op, ei.cpu(), num_nodes);  // raises, naming the first bad index
-}
-
-// Raises the CPU check's error for a malformed CSR (row pointers not starting at 0, decreasing or
-// not ending at nnz; columns outside [0, num_cols)).
-void csr_values(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  const int64_t nnz = col.numel();
-  at::Tensor bad = rowptr.select(0, 0).ne(0).logical_or(rowptr.select(0, -1).ne(nnz));
-  if (rowptr.numel() > 1) bad = bad.logical_or(rowptr.diff().lt(0).any());
-  if (nnz > 0) bad = bad.logical_or(at::logical_or(col.lt(0), col.ge(num_cols)).any());
-  if (!bad.item<bool>()) return;
-  checks::csr(op, rowptr.cpu(), col.cpu(), num_cols);  // raises
-  TORCH_CHECK(false, "gnnfuse::", op, ": malformed CSR (rowptr, col) for ", num_cols, " columns");
-}
-
 Triple edge_index_to_csr_device(const at::Tensor& edge_index, int64_t num_nodes) {
   constexpr const char* op = "edge_index_to_csr";
-  checks::edge_index(op, edge_index, num_nodes);  // dtype, shape, extent (values: below)
-  const int64_t num_edges = edge_index.size(1);
-  // Row pointers share edge_index's dtype and count up to E (the CPU check's rule and words).
-  TORCH_CHECK(edge_index.scalar_type() != at::kInt || num_edges <= std::numeric_limits<int32_t>::max(), "gnnfuse::", op,
-              ": argument 'edge_index' must have at most ", std::numeric_limits<int32_t>::max(), " edges when int32, use int64 (got ",
-              num_edges, " edges)");
-  edge_index_values(op, edge_index, num_nodes);
+  checks::edge_index(op, edge_index, num_nodes);  // on the device (torch/checks)
   const at::ScalarType index_dtype = edge_index.scalar_type();
   const at::Tensor src = edge_index.select(0, 0).to(at::kLong);
   const at::Tensor dst = edge_index.select(0, 1).to(at::kLong);
@@ -86,8 +58,7 @@ Triple edge_index_to_csr_device(const at::Tensor& edge_index, int64_t num_nodes)
 Triple csr_transpose_device(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
   constexpr const char* op = "csr_transpose";
   checks::extent(op, "num_cols", num_cols);
-  checks::csr(op, rowptr, col, num_cols);  // dtypes, devices, shapes (values: below)
-  csr_values(op, rowptr, col, num_cols);
+  checks::csr(op, rowptr, col, num_cols);  // on the device (torch/checks)
   const at::ScalarType index_dtype = col.scalar_type();
   const int64_t nnz = col.numel();
   const int64_t rows = rowptr.numel() - 1;

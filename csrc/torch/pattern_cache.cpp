@@ -36,7 +36,7 @@ std::map<std::string, int64_t> hit_counts;  // per op name, since the library wa
 
 bool cacheable(const std::vector<at::Tensor>& keys) {
   for (auto& t : keys)
-    if (!t.defined() || t.is_inference() || !t.device().is_cpu()) return false;
+    if (!t.defined() || t.is_inference() || t.device().is_meta()) return false;  // any device with data
   return true;
 }
 

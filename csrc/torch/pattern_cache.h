@@ -4,8 +4,8 @@
 // cannot be reused for another tensor while the entry lives), their version counters (an
 // in-place change bumps them), data pointers and sizes, plus integer arguments; any difference
 // is a miss. An entry whose key tensor has been freed is dropped, with its result, at the next
-// lookup or store. Tensors without a version counter (inference mode) and non-CPU tensors are never
-// cached. Used by the symbolic passes of generated ops with a computed output pattern and by
+// lookup or store. Tensors without a version counter (inference mode) and Meta tensors are never
+// cached; tensors on other devices are keyed like CPU ones (their device data pointers). Used by the symbolic passes of generated ops with a computed output pattern and by
 // the CSR value checks (an entry without a value: "already checked").
 #pragma once
 

@@ -5,6 +5,9 @@ where the offending value is a single number, the message must contain it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Dict, Optional
 
 import pytest
@@ -282,3 +285,16 @@ def test_int32_edge_index_too_long_for_int32_row_pointers():
     ei = torch.zeros(2, 1, dtype=torch.int32).expand(2, 2**31)
     with pytest.raises(RuntimeError, match=r"edge_index_to_csr.*at most 2147483647 edges when int32"):
         torch.ops.gnnfuse.edge_index_to_csr(ei, 4)
+
+
+@pytest.mark.skipif(os.environ.get("GNNFUSE_CHECKS_ON_DEVICE") == "1", reason="already on the device path")
+def test_error_messages_from_the_device_checks():
+    """GNNFUSE_CHECKS_ON_DEVICE=1 sends CPU tensors down the value checks' path for CUDA tensors
+    (device reductions and one read back; an invalid input copied to the host for the CPU check's
+    message): the error tests of these files pass unchanged, messages included."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GNNFUSE_CHECKS_ON_DEVICE="1")
+    files = ["test_errors.py", "test_graph.py", "test_shared_indices.py", "test_spgemm.py", "test_review_findings.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files],
+                          cwd=here, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
