@@ -6,16 +6,17 @@
 # BUILD/generated/cuda_resources.md. Ops computing their output pattern (`symbolic`) are not
 # lowered for CUDA yet (issue 26) and are skipped. Then the SASS checks (scripts/sass_check.py on
 # `cuobjdump -sass` of each object, every kernel instance and architecture): no local memory
-# (LDL/STL), a 128-bit global load in every instance whose vector width VW_ > 1 loads tiles by
-# it, SHFL in every kernel whose reduction over lanes is a shuffle tree (cu::group_*) or the pos
-# split's segmented reduction (cu::segment_sums); BUILD/cuda_gates/sass_checks.txt lists them.
+# (LDL/STL), a 128-bit global load in every instance with a vector width VW_ > 1 that loads
+# tiles by it or that the launch may pick (a tiled kernel), SHFL in every kernel whose reduction
+# over lanes is a shuffle tree (cu::group_*) or the pos split's segmented reduction
+# (cu::segment_sums); BUILD/cuda_gates/sass_checks.txt lists them.
 # Ends with one line:
 #   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families), S spills; sass: C checks, V violations; emulated: ...
 # and fails on a compile error, a spill or a SASS violation.
 #
 #   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...]
 #     --build  the CMake build folder (default build; gnnfuse-gen is built there if missing)
-#     --jobs   parallel nvcc processes (default: the number of cores)
+#     --jobs   parallel nvcc (and cuobjdump) processes (default: the number of cores)
 #     --only   a subset of the families (the ctest gate compiles a representative subset)
 # Environment: NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc); CUOBJDUMP (a
 # cuobjdump with nvdisasm beside it or on PATH; default: the toolkit's, else the
@@ -207,7 +208,10 @@ else
   set -e
   grep -v '^sass: [0-9]* checks' "$logs/sass.log" | head -60 | sed 's/^/  /'
   sass="$(grep '^sass: [0-9]* checks' "$logs/sass.log" | tail -1)"
-  if [[ $rc -ne 0 ]]; then sass_failed=1; fi
+  if [[ $rc -ne 0 ]]; then
+    sass_failed=1
+    echo "  (the SASS checks' whole output: $logs/sass.log)"
+  fi
   if [[ -z "$sass" ]]; then sass="sass: failed (scripts/sass_check.py exit $rc: $logs/sass.log)"; fi
   echo "check_cuda.sh: SASS of ${#compiled[@]} families checked in $(($(date +%s) - t2))s ($cuobjdump); per kernel: $logs/sass_checks.txt"
 fi

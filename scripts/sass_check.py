@@ -10,11 +10,14 @@ is checked against what the generated source ``GENERATED/<family>_cuda.cu`` stat
 
   local-memory  no LDL / STL in any kernel (besides ptxas's -warn-lmem-usage gate: this reads
                 the code itself);
-  128-bit-loads a kernel whose template parameter ``VW_`` (the vector width: ``cu::kVec128<T>``
-                when the launch chose vector loads, 1 otherwise) is > 1 in this instance and whose
-                body loads tiles by it (``cu::load_tile<..., VW_>`` or ``VWA_``) has a 128-bit
-                global load: ``LDG.E.128`` and its variants (``.CONSTANT`` from ``__ldg``, what
-                sm_80 and sm_90a both print), or a generic ``LD.E.128``;
+  128-bit-loads an instance whose template argument ``VW_`` (the vector width: ``cu::kVec128<T>``
+                when the launch chose vector loads, 1 otherwise) is > 1 has a 128-bit global load
+                (``LDG.E.128`` and its variants: ``.CONSTANT`` from ``__ldg``, what sm_80 and
+                sm_90a both print; a generic ``LD.E.128``; ``LDGSTS...128``) where the kernel
+                loads tiles by VW_ (``cu::load_tile<..., VW_>`` or ``VWA_``) or the launch may
+                pick VW_ > 1 for it: its shape (``<variant>_shape``, k-th ``KernelShape`` for
+                kernel ``<variant>_k<k>``) has a ``tile_extent`` other than 1. An untiled kernel's
+                VW_ > 1 instances are compiled but never launched (cuda_launch.cpp), so unchecked;
   shuffles      a kernel whose body reduces over lanes by shuffles has SHFL: a shuffle tree over
                 the group (``cu::group_sum/max/min/arg``, what CudaPrinter::combine prints for a
                 loop the schedule marks ``shuffle reduction``: a split walk of a row split, a
@@ -160,6 +163,13 @@ def split_template(demangled: str) -> tuple[str, list[str]]:
 #   GNNFUSE_GLOBAL void spmm_reg_lanes_k0(const spmm_params prm, ...) {
 _KERNEL = re.compile(r"template <([^>]*)>\s*\nGNNFUSE_GLOBAL void (\w+)\(")
 _VECTOR_LOAD = re.compile(r"cu::load_tile<[^;]*?\bVWA?_>\(")
+# The shape of a variant's kernels for the launch decision (CudaPrinter::shape), kernel k of
+# variant FN (FN_k<k>) the k-th KernelShape of FN_shape:
+#   runtime::cuda::VariantShape spmm_row_split_shape(const spmm_params& prm) {
+#     { runtime::cuda::KernelShape k_; ... k_.tile_extent = n_f; ... v_.kernels.push_back(k_); } ...
+_SHAPE = re.compile(r"runtime::cuda::VariantShape (\w+)_shape\(")
+_KERNEL_SHAPE = re.compile(r"runtime::cuda::KernelShape k_;(.*?)v_\.kernels\.push_back\(k_\);", re.S)
+_TILE_EXTENT = re.compile(r"k_\.tile_extent = ([^;]+);")
 _SHUFFLES = (
     (re.compile(r"\bcu::group_(?:sum|max|min|arg)\b"), "a shuffle tree over the group (cu::group_*)"),
     (re.compile(r"\bcu::segment_sums\b"), "a segmented reduction by shuffles (cu::segment_sums)"),
@@ -174,6 +184,7 @@ class KernelSource:
     params: list[str]  # template parameter names, in order
     vector_loads: bool  # tiles loaded by VW_ (or VWA_) elements
     shuffles: str  # why it must shuffle ("" when it need not)
+    tiled: bool = False  # its shape has a tiled or lane variable (tile_extent not 1): the launch may pick VW > 1
 
 
 def _body(code: str, start: int) -> str:
@@ -191,6 +202,9 @@ def _body(code: str, start: int) -> str:
 
 
 def parse_source(text: str) -> dict[str, KernelSource]:
+    """The kernels of a generated <family>_cuda.cu: template parameters, what their bodies call,
+    and from the variants' shape functions whether the launch may give them a vector width > 1.
+    Raises ValueError where a kernel with VW_ has no shape (the source is not what this reads)."""
     kernels = {}
     code = re.sub(r"//[^\n]*", lambda m: " " * len(m.group()), text)  # comments out, offsets kept
     for m in _KERNEL.finditer(code):
@@ -198,6 +212,17 @@ def parse_source(text: str) -> dict[str, KernelSource]:
         body = _body(code, m.end())
         why = next((w for rx, w in _SHUFFLES if rx.search(body)), "")
         kernels[m.group(2)] = KernelSource(m.group(2), params, bool(_VECTOR_LOAD.search(body)), why)
+    shaped = set()
+    for m in _SHAPE.finditer(code):
+        for k, b in enumerate(_KERNEL_SHAPE.finditer(_body(code, m.end()))):
+            name = f"{m.group(1)}_k{k}"
+            t = _TILE_EXTENT.search(b.group(1))
+            if name in kernels and t:
+                kernels[name].tiled = t.group(1).strip() != "1"
+                shaped.add(name)
+    unshaped = sorted(n for n, k in kernels.items() if "VW_" in k.params and n not in shaped)
+    if unshaped:
+        raise ValueError("kernels with a vector width but no shape (k_.tile_extent in <variant>_shape): " + ", ".join(unshaped))
     return kernels
 
 
@@ -240,11 +265,12 @@ def check_family(family: str, kernels: list[KernelSass], source: dict[str, Kerne
         src = source.get(base)
         if src is not None:
             vw = _int(args[src.params.index("VW_")]) if "VW_" in src.params and len(args) == len(src.params) else None
-            if src.vector_loads and vw is not None and vw > 1:
+            if (src.vector_loads or src.tiled) and vw is not None and vw > 1:
                 rules.append("128-bit-loads")
                 if not k.ld128:
-                    violation(label, k.arch, "128-bit-loads", f"VW_ = {vw} loads tiles by 16 bytes, but no LDG.E.128 / LD.E.128; its global loads:",
-                              k.loads)
+                    why = ("its tiles are loaded by VW_ (cu::load_tile)" if src.vector_loads else
+                           "the launch picks it for this tiled kernel, but it loads nothing by VW_ (no cu::load_tile)")
+                    violation(label, k.arch, "128-bit-loads", f"VW_ = {vw}: {why}; no LDG.E.128 / LD.E.128; its global loads:", k.loads)
             if src.shuffles:
                 rules.append("shuffles")
                 if not k.shfl:
