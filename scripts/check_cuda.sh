@@ -4,14 +4,25 @@
 # <family>_cuda.cu with nvcc for sm_80 and sm_90a under ptxas's spill and local-memory warnings
 # as errors, and writes the registers, spills, stack and static shared memory of every kernel to
 # BUILD/generated/cuda_resources.md. Ops computing their output pattern (`symbolic`) are not
-# lowered for CUDA yet (issue 26) and are skipped. Ends with one line:
-#   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families), S spills; emulated: ...
+# lowered for CUDA yet (issue 26) and are skipped. Then the SASS checks (scripts/sass_check.py on
+# `cuobjdump -sass` of each object, every kernel instance and architecture): no local memory
+# (LDL/STL), a 128-bit global load in every instance with a vector width VW_ > 1 that loads
+# tiles by it or that the launch may pick (a tiled kernel), SHFL in every kernel whose reduction
+# over lanes is a shuffle tree (cu::group_*) or the pos split's segmented reduction
+# (cu::segment_sums); BUILD/cuda_gates/sass_checks.txt lists them.
+# Ends with one line:
+#   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families), S spills; sass: C checks, V violations; emulated: ...
+# and fails on a compile error, a spill or a SASS violation.
 #
 #   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...]
 #     --build  the CMake build folder (default build; gnnfuse-gen is built there if missing)
-#     --jobs   parallel nvcc processes (default: the number of cores)
+#     --jobs   parallel nvcc (and cuobjdump) processes (default: the number of cores)
 #     --only   a subset of the families (the ctest gate compiles a representative subset)
-# Environment: NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc).
+# Environment: NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc); CUOBJDUMP (a
+# cuobjdump with nvdisasm beside it or on PATH; default: the toolkit's, else the
+# nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels of CUOBJDUMP_WHEEL_VERSION, default
+# 13.2.86, fetched once into BUILD/cuda_tools/: PyPI has no 13.0 ones, and 13.2 reads nvcc
+# 13.0's objects). Without network (the fetch fails) the SASS checks are reported as skipped.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$(cd "$2" && pwd)"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "check_cuda.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -160,5 +171,49 @@ ops=0
 for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu"))); done
 echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs; table: $table (at most $maxregs registers)"
 if [[ ${#skipped[@]} -gt 0 ]]; then echo "  skipped (symbolic, issue 26): ${skipped[*]}"; fi
-echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families), $spills spills; emulated: not run here (the ctest test_cuda_emulated runs spmm's kernels in the SIMT emulator; the battery over every op is to come)"
-if [[ $failed -gt 0 || $spills -gt 0 ]]; then exit 1; fi
+
+# ---- the SASS checks, on the objects that compiled
+cuobjdump_tool() {  # prints a cuobjdump that has its nvdisasm, fetching them if need be
+  local c d ver tools
+  for c in "${CUOBJDUMP:-}" "$(dirname "$(readlink -f "$nvcc")")/cuobjdump" "$(command -v cuobjdump || true)" /usr/local/cuda/bin/cuobjdump; do
+    [[ -n "$c" && -x "$c" ]] || continue
+    d="$(dirname "$c")"
+    if [[ -x "$d/nvdisasm" ]] || command -v nvdisasm >/dev/null; then echo "$c"; return 0; fi
+  done
+  ver="${CUOBJDUMP_WHEEL_VERSION:-13.2.86}"
+  tools="$build/cuda_tools/cuobjdump-$ver"
+  if [[ ! -x "$tools/cuobjdump" || ! -x "$tools/nvdisasm" ]]; then
+    echo "fetching cuobjdump and nvdisasm from the nvidia-cuda-cuobjdump/-nvdisasm==$ver wheels" >&2
+    bash "$root/scripts/fetch_wheel_file.sh" "nvidia-cuda-nvdisasm==$ver" "$tools" 'nvidia/*/bin/nvdisasm' >&2 &&
+      bash "$root/scripts/fetch_wheel_file.sh" "nvidia-cuda-cuobjdump==$ver" "$tools" 'nvidia/*/bin/cuobjdump' >&2 || return 1
+    chmod +x "$tools/cuobjdump" "$tools/nvdisasm"
+  fi
+  echo "$tools/cuobjdump"
+}
+compiled=()
+for fam in "${fams[@]}"; do
+  if [[ "$(cat "$logs/$fam.status")" != *FAILED* ]]; then compiled+=("$fam"); fi
+done
+sass_failed=0
+t2=$(date +%s)
+if [[ ${#compiled[@]} -eq 0 ]]; then
+  sass="sass: not run (nothing compiled)"
+elif ! cuobjdump="$(cuobjdump_tool)"; then
+  sass="sass: skipped (no cuobjdump: the wheels could not be fetched)"
+else
+  set +e
+  python3 "$root/scripts/sass_check.py" --cuobjdump "$cuobjdump" --generated "$out" --objects "$logs" --jobs "$jobs" \
+    --report "$logs/sass_checks.txt" "${compiled[@]}" >"$logs/sass.log" 2>&1
+  rc=$?
+  set -e
+  grep -v '^sass: [0-9]* checks' "$logs/sass.log" | head -60 | sed 's/^/  /'
+  sass="$(grep '^sass: [0-9]* checks' "$logs/sass.log" | tail -1)"
+  if [[ $rc -ne 0 ]]; then
+    sass_failed=1
+    echo "  (the SASS checks' whole output: $logs/sass.log)"
+  fi
+  if [[ -z "$sass" ]]; then sass="sass: failed (scripts/sass_check.py exit $rc: $logs/sass.log)"; fi
+  echo "check_cuda.sh: SASS of ${#compiled[@]} families checked in $(($(date +%s) - t2))s ($cuobjdump); per kernel: $logs/sass_checks.txt"
+fi
+echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families), $spills spills; $sass; emulated: not run here (the ctest test_cuda_emulated runs spmm's kernels in the SIMT emulator; the battery over every op is to come)"
+if [[ $failed -gt 0 || $spills -gt 0 || $sass_failed -gt 0 ]]; then exit 1; fi

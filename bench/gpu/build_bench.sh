@@ -130,11 +130,8 @@ if [[ $device -eq 1 ]]; then
     if [[ ! -f "$inc/cusparse.h" ]]; then
       ver="${CUSPARSE_WHEEL_VERSION:-12.6.3.3}"
       echo "fetching cusparse.h from the nvidia-cusparse==$ver wheel"
-      rm -rf "$tmp/wheel"
-      python3 -m pip download --quiet --no-deps -d "$tmp/wheel" "nvidia-cusparse==$ver"
-      mkdir -p "$inc"
-      unzip -q -o -j "$tmp"/wheel/nvidia_cusparse-*.whl 'nvidia/*/include/cusparse*.h' -d "$inc"
-      rm -rf "$tmp/wheel"  # the library itself is the device's (torch's), opened at run time
+      # (the header only: the library itself is the device's (torch's), opened at run time)
+      bash "$root/scripts/fetch_wheel_file.sh" "nvidia-cusparse==$ver" "$inc" 'nvidia/*/include/cusparse*.h'
     fi
   fi
   devflags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -I"$root/csrc" -I"$gendir"
