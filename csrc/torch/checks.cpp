@@ -473,6 +473,7 @@ void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndi
 }
 
 void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz) {
+  if (!t.device().is_cpu()) return;  // a read would cost a synchronisation (CUDA adapters)
   const at::Tensor c = t.contiguous();
   const int64_t* v = c.const_data_ptr<int64_t>();
   for (int64_t k = 0; k < c.numel(); ++k)

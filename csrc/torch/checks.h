@@ -65,7 +65,7 @@ void index_tensor(const char* op, const char* arg, const at::Tensor& t);
 // Positions chosen by a max/min reduction: int64 with `ndim` dimensions. Shape only: Meta-safe.
 void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndim);
 
-// Every position in [-1, nnz) (-1: an empty row). Reads the values: CPU kernels only.
+// Every position in [-1, nnz) (-1: an empty row). Reads the values: CPU tensors only.
 void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz);
 
 // Floating dtypes an op accepts, as a bit set (a spec's `dtypes` line).
