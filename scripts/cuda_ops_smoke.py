@@ -17,42 +17,32 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import re
 import sys
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import gnnfuse  # noqa: E402
+from compare_builds import Spec  # noqa: E402
 
 EXTENT = {"i": 23, "j": 23, "h": 2, "f": 5, "k": 4, "d": 3, "o": 3}
 
 
 def parse(path):
-    spec = {"sparse": [], "dense": {}, "edge": {}, "symbolic": False}
-    for line in open(path):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        key, _, rest = line.partition(" ")
-        rest = rest.strip()
-        if key == "op":
-            spec["op"] = rest
-        elif key == "schema":
-            spec["schema"] = rest
-        elif key == "symbolic":
-            spec["symbolic"] = True
-        elif key == "dense":
-            m = re.match(r"\w+\(([\w,]+)\)\s*=\s*(\w+)", rest)
-            spec["dense"][m.group(2)] = m.group(1).split(",")
-        elif key == "edge":
-            m = re.match(r"\w+\(([\w,]+)\)\s+on\s+\w+\s*=\s*(\w+)", rest)
-            spec["edge"][m.group(2)] = m.group(1).split(",")[2:]
-        elif key == "sparse":
-            m = re.search(r"csr\(([^)]*)\)", rest)
-            spec["sparse"].append([a.strip() for a in m.group(1).split(",")])
-    return spec
+    """The operands of a spec (compare_builds.Spec's parser): dense and edge operands by their
+    indices, the csr operands' optional values."""
+    spec = Spec(path)
+    out = {"op": spec.name, "symbolic": bool(spec.symbolic), "sparse": [], "dense": {}, "edge": {}}
+    for d in spec.decls.values():
+        if d.role == "dense":
+            out["dense"][d.arg] = d.vars
+        elif d.role == "edge":
+            out["edge"][d.arg] = d.vars[2:]
+        elif d.role == "sparse":
+            out["sparse"].append([n for n in (d.rowptr, d.col, d.values) if n])
+    return out
 
 
 def graph(itype):
