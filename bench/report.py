@@ -135,6 +135,28 @@ def gpu_ops(path: Path, data: dict) -> list[str]:
     return out
 
 
+def gpu_variants(path: Path, data: dict) -> list[str]:
+    """bench/gpu/fast_time.cu's results: every schedule variant of the generated kernels, forced,
+    against the launch decision's choice (no peers in that run)."""
+    rows = data["rows"]
+    out = [f"## {path.stem}", "", f"_device: {data.get('device')}; code: {data.get('code')}_", "", data.get("note", ""), "",
+           "| graph | op | F | decision (variant) ms | best other variant ms | fastest old form (row/pos split, lanes) ms | speedup over the old forms |",
+           "|---|---|---:|---|---|---|---:|"]
+    new_forms = ("reg_lanes", "pos_lanes", "pos_lanes_atomic")
+    for r in rows:
+        if r["impl"] != "ours":
+            continue
+        sub = [x for x in rows if x["graph"] == r["graph"] and x["op"] == r["op"] and x["F"] == r["F"] and x["impl"] != "ours"]
+        best = min(sub, key=lambda x: x["ms"]) if sub else None
+        old = [x for x in sub if x["variant"] not in new_forms]
+        o = min(old, key=lambda x: x["ms"]) if old else None
+        cell = lambda x: "" if x is None else f"{x['ms']:.3f} ({x['impl']})"  # noqa: E731
+        speedup = "" if o is None else f"{o['ms'] / r['ms']:.2f}x"
+        out.append(f"| {r['graph']} | {r['op']} | {r['F']} | {r['ms']:.3f} ({r['variant']}) | {cell(best)} | {cell(o)} | {speedup} |")
+    out.append("")
+    return out
+
+
 def memory(path: Path, data: dict) -> list[str]:
     out = [f"## {path.stem}", "", f"_{data.get('what', '')}_", "",
            "| graph | nodes | edges | F | implementation | peak MiB | median ms |", "|---|---:|---:|---:|---|---:|---:|"]
@@ -224,7 +246,9 @@ def main() -> int:
     for f in files:
         data = json.loads(f.read_text())
         rows = data.get("results")
-        if f.name.startswith("gpu") and data.get("rows"):
+        if f.name.startswith("gpu") and str(data.get("tool", "")).startswith("bench/gpu/fast_time"):
+            lines += gpu_variants(f, data)
+        elif f.name.startswith("gpu") and data.get("rows"):
             lines += gpu_ops(f, data)
         elif rows and "pyg_ms" in rows[0]:
             lines += side_by_side(f, data)

@@ -272,10 +272,10 @@ void emit_autograd(const Family& fam, const Compiled& c, std::ostream& r) {
   r << ret_type(s) << " " << op << "_autograd(" << signature(s.schema, true) << ") {\n";
   r << "  detail::no_forward_ad(\"" << op << "\", {" << join_args(diff, [](const std::string& n) { return "detail::ptr(" + n + ")"; })
     << "});\n";
-  r << "  c10::intrusive_ptr<" << node << "> grad_fn_;\n";
+  r << "  detail::node_ptr<" << node << "> grad_fn_;\n";
   r << "  if (torch::autograd::compute_requires_grad(" << join_args(diff, same_name) << ")) {\n";
   if (derivable) r << "    const " << op << "_extents e = " << op << "_check(" << names << ");\n";
-  r << "    grad_fn_ = c10::make_intrusive<" << node << ">();\n";
+  r << "    grad_fn_ = detail::make_node<" << node << ">();\n";
   r << "    grad_fn_->set_next_edges(torch::autograd::collect_next_edges(" << join_args(diff, same_name) << "));\n";
   if (derivable) {
     for (auto* a : tensors) r << "    grad_fn_->saved_" << a->name << " = torch::autograd::SavedVariable(" << a->name << ", false);\n";

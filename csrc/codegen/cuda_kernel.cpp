@@ -131,6 +131,7 @@ void CudaPrinter::plan() {
       }
       bool split = false;
       std::string tile, lane;
+      std::set<std::string> kept;  // the row buffers' variables
       for (auto* s : st.body)
         each(*s, [&](const imp::Stmt& x) {
           if (x.kind == imp::Stmt::Kind::Walk && x.sched.unit == ParallelUnit::LaneGroup) split = true;
@@ -138,12 +139,21 @@ void CudaPrinter::plan() {
             split = true;
             tile = x.var;
           }
-          if (x.kind == imp::Stmt::Kind::For && x.sched.unit == ParallelUnit::Lane) lane = x.var;
+          if (x.kind == imp::Stmt::Kind::Alloc && x.dims.size() == 1) kept.insert(x.dims[0]);
+          if (x.kind == imp::Stmt::Kind::For && x.sched.unit == ParallelUnit::Lane && (lane.empty() || !kept.count(lane))) lane = x.var;
         });
       const bool pos = !top.sched.balance_by.empty() &&
                        (top.sched.reduction == ReductionStrategy::Segmented || top.sched.reduction == ReductionStrategy::Atomic);
       st.form = pos ? Form::PosSplit : split ? Form::RowSplit : top.sched.unit == ParallelUnit::None ? Form::Serial : Form::Lanes;
       st.tile = st.form == Form::RowSplit || st.form == Form::PosSplit ? tile : lane;
+      if (st.form == Form::PosSplit && tile.empty()) st.tile = lane;  // a lanes tree balanced by nonzeros (pos_lanes)
+      const bool regs = variant_ == "reg_lanes" || variant_ == "pos_lanes" || variant_ == "pos_lanes_atomic";
+      if (regs && st.form == Form::PosSplit) st.form = Form::PosLanes;
+      if (variant_ == "pos_lanes" && st.form == Form::Lanes && reg_ok(st) && entrywise(st)) {
+        st.form = Form::PosLanes;
+        st.entrywise = true;
+      }
+      if (regs && st.form == Form::Lanes && reg_ok(st)) st.form = Form::RegLanes;
       st.kernel = kernels++;
       for (auto* s : st.body)
         each(*s, [&](const imp::Stmt& x) {
@@ -153,7 +163,8 @@ void CudaPrinter::plan() {
             st.staged_values = st.staged_values || (d && !d->values.empty());
             st.staged_edges = st.staged_edges || x.csc;
           }
-          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0)
+          if (x.kind == imp::Stmt::Kind::For &&
+              (x.sched.feature_tile > 0 || ((st.form == Form::RegLanes || st.entrywise) && x.sched.unit == ParallelUnit::Lane)))
             for (auto& b : x.body)
               each(*b, [&](const imp::Stmt& y) {
                 if (!y.rhs) return;
@@ -262,7 +273,7 @@ std::string CudaPrinter::temp_ref(const Access& a) const {
                                            }()) + "]";
   if (regs_.count(n)) {
     if (!in_tile_) fail(s_.loc, "internal error: register tile " + n + " read outside its tile loop");
-    return n + "[k_]";
+    return n + "[" + kidx_ + "]";
   }
   if (a.idx.empty()) return n;
   return n + "[" + offset(a.idx) + "]";
@@ -274,7 +285,7 @@ std::string CudaPrinter::read(const imp::Value& v) const {
   switch (v.role) {
     case Role::SparseInput: {
       if (d->values.empty()) return "acc_t(1)";
-      if (a.tensor == staged_) return "sv_[q_]";
+      if (a.tensor == staged_) return staged_value_;
       const std::string e = "e_" + a.tensor;
       if (d->values_optional) return "(" + a.tensor + "_val != nullptr ? cu::load(" + a.tensor + "_val + " + e + ") : acc_t(1))";
       return "cu::load(" + a.tensor + "_val + " + e + ")";
@@ -343,6 +354,7 @@ void CudaPrinter::assign(const imp::Stmt& s) {
   std::vector<std::string> guards;
   if (uniform_writer()) guards.push_back("lane_ == 0");
   if (step_->form == Form::RowSplit && !step_->tile.empty() && !in_tile_) guards.push_back("f0_ == 0");
+  if (step_->form == Form::RegLanes && !in_tile_) guards.push_back("c0_ == 0");  // once per row, not per pass
   auto guarded = [&](const std::string& l) {
     std::string cond;
     for (auto& g : guards) cond += (cond.empty() ? "" : " && ") + g;
@@ -407,7 +419,7 @@ void CudaPrinter::fill(const imp::Stmt& s) {
   const std::string v = init(s.init);
   if (regs_.count(n)) {
     line("GNNFUSE_UNROLL");
-    line("for (int k_ = 0; k_ < C_; ++k_) " + n + "[k_] = " + v + ";");
+    line("for (int k_ = 0; k_ < " + regs_len_ + "; ++k_) " + n + "[k_] = " + v + ";");
     if (args_.count(n)) {
       line("GNNFUSE_UNROLL");
       line("for (int k_ = 0; k_ < C_; ++k_) " + n + "_at[k_] = -1;");
@@ -461,7 +473,7 @@ void CudaPrinter::statement(const imp::Stmt& s) {
     case imp::Stmt::Kind::Alloc: {
       const std::string& n = s.tensor;
       if (regs_.count(n)) {  // set by its fill (an accumulator) or its assignments
-        line("acc_t " + n + "[C_];");
+        line("acc_t " + n + "[" + regs_len_ + "];");
         if (args_.count(n)) line("long long " + n + "_at[C_];");
       } else if (s.dims.empty()) {
         line("acc_t " + n + " = " + init(s.init) + ";");
@@ -507,6 +519,10 @@ void CudaPrinter::statement(const imp::Stmt& s) {
 }
 
 void CudaPrinter::loop(const imp::Stmt& s) {
+  if (reg_form() && (s.sched.unit == ParallelUnit::Lane || s.sched.feature_tile > 0)) {
+    reg_lane_loop(s);
+    return;
+  }
   if (s.sched.feature_tile > 0 && (step_->form == Form::RowSplit || step_->form == Form::PosSplit)) {
     tile_loop(s);
     return;
@@ -638,6 +654,10 @@ void CudaPrinter::walk(const imp::Stmt& s) {
     combine(s, s.sched.reduced);
     return;
   }
+  if (s.sched.stage_shared && !divergent_ && step_->form == Form::RegLanes) {
+    broadcast_walk(s);
+    return;
+  }
   if (s.sched.stage_shared && !divergent_ && (step_->form == Form::Lanes || step_->form == Form::Serial)) {
     staged_walk(s);
     return;
@@ -645,6 +665,21 @@ void CudaPrinter::walk(const imp::Stmt& s) {
   open("for (index_t " + p + " = " + L + "_rb; " + p + " < " + L + "_re; ++" + p + ") {");
   walk_entry(s, p);
   close();
+}
+
+// The blocks of G_ entries of a walk the group takes together: b_<L> the first, n_q_ their count.
+void CudaPrinter::entry_blocks(const imp::Stmt& s) {
+  const std::string& L = s.level;
+  const std::string b = "b_" + L;
+  open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
+  line("const int n_q_ = static_cast<int>(" + L + "_re - " + b + " < static_cast<index_t>(G_) ? " + L + "_re - " + b + " : static_cast<index_t>(G_));");
+}
+
+// The value of a walk's stored entry `e` (its edge id), as the accumulation type.
+std::string CudaPrinter::entry_value(const imp::Stmt& s, const std::string& e) const {
+  const std::string& L = s.level;
+  if (s_.find(L)->values_optional) return L + "_val != nullptr ? cu::load(" + L + "_val + " + e + ") : acc_t(1)";
+  return "cu::load(" + L + "_val + " + e + ")";
 }
 
 // A walk the whole group takes together, its entries staged in shared memory G at a time (one
@@ -655,18 +690,13 @@ void CudaPrinter::staged_walk(const imp::Stmt& s) {
   const std::string b = "b_" + L;
   const TensorDecl* d = s_.find(L);
   const bool values = d && !d->values.empty();
-  open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
-  line("const int n_q_ = static_cast<int>(" + L + "_re - " + b + " < static_cast<index_t>(G_) ? " + L + "_re - " + b + " : static_cast<index_t>(G_));");
+  entry_blocks(s);
   line("__syncwarp(mask_);");
   open("if (lane_ < n_q_) {");
   line("sj_[lane_] = " + L + (s.csc ? "_row[" : "_col[") + b + " + lane_];");
   const std::string e = s.csc ? L + "_perm[" + b + " + lane_]" : "static_cast<int64_t>(" + b + " + lane_)";
   if (s.csc) line("se_[lane_] = " + e + ";");
-  if (values) {
-    const std::string ev = s.csc ? "se_[lane_]" : e;
-    if (d->values_optional) line("sv_[lane_] = " + L + "_val != nullptr ? cu::load(" + L + "_val + " + ev + ") : acc_t(1);");
-    else line("sv_[lane_] = cu::load(" + L + "_val + " + ev + ");");
-  }
+  if (values) line("sv_[lane_] = " + entry_value(s, s.csc ? "se_[lane_]" : e) + ";");
   close();
   line("__syncwarp(mask_);");
   open("for (int q_ = 0; q_ < n_q_; ++q_) {");
@@ -708,12 +738,16 @@ std::string CudaPrinter::kernel_name(const Step& st, const std::string& suffix) 
   return fn_ + "_k" + std::to_string(st.kernel) + suffix;
 }
 
-void CudaPrinter::kernel_head(const Step& st, bool vec) {
-  line(std::string("template <typename scalar_t, typename index_t") + (vec ? ", int VW_" : "") + ">");
+void CudaPrinter::kernel_head(const Step& st, bool vec, bool regs) {
+  line(std::string("template <typename scalar_t, typename index_t") + (vec ? ", int VW_" : "") + (regs ? ", int R_" : "") + ">");
   open("GNNFUSE_GLOBAL void " + kernel_name(st) + "(const " + s_.name + "_params prm, const runtime::cuda::KernelLaunch kl_, unsigned char* ws_) {");
   line("using acc_t = cu::acc_t<scalar_t>;");
   line("(void)ws_;");
-  if (vec) {
+  if (regs) {
+    line("constexpr int C_ = VW_;  // elements per lane of a register chunk (R_ chunks)");
+    line("constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;");
+    line("(void)VWA_;");
+  } else if (vec) {
     line("constexpr int C_ = " + std::to_string(8) + ";  // the feature tile: columns per thread");
     line("constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;");
     line("(void)VWA_;");
@@ -738,6 +772,9 @@ void CudaPrinter::setup_row_context(const Step& st) {
   tiles_.clear();
   divergent_ = false;
   in_tile_ = false;
+  const bool reg = st.form == Form::RegLanes || st.form == Form::PosLanes;
+  kidx_ = reg ? "r_ * C_ + k_" : "k_";
+  regs_len_ = reg ? "R_ * C_" : "C_";
   std::set<std::string> used;
   for (auto* s : st.body)
     each(*s, [&](const imp::Stmt& x) {
@@ -747,14 +784,14 @@ void CudaPrinter::setup_row_context(const Step& st) {
         each_value(*x.rhs, [&](const imp::Value& v) {
           if (v.kind == imp::Value::Kind::Read) used.insert(v.access.tensor);
         });
-        if (x.kind == imp::Stmt::Kind::Accumulate && !x.arg_out.empty() && st.form != Form::Lanes && st.form != Form::Serial)
+        if (x.kind == imp::Stmt::Kind::Accumulate && !x.arg_out.empty() && st.form != Form::Lanes && st.form != Form::Serial && !reg)
           args_.insert(x.lhs.tensor);
       }
     });
   for (auto* s : st.body)
     each(*s, [&](const imp::Stmt& x) {
       if (x.kind != imp::Stmt::Kind::Alloc || x.dims.empty() || !used.count(x.tensor) || st.rows.count(x.tensor)) return;
-      if (st.form == Form::RowSplit || st.form == Form::PosSplit) {
+      if (st.form == Form::RowSplit || st.form == Form::PosSplit || reg) {
         if (x.dims != std::vector<std::string>{st.tile}) fail(s_.loc, "internal error: row buffer " + x.tensor + " is not over the tile");
         regs_.insert(x.tensor);
       } else if (std::count(x.dims.begin(), x.dims.end(), st.tile)) {
@@ -870,6 +907,11 @@ std::string CudaPrinter::kernels() {
         break;
       case Form::Lanes:
       case Form::Serial: lanes_kernel(st); break;
+      case Form::RegLanes: reg_lanes_kernel(st); break;
+      case Form::PosLanes:
+        pos_lanes_kernel(st);
+        if (st.top->sched.reduction == ReductionStrategy::Segmented) pos_fixup(st);
+        break;
     }
   }
   step_ = nullptr;

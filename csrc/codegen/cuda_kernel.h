@@ -16,9 +16,17 @@
 //   Lanes     groups walk rows together, lanes split the loops marked Lane; row buffers in shared
 //             memory or the workspace (per group where they keep the lane variable, per lane
 //             otherwise); walks under the row stage their entries in shared memory;
-//   Serial    a top loop that is not parallel: one group runs it (lanes as above).
+//   Serial    a top loop that is not parallel: one group runs it (lanes as above);
+//   RegLanes  (variant reg_lanes) the lanes tree with the row buffers in registers: each lane owns
+//             C_ = VW_ consecutive elements of the lane variable times R_ chunks (template
+//             parameters), the group walks the row's entries loaded G_ at a time and broadcast
+//             by shuffles; a kernel whose buffers cannot live in registers stays Lanes;
+//   PosLanes  (variants pos_lanes, pos_lanes_atomic) the pos split tree so: a group per chunk of
+//             stored entries, rows cut by a chunk border added by carries or atomics.
+// The register forms: cuda_kernel_lanes.cpp.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -39,7 +47,7 @@ class CudaPrinter : public CodeWriter {
   const imp::Kernel& ir() const { return k_; }
 
  private:
-  enum class Form { RowSplit, PosSplit, Lanes, Serial };
+  enum class Form { RowSplit, PosSplit, Lanes, Serial, RegLanes, PosLanes };
   // One kernel (a phase of a top loop) or one dense product block.
   struct Step {
     const imp::Stmt* top = nullptr;
@@ -52,6 +60,7 @@ class CudaPrinter : public CodeWriter {
     int kernel = -1;              // index among the variant's kernels
     std::vector<std::string> vec_reads;  // dense inputs read by tiles (their alignment allows vector loads)
     bool staged = false, staged_values = false, staged_edges = false;  // Lanes: staged walks, and what they keep
+    bool entrywise = false;  // PosLanes: one walk of per-entry values (no row sums, no output zeroed)
   };
   // A temporary of the whole call: the root's, or the rows of a dense product block operand.
   struct CallTemp {
@@ -82,6 +91,9 @@ class CudaPrinter : public CodeWriter {
   bool in_tile_ = false;            // inside a tile loop (k_ the column of the tile)
   std::string staged_;              // the level of the staged walk being printed
   bool pos_entry_ = false;          // PosSplit: printing the walk's body for one entry
+  std::string staged_value_ = "sv_[q_]";  // the staged walk's value of the entry being printed
+  std::string kidx_ = "k_";         // a register buffer's element in a tile (RegLanes, PosLanes: of chunk r_)
+  std::string regs_len_ = "C_";     // a register buffer's length
 
   void plan();
   void add_call_temp(const std::string& name, const std::vector<std::string>& dims, Reduce init, bool fill);
@@ -103,6 +115,8 @@ class CudaPrinter : public CodeWriter {
   void tile_loop(const imp::Stmt& s);
   void walk(const imp::Stmt& s);
   void staged_walk(const imp::Stmt& s);
+  void entry_blocks(const imp::Stmt& s);
+  std::string entry_value(const imp::Stmt& s, const std::string& e) const;
   void walk_entry(const imp::Stmt& s, const std::string& p);
   void combine(const imp::Stmt& loop, const std::vector<std::string>& temps);
   void fill(const imp::Stmt& s);
@@ -115,8 +129,23 @@ class CudaPrinter : public CodeWriter {
   void pos_kernel(const Step& st);  // cuda_kernel_pos.cpp
   void pos_fixup(const Step& st);
   void chunks(const std::string& P, bool carries, bool read_only);
-  void kernel_head(const Step& st, bool vec);
+  void kernel_head(const Step& st, bool vec, bool regs = false);
   void setup_row_context(const Step& st);
+
+  // ---- register forms (cuda_kernel_lanes.cpp)
+  bool reg_ok(const Step& st) const;
+  bool reg_passes(const Step& st) const;
+  void reg_lanes_kernel(const Step& st);
+  void pos_lanes_kernel(const Step& st);
+  bool entrywise(const Step& st) const;
+  void entry_lanes_kernel(const Step& st);
+  void chunk_entry(const imp::Stmt& w);
+  void reg_lane_loop(const imp::Stmt& s);
+  void broadcast_walk(const imp::Stmt& s);
+  void broadcast_entries(const imp::Stmt& s, const std::string& b);
+  void reg_columns(const std::string& v, const std::string& c0, const std::function<void()>& body);
+  void reg_launch(const Step& st, const std::string& dims);
+  bool reg_form() const;
 
   // ---- host (cuda_kernel_pos.cpp)
   void shape(const Step& st);

@@ -9,6 +9,11 @@ namespace gnnfuse::codegen::emit {
 
 namespace {
 
+void each_stmt_(const imp::Stmt& s, const std::function<void(const imp::Stmt&)>& f) {
+  f(s);
+  for (auto& k : s.body) each_stmt_(*k, f);
+}
+
 const imp::Stmt* first(const std::vector<const imp::Stmt*>& body, imp::Stmt::Kind kind) {
   for (auto* s : body)
     if (s->kind == kind) return s;
@@ -173,7 +178,12 @@ void CudaPrinter::pos_fixup(const Step& st) {
 // ---------------------------------------------------------------- host
 void CudaPrinter::shape(const Step& st) {
   setup_row_context(st);
-  const char* form = st.form == Form::RowSplit ? "RowSplit" : st.form == Form::PosSplit ? "PosSplit" : st.form == Form::Lanes ? "Lanes" : "Serial";
+  const char* form = st.form == Form::RowSplit   ? "RowSplit"
+                     : st.form == Form::PosSplit ? "PosSplit"
+                     : st.form == Form::Lanes    ? "Lanes"
+                     : st.form == Form::RegLanes ? "RegLanes"
+                     : st.form == Form::PosLanes ? "PosLanes"
+                                                 : "Serial";
   const bool tiled = (st.form == Form::RowSplit || st.form == Form::PosSplit) && !st.tile.empty();
   open("{");
   line("runtime::cuda::KernelShape k_;");
@@ -197,6 +207,18 @@ void CudaPrinter::shape(const Step& st) {
   std::string ok = "true";
   for (auto& t : st.vec_reads) ok += " && reinterpret_cast<uintptr_t>(prm." + t + ") % 16 == 0";
   line("k_.vector_ok = " + ok + ";");
+  if (reg_form()) {
+    line(std::string("k_.regs = ") + (regs_.empty() ? "false" : "true") + ";");
+    line(std::string("k_.passes = ") + (reg_passes(st) ? "true" : "false") + ";");
+    std::set<std::string> vars;  // every lane loop's variable: vector loads need each extent a multiple of VW
+    for (auto* s : st.body)
+      each_stmt_(*s, [&](const imp::Stmt& x) {
+        if (x.kind == imp::Stmt::Kind::For && (x.sched.unit == ParallelUnit::Lane || x.sched.feature_tile > 0) && x.var != st.tile) vars.insert(x.var);
+      });
+    std::string g = "n_" + st.tile;
+    for (auto& x : vars) g = "runtime::cuda::gcd_of(" + g + ", n_" + x + ")";
+    if (!vars.empty()) line("k_.lane_gcd = " + g + ";");
+  }
   line("v_.kernels.push_back(k_);");
   close();
 }
@@ -210,7 +232,7 @@ void CudaPrinter::launch_step(const Step& st) {
   line("const runtime::cuda::KernelLaunch& kl_ = cfg.kernels[" + std::to_string(st.kernel) + "];");
   const std::string dims = "dim3(static_cast<unsigned>(kl_.grid)), dim3(static_cast<unsigned>(kl_.block)), static_cast<size_t>(kl_.smem_bytes), stream, prm, kl_, ws_";
   const std::string name = kernel_name(st);
-  if (st.form == Form::PosSplit) {
+  if ((st.form == Form::PosSplit || st.form == Form::PosLanes) && !st.entrywise) {
     const imp::Stmt* store = nullptr;
     for (auto* s : st.body)
       if (s->kind == imp::Stmt::Kind::For && s->var == st.tile) store = s;
@@ -224,10 +246,12 @@ void CudaPrinter::launch_step(const Step& st) {
     line("  GNNFUSE_LAUNCH((" + name + "<scalar_t, index_t, cu::kVec128<scalar_t>>), " + dims + ");");
     line("else");
     line("  GNNFUSE_LAUNCH((" + name + "<scalar_t, index_t, 1>), " + dims + ");");
+  } else if (st.form == Form::RegLanes || st.form == Form::PosLanes) {
+    reg_launch(st, dims);
   } else {
     line("GNNFUSE_LAUNCH((" + name + "<scalar_t, index_t>), " + dims + ");");
   }
-  if (st.form == Form::PosSplit && st.top->sched.reduction == ReductionStrategy::Segmented) {
+  if ((st.form == Form::PosSplit || st.form == Form::PosLanes) && st.top->sched.reduction == ReductionStrategy::Segmented) {
     line("const int64_t fb_ = (kl_.chunks * n_" + st.tile + " + 255) / 256;");
     line("GNNFUSE_LAUNCH((" + kernel_name(st, "_fixup") +
          "<scalar_t, index_t>), dim3(static_cast<unsigned>(fb_ < 1 ? 1 : fb_ < 65535 ? fb_ : 65535)), dim3(256), 0, stream, prm, kl_, ws_);");
@@ -305,7 +329,13 @@ std::string CudaPrinter::host() {
     for (auto& v : s_.order) line("(void)n_" + v + ";");
   };
   const std::string prm = "const " + s_.name + "_params& prm";
-  const char* variant = variant_ == "row_split" ? "RowSplit" : variant_ == "pos_split" ? "PosSplit" : variant_ == "pos_split_atomic" ? "PosSplitAtomic" : "Lanes";
+  const char* variant = variant_ == "row_split"          ? "RowSplit"
+                        : variant_ == "pos_split"        ? "PosSplit"
+                        : variant_ == "pos_split_atomic" ? "PosSplitAtomic"
+                        : variant_ == "reg_lanes"        ? "RegLanes"
+                        : variant_ == "pos_lanes"        ? "PosLanes"
+                        : variant_ == "pos_lanes_atomic" ? "PosLanesAtomic"
+                                                         : "Lanes";
   // The shape of every kernel for the launch decision.
   line("template <typename scalar_t, typename index_t>");
   open("runtime::cuda::VariantShape " + fn_ + "_shape(" + prm + ") {");

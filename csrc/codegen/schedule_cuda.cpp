@@ -40,7 +40,13 @@ constexpr int kBlockThreads = 256;  // threads per block (seed 000)
 constexpr int kFeatureTile = 8;    // columns per thread (seed 000's column tile)
 constexpr int kWarp = 32;
 
-enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes };
+// RegLanes: the lanes form with every dense variable's loops over the lanes where they allow it
+// (a dot product beside the row buffers' loops: sddmm_spmm's logits), for the register kernels.
+// EntryLanes: the same tree, offered where some top loop is one walk of per-entry values (an
+// sddmm): the printer balances it by nonzeros (pos_lanes), no row spans a chunk's work.
+// PosLanes(Atomic): the RegLanes tree of a plain aggregation balanced by nonzeros (the pos split's
+// shape, the walk's per-entry values free to be dot products: sddmm_spmm), for pos_lanes.
+enum class Form { RowSplit, PosSplit, PosSplitAtomic, Lanes, RegLanes, EntryLanes, PosLanes, PosLanesAtomic };
 
 std::string level_of(const Node& n) {
   std::string level = n.walk;
@@ -75,13 +81,20 @@ class CudaSchedule {
           continue;
         }
       }
+      if (grid && (form == Form::PosLanes || form == Form::PosLanesAtomic) && phases(*top).size() == 1) {
+        lanes(*top, 0, top->kids.size(), true);
+        used = pos_split(*top, form, true) || used;
+        continue;
+      }
       for (auto [b, e] : phases(*top)) {
-        if (grid && form != Form::Lanes && row_split(*top, b, e)) {
+        const bool lanes_only = form == Form::Lanes || form == Form::RegLanes || form == Form::EntryLanes || form == Form::PosLanes ||
+                                form == Form::PosLanesAtomic;
+        if (grid && !lanes_only && row_split(*top, b, e)) {
           used = used || form == Form::RowSplit;
           continue;
         }
-        lanes(*top, b, e);
-        used = used || form == Form::Lanes;
+        const bool regs = lanes(*top, b, e, lanes_only && form != Form::Lanes);
+        used = used || form == Form::Lanes || (form == Form::RegLanes && regs) || (form == Form::EntryLanes && grid && entrywise(*top));
       }
     }
     return used;
@@ -277,7 +290,9 @@ class CudaSchedule {
   // Pos split: the top loop is one phase that resets a row accumulator over v, walks one level
   // of its row summing into the accumulator (nothing else leaves the walk), and copies the
   // accumulator into the output row.
-  bool pos_split(Node& top, Form form) {
+  // With `lanes_tree` (PosLanes): the tree the lanes marked stays as it is (its store loop on the
+  // lanes), and the walk may keep values of one entry that are sums themselves (dot products).
+  bool pos_split(Node& top, Form form, bool lanes_tree = false) {
     if (!phases(top).empty() && phases(top).size() != 1) return false;
     if (top.sched.reduction != ReductionStrategy::Serial) return false;
     std::string v;
@@ -310,6 +325,7 @@ class CudaSchedule {
         const Stmt& s = stmt(n);
         const TensorInfo& t = p_.tensor(s.lhs.tensor);
         if (s.lhs.tensor == acc) ok = ok && s.accumulate && s.reduce == Reduce::Sum;
+        else if (lanes_tree) ok = ok && t.role == Role::Temp && home_of(p_, root_, s.lhs.tensor) && inside(*walk, *home_of(p_, root_, s.lhs.tensor));
         else ok = ok && t.role == Role::Temp && !s.accumulate;
       }
       if (n.kind == Node::Kind::Loop && n.var != v && !is_dense_loop(n)) ok = false;  // a nested walk
@@ -325,11 +341,13 @@ class CudaSchedule {
         s.rhs[0].is_const || s.rhs[0].access.tensor != acc || s.lhs.idx != std::vector<std::string>{top.var, v} ||
         out.dims != s.lhs.idx || !r.store_empty_zero.empty() || !r.div_nonempty.empty())
       return false;
+    if (lanes_tree && store->sched.unit != ParallelUnit::Lane) return false;
     top.sched.group = kWarp;
     top.sched.rows_per_block = 0;  // a warp per chunk of entries, not per row
     top.sched.balance_by = level_of(*walk);
-    top.sched.reduction = form == Form::PosSplit ? ReductionStrategy::Segmented : ReductionStrategy::Atomic;
+    top.sched.reduction = form == Form::PosSplit || form == Form::PosLanes ? ReductionStrategy::Segmented : ReductionStrategy::Atomic;
     top.sched.reduced = {acc};
+    if (lanes_tree) return true;
     walk->sched.unit = ParallelUnit::Lane;
     mark_tile(top, 0, top.kids.size(), v);
     return true;
@@ -338,7 +356,11 @@ class CudaSchedule {
   // Lanes: the phase's lane variable is the last variable of the spec's order among its dense
   // loops whose statements keep it or sum over it into values of the enclosing loops; its loops
   // go to the lanes. Walks directly under the row loop stage their entries in shared memory.
-  void lanes(Node& top, size_t b, size_t e) {
+  // With `more` (RegLanes), then the loops of every other dense variable that neither hold nor
+  // lie in lane loops and only sum over it or keep values of one iteration (no row buffer).
+  // Returns whether the phase's row buffers could live in registers (none, or all kept over the
+  // lane variable alone): the register form differs from the lanes form only where one does.
+  bool lanes(Node& top, size_t b, size_t e, bool more = false) {
     std::set<std::string> dense_vars;
     std::function<void(const Node&)> vars = [&](const Node& n) {
       if (is_dense_loop(n)) dense_vars.insert(n.var);
@@ -348,11 +370,50 @@ class CudaSchedule {
     std::string v;
     for (auto it = p_.order.rbegin(); it != p_.order.rend() && v.empty(); ++it)
       if (dense_vars.count(*it)) v = *it;
+    std::string kept;  // RegLanes: the variable the row buffers keep comes first
+    if (more && tile_var(top, b, e, &kept) && dense_vars.count(kept)) v = kept;
+    const bool laned = lane_var(top, b, e, v, false);
+    if (more)
+      for (auto it = p_.order.rbegin(); it != p_.order.rend(); ++it)
+        if (dense_vars.count(*it) && *it != v) lane_var(top, b, e, *it, true);
+    for (size_t k = b; k < e; ++k)
+      if (is_walk(*top.kids[k])) top.kids[k]->sched.stage_shared = true;
+    std::string tv;
+    return tile_var(top, b, e, &tv) && (tv.empty() || (tv == v && laned));
+  }
+
+  // A top loop that is one walk of its row whose statements only keep values of one entry (no
+  // temporary of the row): every entry's work stands alone.
+  bool entrywise(const Node& top) const {
+    if (top.kids.size() != 1 || !is_walk(*top.kids[0])) return false;
+    const Node& w = *top.kids[0];
+    if (p_.outer_var(level_of(w)) != top.var || !w.located.empty()) return false;
+    std::set<std::string> temps;
+    temps_under(w, &temps);
+    for (auto& t : temps) {
+      const Node* home = home_of(p_, root_, t);
+      if (!home || !inside(w, *home)) return false;
+    }
+    std::vector<std::string> red;
+    return splittable(top, w, &red) && red.empty();
+  }
+
+  static bool has_lane(const Node& n) {
+    if (n.sched.unit == ParallelUnit::Lane) return true;
+    for (auto& k : n.kids)
+      if (has_lane(*k)) return true;
+    return false;
+  }
+
+  // The loops over v of the phase to the lanes, if they allow it (`extra`: a further lane
+  // variable, its loops outside and around no lane loop, keeping no row buffer over v).
+  bool lane_var(Node& top, size_t b, size_t e, const std::string& v, bool extra) {
     std::vector<std::pair<Node*, std::vector<std::string>>> loops;
     bool ok = !v.empty();
     std::function<void(Node&, std::set<std::string>&)> rec = [&](Node& n, std::set<std::string>& bound) {
+      if (extra && n.sched.unit == ParallelUnit::Lane) return;  // another variable's lanes: nothing under them
       if (n.kind == Node::Kind::Loop && n.var == v) {
-        if (!is_dense_loop(n)) ok = false;
+        if (!is_dense_loop(n) || (extra && has_lane(n))) ok = false;
         std::vector<std::string> red;
         std::function<void(const Node&)> in = [&](const Node& m) {
           if (m.kind == Node::Kind::Loop && m.var != v && !is_dense_loop(m)) ok = false;  // a walk under the lanes
@@ -361,7 +422,8 @@ class CudaSchedule {
             const TensorInfo& t = p_.tensor(s.lhs.tensor);
             const Node* home = t.role == Role::Temp ? home_of(p_, root_, s.lhs.tensor) : nullptr;
             if (std::count(s.lhs.idx.begin(), s.lhs.idx.end(), v) && (t.role != Role::Temp || std::count(t.kept_dims.begin(), t.kept_dims.end(), v))) {
-              // the lane's own element
+              // the lane's own element (a further lane variable: of the output only)
+              if (extra && t.role == Role::Temp) ok = false;
             } else if (t.role == Role::Temp && home && inside(n, *home) && home != &n) {
               // a value of one iteration
             } else if (t.role == Role::Temp && home && !inside(n, *home) && s.accumulate && s.arg_out.empty()) {
@@ -393,8 +455,7 @@ class CudaSchedule {
           n->sched.reduced = red;
         }
       }
-    for (size_t k = b; k < e; ++k)
-      if (is_walk(*top.kids[k])) top.kids[k]->sched.stage_shared = true;
+    return ok;
   }
 };
 
@@ -422,14 +483,14 @@ void schedule_cuda(const Program& p, Node& root) {
 std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node& root) {
   std::vector<ScheduleVariant> out;
   out.push_back({"row_split", root.clone(), nullptr});
-  const std::pair<const char*, Form> others[] = {
-      {"pos_split", Form::PosSplit}, {"pos_split_atomic", Form::PosSplitAtomic}, {"lanes", Form::Lanes}};
-  for (auto& [name, form] : others) {
+  auto add = [&](const char* name, Form form) {
     std::unique_ptr<Node> t = root.clone();
     CudaSchedule s(p, *t);
-    if (!s.apply(form)) continue;
-    out.push_back({name, std::move(t), nullptr});
-  }
+    if (s.apply(form)) out.push_back({name, std::move(t), nullptr});
+  };
+  add("pos_split", Form::PosSplit);
+  add("pos_split_atomic", Form::PosSplitAtomic);
+  add("lanes", Form::Lanes);
   // The schedule is row split where every phase allows it: where none does, it is lanes itself.
   bool any_split = false;
   std::function<void(const Node&)> rec = [&](const Node& n) {
@@ -441,6 +502,16 @@ std::vector<ScheduleVariant> schedule_variants_cuda(const Program& p, const Node
     out.erase(std::remove_if(out.begin(), out.end(), [](const ScheduleVariant& v) { return v.name == "lanes"; }), out.end());
     out[0].name = "lanes";
   }
+  // The register forms (cuda_kernel_lanes.cpp): the lanes tree printed with the row buffers in
+  // registers, and the pos split tree printed with lanes over its tile; the printer keeps the
+  // older form for a kernel whose buffers cannot live in registers.
+  add("reg_lanes", Form::RegLanes);
+  add("pos_lanes", Form::PosSplit);
+  add("pos_lanes_atomic", Form::PosSplitAtomic);
+  auto has = [&](const char* name) { return std::any_of(out.begin(), out.end(), [&](const ScheduleVariant& v) { return v.name == name; }); };
+  if (!has("pos_lanes")) add("pos_lanes", Form::PosLanes);
+  if (!has("pos_lanes_atomic")) add("pos_lanes_atomic", Form::PosLanesAtomic);
+  if (!has("pos_lanes")) add("pos_lanes", Form::EntryLanes);
   return out;
 }
 

@@ -14,6 +14,12 @@
 //            its deterministic form, two carries per chunk in the workspace; lanes keep the
 //            groups' row buffers in shared memory when a block's fit in 48 KiB, else in the
 //            workspace with the grid capped to bound it.
+//   reg      the register forms (RegLanes, PosLanes) first where offered: PosLanes (PosLanesAtomic
+//            unless deterministic) where the degrees are skewed, else RegLanes; a group of G =
+//            min(32, ceil(F / VW)) lanes (a power of two; several rows per warp for small F), VW
+//            16 bytes' worth where every lane loop's extent and the alignment allow, R = ceil(F /
+//            (G VW)) register chunks (a power of two up to 8; beyond, several passes over the
+//            columns where the kernel allows it, else a larger group, else the older forms).
 #include "runtime/cuda_launch.h"
 
 #include <algorithm>
@@ -64,6 +70,38 @@ int vector_width(const Request& req, const KernelShape& k) {
   return vw;
 }
 
+// The register forms' vector width, group and register chunks: {vw, group, regs}; group 0 when
+// the row buffers cannot cover the lane variable in one pass and the kernel needs it.
+struct RegShape {
+  int vw = 1, group = 1, regs = 1;
+  int64_t passes = 1;
+};
+RegShape reg_shape(const Request& req, const KernelShape& k) {
+  RegShape r;
+  const int64_t f = std::max<int64_t>(1, k.tile_extent);
+  const int vw = 16 / std::max(1, req.scalar_bytes);
+  const int64_t g = k.lane_gcd > 0 ? gcd_of(k.lane_gcd, f) : f;
+  r.vw = k.vector_ok && g % vw == 0 ? vw : 1;
+  const int64_t vecs = ceil_div(f, r.vw);
+  r.group = req.force_group > 0 ? req.force_group : pow2_at_least(vecs, kWarp);
+  if (!k.regs) return r;
+  r.regs = pow2_at_least(ceil_div(vecs, r.group), kMaxRegs);
+  while (!k.passes && int64_t(r.group) * r.regs < vecs && r.group < kWarp) {
+    r.group *= 2;
+    r.regs = pow2_at_least(ceil_div(vecs, r.group), kMaxRegs);
+  }
+  if (int64_t(r.group) * r.regs < vecs && !k.passes) r.group = 0;
+  else r.passes = ceil_div(vecs, int64_t(r.group) * r.regs);
+  return r;
+}
+
+// Whether every kernel of a register-form variant fits (its row buffers cover the lane variable).
+bool reg_fits(const Request& req, const VariantShape& v) {
+  for (auto& k : v.kernels)
+    if ((k.form == Form::RegLanes || k.form == Form::PosLanes) && reg_shape(req, k).group == 0) return false;
+  return true;
+}
+
 KernelLaunch size(const Request& req, const KernelShape& k, int row_group) {
   KernelLaunch l;
   l.form = k.form;
@@ -83,6 +121,23 @@ KernelLaunch size(const Request& req, const KernelShape& k, int row_group) {
       l.grid = clamp_grid(ceil_div(l.chunks * tiles, kBlock / kWarp));
       l.vector_width = vector_width(req, k);
       l.workspace_bytes = 0;
+      break;
+    }
+    case Form::RegLanes:
+    case Form::PosLanes: {
+      const RegShape r = reg_shape(req, k);
+      if (r.group == 0)
+        throw std::invalid_argument("cuda launch: the register chunks of a lanes kernel cannot cover its lane extent " + std::to_string(k.tile_extent));
+      l.group = r.group;
+      l.regs = r.regs;
+      l.vector_width = r.vw;
+      if (k.form == Form::RegLanes) {
+        l.grid = clamp_grid(ceil_div(k.rows * r.passes, kBlock / l.group));
+      } else {
+        l.chunk = kPosLanesChunk;
+        l.chunks = ceil_div(req.graph.nnz, l.chunk);  // as PosSplit: the caller's nnz must be exact
+        l.grid = clamp_grid(ceil_div(l.chunks * r.passes, kBlock / l.group));
+      }
       break;
     }
     case Form::Lanes:
@@ -120,12 +175,16 @@ const char* to_string(Variant v) {
     case Variant::PosSplit: return "pos_split";
     case Variant::PosSplitAtomic: return "pos_split_atomic";
     case Variant::Lanes: return "lanes";
+    case Variant::RegLanes: return "reg_lanes";
+    case Variant::PosLanes: return "pos_lanes";
+    case Variant::PosLanesAtomic: return "pos_lanes_atomic";
   }
   return "?";
 }
 
 bool parse_variant(const std::string& name, Variant* out) {
-  for (Variant v : {Variant::RowSplit, Variant::WarpPerRow, Variant::PosSplit, Variant::PosSplitAtomic, Variant::Lanes})
+  for (Variant v : {Variant::RowSplit, Variant::WarpPerRow, Variant::PosSplit, Variant::PosSplitAtomic, Variant::Lanes, Variant::RegLanes,
+                    Variant::PosLanes, Variant::PosLanesAtomic})
     if (name == to_string(v)) {
       *out = v;
       return true;
@@ -153,7 +212,22 @@ LaunchConfig decide(const Request& req) {
     const VariantShape* atomic = req.deterministic ? nullptr : find(req, Variant::PosSplitAtomic, &at_atomic);
     size_t at_rows = 0;
     const VariantShape* rows = find(req, Variant::RowSplit, &at_rows);
-    if ((pos || atomic) && skewed(req.graph)) {
+    size_t at_reg = 0, at_pl = 0, at_pla = 0;
+    const VariantShape* reg = find(req, Variant::RegLanes, &at_reg);
+    const VariantShape* pl = find(req, Variant::PosLanes, &at_pl);
+    const VariantShape* pla = req.deterministic ? nullptr : find(req, Variant::PosLanesAtomic, &at_pla);
+    if (reg && !reg_fits(req, *reg)) reg = nullptr;
+    if (pl && !reg_fits(req, *pl)) pl = nullptr;
+    if (pla && !reg_fits(req, *pla)) pla = nullptr;
+    if ((pl || pla) && skewed(req.graph)) {
+      chosen = pla ? pla : pl;
+      cfg.variant = pla ? Variant::PosLanesAtomic : Variant::PosLanes;
+      at = pla ? at_pla : at_pl;
+    } else if (reg) {
+      chosen = reg;
+      at = at_reg;
+      cfg.variant = Variant::RegLanes;
+    } else if ((pos || atomic) && skewed(req.graph)) {
       chosen = atomic ? atomic : pos;
       cfg.variant = atomic ? Variant::PosSplitAtomic : Variant::PosSplit;
       if (atomic) at = at_atomic;
@@ -176,7 +250,7 @@ LaunchConfig decide(const Request& req) {
   int64_t offset = aligned(req.call_bytes);
   for (auto& k : chosen->kernels) {
     KernelLaunch l = size(req, k, row_group);
-    if (l.form == Form::PosSplit && cfg.variant == Variant::PosSplit)  // carries: two per chunk, and the row of the second
+    if ((l.form == Form::PosSplit && cfg.variant == Variant::PosSplit) || (l.form == Form::PosLanes && cfg.variant == Variant::PosLanes && k.regs))  // carries: two per chunk, and the row of the second
       l.workspace_bytes = l.chunks * 2 * k.tile_extent * req.acc_bytes + l.chunks * static_cast<int64_t>(sizeof(int64_t));
     l.workspace_offset = offset;
     offset += aligned(l.workspace_bytes);

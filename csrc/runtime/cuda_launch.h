@@ -20,14 +20,21 @@ namespace gnnfuse::runtime::cuda {
 
 // The schedule variants (codegen/schedule_cuda.cpp). WarpPerRow runs the RowSplit kernels with
 // 32 lanes per row (long rows); PosSplitAtomic is not deterministic (atomics at chunk borders).
-enum class Variant { RowSplit, WarpPerRow, PosSplit, PosSplitAtomic, Lanes };
-const char* to_string(Variant v);  // row_split, warp_per_row, pos_split, pos_split_atomic, lanes
+// RegLanes, PosLanes and PosLanesAtomic are the lanes-over-the-feature-loops forms with the row's
+// accumulators in registers (GE-SpMM / cuSPARSE CSR_ALG2-like): by rows, and balanced by
+// nonzeros (carries added in order, or atomics at the chunk borders: not deterministic).
+enum class Variant { RowSplit, WarpPerRow, PosSplit, PosSplitAtomic, Lanes, RegLanes, PosLanes, PosLanesAtomic };
+// row_split, warp_per_row, pos_split, pos_split_atomic, lanes, reg_lanes, pos_lanes, pos_lanes_atomic
+const char* to_string(Variant v);
 // The name of a generated schedule variant -> Variant (row_split, pos_split, pos_split_atomic,
-// lanes); false for another name.
+// lanes, reg_lanes, pos_lanes, pos_lanes_atomic); false for another name.
 bool parse_variant(const std::string& name, Variant* out);
 
-// The kernel forms (one per phase of a top loop).
-enum class Form { RowSplit, PosSplit, Lanes, Serial };
+// The kernel forms (one per phase of a top loop). RegLanes: a group of G lanes per row, each lane
+// owning VW consecutive elements of the lane variable times R register chunks (R a template
+// parameter); the group walks the row's entries together, loaded G at a time and broadcast by
+// shuffles. PosLanes: the same over a chunk of stored entries whatever the rows.
+enum class Form { RowSplit, PosSplit, Lanes, Serial, RegLanes, PosLanes };
 
 // Statistics of the sparse operand a call walks, in the direction it walks it (Request::
 // by_columns: the CSC view's). nnz must be exact (col.size(0)): the pos split's carries are sized
@@ -48,7 +55,10 @@ struct KernelShape {
   int64_t group_elems = 0;   // Lanes: accumulator elements of the row buffers per group
   int64_t thread_elems = 0;  // Lanes: accumulator elements of the row buffers per lane
   int64_t staged_bytes = 0;  // Lanes: bytes per lane of a walk's entries staged in shared memory
-  bool vector_ok = false;    // RowSplit, PosSplit: the rows it reads by tiles are 16-byte aligned
+  bool vector_ok = false;    // RowSplit, PosSplit, RegLanes, PosLanes: the rows it reads by tiles are 16-byte aligned
+  bool regs = false;         // RegLanes, PosLanes: row buffers in registers (R chunks must cover a pass); PosLanes without: entrywise, no carries
+  bool passes = false;       // RegLanes, PosLanes: the lane variable may be covered in several passes
+  int64_t lane_gcd = 0;      // RegLanes: the gcd of the extents of every lane loop (vector loads); 0: tile_extent
 };
 
 struct VariantShape {
@@ -78,8 +88,9 @@ struct KernelLaunch {
   int64_t grid = 1;            // blocks
   int64_t smem_bytes = 0;      // dynamic shared memory
   int vector_width = 1;        // elements per load of a tile's row (1, or 16 bytes' worth)
-  int64_t chunk = 0;           // PosSplit: stored entries per warp
-  int64_t chunks = 0;          // PosSplit: warps' chunks (ceil(nnz / chunk))
+  int64_t chunk = 0;           // PosSplit: stored entries per warp; PosLanes: per group
+  int64_t chunks = 0;          // PosSplit, PosLanes: the chunks (ceil(nnz / chunk))
+  int regs = 1;                // RegLanes, PosLanes: register chunks of VW elements per lane (1, 2, 4, 8)
   bool buffers_shared = false;  // Lanes: the row buffers of groups in shared memory (else workspace)
   int64_t workspace_offset = 0;  // its part of the workspace, bytes from the start
   int64_t workspace_bytes = 0;
@@ -99,6 +110,8 @@ constexpr int64_t kMaxGrid = 65535;               // blocks of a grid-stride lau
 constexpr int64_t kSharedBytes = 48 * 1024;       // dynamic shared memory without opt-in
 constexpr int kWarp = 32;
 constexpr int64_t kPosChunk = 256;                // stored entries per warp of PosSplit (8 per lane)
+constexpr int64_t kPosLanesChunk = 64;            // stored entries per group of PosLanes
+constexpr int kMaxRegs = 8;                       // register chunks per lane of RegLanes / PosLanes
 constexpr int64_t kWorkspaceAlign = 256;
 
 // The decision (cuda_launch.cpp documents the rules). Throws std::invalid_argument when the
@@ -130,6 +143,9 @@ struct Env {
   void (*matmul)(void* ctx, const MatmulCall& call, int dtype) = nullptr;  // dtype: runtime::DType as int
   void* matmul_ctx = nullptr;
 };
+
+// The greatest common divisor of two extents (a kernel's lane loops: KernelShape::lane_gcd).
+inline int64_t gcd_of(int64_t a, int64_t b) { return b == 0 ? a : gcd_of(b, a % b); }
 
 // Rounds a byte count up to the workspace alignment.
 inline int64_t aligned(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }

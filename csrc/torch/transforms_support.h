@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <ATen/autocast_mode.h>
@@ -15,10 +17,33 @@
 #include <ATen/ops/stack.h>
 #include <c10/core/SymInt.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "torch/checks.h"
 
 namespace gnnfuse::detail {
+
+// ---------------------------------------------------------------- autograd nodes
+// torch::autograd::Node is owned through c10::intrusive_ptr from torch 2.12 on (pytorch#181782)
+// and through std::shared_ptr before (torch 2.11, the GPU machines' torch). The generated
+// Autograd-key kernels hold and make their nodes through these two, which follow the headers
+// they are compiled against; set_history and collect_next_edges take either.
+inline constexpr bool intrusive_nodes = std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>;
+
+template <class N>
+using node_ptr = std::conditional_t<intrusive_nodes, c10::intrusive_ptr<N>, std::shared_ptr<N>>;
+
+template <class N>
+node_ptr<N> make_node() {
+  if constexpr (intrusive_nodes) {
+    return c10::make_intrusive<N>();
+  } else {
+    // torch's own deleter for shared nodes (it frees long chains without deep recursion), found
+    // by argument-dependent lookup so that headers without it never see the name
+    return node_ptr<N>(new N(), [](N* n) { deleteNode(n); });
+  }
+}
 
 // ---------------------------------------------------------------- forward-mode AD
 inline const at::Tensor* ptr(const at::Tensor& t) { return &t; }

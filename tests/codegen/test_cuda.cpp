@@ -53,7 +53,8 @@ TEST(Cuda, SpmmRowSplit) {
     for f < n_f  [feature tile 8, vector width at launch]
       Y(i,f) = Yacc(f)
 )");
-  EXPECT_EQ(variant_names(*c), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes"}));
+  EXPECT_EQ(variant_names(*c), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes", "reg_lanes", "pos_lanes",
+                                                          "pos_lanes_atomic"}));
   EXPECT_EQ(c->schedule_variants[0].kernel, c->kernel);  // the schedule's own tree: one lowering
 }
 
@@ -113,16 +114,22 @@ TEST(Cuda, SpmmGradXWalksColumns) {
 // Which ops get which variants: a row buffer over more than one variable (gat's (h, f)) keeps
 // the rows out of registers, so only lanes; a softmax or an sddmm is a row split without a tile
 // (lanes take whole entries); the pos split needs the row's result copied as it is (no guard of
-// an empty row, no division by a row statistic: spmm_max, spmm_mean have one).
+// an empty row, no division by a row statistic: spmm_max, spmm_mean have one). The register
+// form of the lanes tree (reg_lanes) where some phase's row buffers can live in registers (none,
+// or all over the lane variable: not gat's over (h, f)), and the pos split's register form; an
+// op whose row loop is one walk of per-entry values (sddmm) gets that walk balanced by nonzeros
+// (pos_lanes, entrywise: no carries).
 TEST(Cuda, VariantsPerOp) {
   EXPECT_EQ(variant_names(*cuda("gat")), (std::vector<std::string>{"lanes"}));
   EXPECT_EQ(variant_names(*cuda("graph_attention")), (std::vector<std::string>{"lanes"}));
+  EXPECT_EQ(variant_names(*cuda("edge_softmax_heads")), (std::vector<std::string>{"row_split", "lanes"}));
   EXPECT_EQ(variant_names(*cuda("spmm_heads")), (std::vector<std::string>{"lanes"}));
-  EXPECT_EQ(variant_names(*cuda("edge_softmax")), (std::vector<std::string>{"row_split", "lanes"}));
-  EXPECT_EQ(variant_names(*cuda("sddmm")), (std::vector<std::string>{"row_split", "lanes"}));
-  EXPECT_EQ(variant_names(*cuda("spmm_max")), (std::vector<std::string>{"row_split", "lanes"}));
-  EXPECT_EQ(variant_names(*cuda("spmm_mean")), (std::vector<std::string>{"row_split", "lanes"}));
-  EXPECT_EQ(variant_names(*cuda("scaled_spmm")), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes"}));
+  EXPECT_EQ(variant_names(*cuda("edge_softmax")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes"}));
+  EXPECT_EQ(variant_names(*cuda("sddmm")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes", "pos_lanes"}));
+  EXPECT_EQ(variant_names(*cuda("spmm_max")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes"}));
+  EXPECT_EQ(variant_names(*cuda("spmm_mean")), (std::vector<std::string>{"row_split", "lanes", "reg_lanes"}));
+  EXPECT_EQ(variant_names(*cuda("scaled_spmm")), (std::vector<std::string>{"row_split", "pos_split", "pos_split_atomic", "lanes", "reg_lanes",
+                                                                          "pos_lanes", "pos_lanes_atomic"}));
 }
 
 // gcn's dense product is a block the printer leaves to the host hook (cuBLAS in the adapter):
@@ -287,4 +294,43 @@ GNNFUSE_GLOBAL void spmm_row_split_k0(const spmm_params prm, const runtime::cuda
 }
 
 )");
+}
+
+// The register form of sddmm_spmm's lanes tree: the logit's dot product over k and the row
+// buffer's loop over f both go to the lanes (the dot product combined by shuffles per entry),
+// and the printed kernel keeps Yacc in registers (R_ chunks of C_ = VW_ elements per lane), the
+// row's entries loaded G_ at a time and broadcast by shuffles.
+TEST(Cuda, SddmmSpmmRegLanes) {
+  auto c = cuda("sddmm_spmm");
+  EXPECT_EQ(variant_ir(*c, "reg_lanes"), R"(kernel sddmm_spmm
+  parallel for i < n_i  [grid of 8, 32 rows per block]
+    per worker: workspace Yacc(f)
+    row A(i)
+    alloc Yacc(f) = 0
+    fill Yacc = 0
+    walk j in A  [staged in shared memory]
+      alloc T0 = 0
+      alloc T1 = 0
+      for k < n_k  [lane, shuffle reduction T0]
+        T0 += U(i,k) * V(j,k)
+      T1 = A(i,j) * T0
+      for f < n_f  [lane]
+        Yacc(f) += T1 * X(j,f)
+    for f < n_f  [lane]
+      Y(i,f) = Yacc(f)
+)");
+  const ScheduleVariant* reg = nullptr;
+  for (auto& v : c->schedule_variants)
+    if (v.name == "reg_lanes") reg = &v;
+  ASSERT_NE(reg, nullptr);
+  emit::CudaPrinter pr(*c, *reg, "sddmm_spmm_reg_lanes");
+  const std::string k = pr.kernels();
+  for (const char* piece : {"template <typename scalar_t, typename index_t, int VW_, int R_>", "acc_t Yacc[R_ * C_];",
+                            "const int64_t j = static_cast<int64_t>(__shfl_sync(mask_, mj_, q_, G_));",
+                            "const acc_t sv_ = __shfl_sync(mask_, mv_, q_, G_);", "T0 = cu::group_sum(T0, G_, mask_);",
+                            "const int64_t passes_ = int64_t(1);", "Yacc[r_ * C_ + k_] += (T1 * X_t0_[k_]);"})
+    EXPECT_NE(k.find(piece), std::string::npos) << piece << "\n" << k;
+  const std::string h = pr.host();
+  EXPECT_NE(h.find("k_.form = runtime::cuda::Form::RegLanes;"), std::string::npos) << h;
+  EXPECT_NE(h.find("k_.lane_gcd = runtime::cuda::gcd_of(n_f, n_k);"), std::string::npos) << h;
 }

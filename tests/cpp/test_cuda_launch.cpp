@@ -49,6 +49,26 @@ Request spmm(int64_t rows, int64_t nnz, int64_t max_row, int64_t f, bool aligned
   return r;
 }
 
+KernelShape reg_kernel(Form form, int64_t rows, int64_t f, bool regs, bool passes) {
+  KernelShape k;
+  k.form = form;
+  k.rows = rows;
+  k.tile_extent = f;
+  k.vector_ok = true;
+  k.regs = regs;
+  k.passes = passes;
+  return k;
+}
+
+// spmm with its register forms too.
+Request spmm_regs(int64_t rows, int64_t nnz, int64_t max_row, int64_t f) {
+  Request r = spmm(rows, nnz, max_row, f);
+  r.variants.push_back({Variant::RegLanes, {reg_kernel(Form::RegLanes, rows, f, true, true)}});
+  r.variants.push_back({Variant::PosLanes, {reg_kernel(Form::PosLanes, rows, f, true, true)}});
+  r.variants.push_back({Variant::PosLanesAtomic, {reg_kernel(Form::PosLanes, rows, f, true, true)}});
+  return r;
+}
+
 }  // namespace
 
 // Seed 000's static choice: 4 lanes for short or narrow rows, 8 otherwise, 16 from a mean of 32,
@@ -191,11 +211,78 @@ TEST(CudaLaunch, ForcedVariantAndGroup) {
 }
 
 TEST(CudaLaunch, VariantNames) {
-  for (Variant v : {Variant::RowSplit, Variant::WarpPerRow, Variant::PosSplit, Variant::PosSplitAtomic, Variant::Lanes}) {
+  for (Variant v : {Variant::RowSplit, Variant::WarpPerRow, Variant::PosSplit, Variant::PosSplitAtomic, Variant::Lanes, Variant::RegLanes,
+                    Variant::PosLanes, Variant::PosLanesAtomic}) {
     Variant back = Variant::Lanes;
     ASSERT_TRUE(parse_variant(to_string(v), &back));
     EXPECT_EQ(back, v);
   }
   Variant x;
   EXPECT_FALSE(parse_variant("warp", &x));
+}
+
+// The register forms first where offered: RegLanes by rows, PosLanes (atomic unless
+// deterministic) on skewed degrees; a group of min(32, F / VW) lanes (several rows per warp for
+// small F), R = F / (G VW) register chunks up to 8, then passes over the columns.
+TEST(CudaLaunch, RegisterFormsFirst) {
+  LaunchConfig c = decide(spmm_regs(100000, 1000000, 40, 128));
+  EXPECT_EQ(c.variant, Variant::RegLanes);
+  EXPECT_EQ(c.offered, 4u);
+  EXPECT_EQ(c.kernels[0].form, Form::RegLanes);
+  EXPECT_EQ(c.kernels[0].vector_width, 4);
+  EXPECT_EQ(c.kernels[0].group, 32);
+  EXPECT_EQ(c.kernels[0].regs, 1);
+  EXPECT_EQ(c.kernels[0].grid, (100000 + 7) / 8);
+  c = decide(spmm_regs(100000, 1000000, 40, 32));
+  EXPECT_EQ(c.kernels[0].group, 8);
+  EXPECT_EQ(c.kernels[0].regs, 1);
+  c = decide(spmm_regs(100000, 1000000, 40, 512));
+  EXPECT_EQ(c.kernels[0].group, 32);
+  EXPECT_EQ(c.kernels[0].regs, 4);
+  c = decide(spmm_regs(1000, 10000, 40, 8192));  // 64 vectors per lane: 8 chunks, 8 passes
+  EXPECT_EQ(c.kernels[0].regs, 8);
+  EXPECT_EQ(c.kernels[0].grid, (1000 * 8 + 7) / 8);
+  c = decide(spmm_regs(1000, 10000, 40, 129));  // not whole vectors: elements
+  EXPECT_EQ(c.kernels[0].vector_width, 1);
+  EXPECT_EQ(c.kernels[0].group, 32);
+  EXPECT_EQ(c.kernels[0].regs, 8);
+  // Skewed: the nonzero-balanced register form.
+  Request r = spmm_regs(100000, 1000000, 50000, 128);
+  c = decide(r);
+  EXPECT_EQ(c.variant, Variant::PosLanesAtomic);
+  EXPECT_EQ(c.kernels[0].chunk, kPosLanesChunk);
+  EXPECT_EQ(c.kernels[0].chunks, (1000000 + kPosLanesChunk - 1) / kPosLanesChunk);
+  EXPECT_EQ(c.kernels[0].workspace_bytes, 0);
+  r.deterministic = true;
+  c = decide(r);
+  EXPECT_EQ(c.variant, Variant::PosLanes);
+  EXPECT_EQ(c.kernels[0].workspace_bytes, c.kernels[0].chunks * 2 * 128 * 4 + c.kernels[0].chunks * 8);
+}
+
+// A kernel that needs the whole lane variable in one pass (a dot product beside its row
+// buffer: sddmm_spmm) widens the group to cover it; past 32 lanes of 8 chunks the older forms.
+TEST(CudaLaunch, RegisterFormsCoverTheRow) {
+  Request r;
+  r.graph = GraphStats{1000, 10000, 40};
+  r.variants = {{Variant::Lanes, {lanes_kernel(1000, 129, 129)}}, {Variant::RegLanes, {reg_kernel(Form::RegLanes, 1000, 129, true, false)}}};
+  r.force_variant = static_cast<int>(Variant::RegLanes);
+  r.force_group = 1;
+  LaunchConfig c = decide(r);
+  EXPECT_EQ(c.kernels[0].group, 32);  // 129 elements: 32 lanes of 8 (5 used)
+  EXPECT_EQ(c.kernels[0].regs, 8);
+  r.force_variant = -1;
+  r.force_group = 0;
+  EXPECT_EQ(decide(r).variant, Variant::RegLanes);
+  r.variants[1].kernels[0].tile_extent = 4096;  // 1024 vectors: more than 32 x 8
+  r.variants[0].kernels[0].tile_extent = 4096;
+  EXPECT_EQ(decide(r).variant, Variant::Lanes);
+  r.force_variant = static_cast<int>(Variant::RegLanes);
+  EXPECT_THROW(decide(r), std::invalid_argument);
+  // Vector loads need every lane loop's extent a multiple of VW.
+  r = Request{};
+  r.graph = GraphStats{1000, 10000, 40};
+  r.variants = {{Variant::RegLanes, {reg_kernel(Form::RegLanes, 1000, 64, false, false)}}};
+  EXPECT_EQ(decide(r).kernels[0].vector_width, 4);
+  r.variants[0].kernels[0].lane_gcd = 6;
+  EXPECT_EQ(decide(r).kernels[0].vector_width, 1);
 }

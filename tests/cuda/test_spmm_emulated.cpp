@@ -76,13 +76,16 @@ void check(unsigned seed, int64_t F, bool weights, runtime::DType dtype, runtime
 
   const GraphStats stats{a.rows, static_cast<int64_t>(a.col.size()), a.max_row};
   const Request offered = generated::spmm_cuda_request(prm, dtype, itype, stats);
-  ASSERT_EQ(offered.variants.size(), 4u);  // row split, pos split, its atomic form, lanes
+  // row split, pos split, its atomic form, lanes, and the register forms: reg_lanes, pos_lanes, its atomic form
+  ASSERT_EQ(offered.variants.size(), 7u);
   const double tol = sizeof(T) == 8 ? 1e-12 : 1e-5;
   int runs = 0;
   for (const auto& v : offered.variants)
     for (int group : {0, 1, 4, 32})
       for (bool deterministic : {false, true}) {
-        if (v.variant != Variant::RowSplit && v.variant != Variant::Lanes && group > 0) continue;
+        if (v.variant != Variant::RowSplit && v.variant != Variant::Lanes && v.variant != Variant::RegLanes && v.variant != Variant::PosLanes &&
+            v.variant != Variant::PosLanesAtomic && group > 0)
+          continue;
         Request req = offered;
         req.force_variant = static_cast<int>(v.variant);
         req.force_group = group;
