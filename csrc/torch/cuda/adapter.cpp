@@ -137,13 +137,16 @@ bool offers(const rc::Request& req, rc::Variant v) {
 }
 
 // GNNFUSE_CUDA_FORCE_VARIANT and _GROUP on a request. A forced variant the op does not offer is
-// ignored (most ops offer a few of the five); a forced atomic pos split under deterministic
-// algorithms runs its deterministic form.
+// ignored (most ops offer a few of the eight); a forced atomic form (pos_split_atomic,
+// pos_lanes_atomic) under deterministic algorithms runs its deterministic form.
 void apply_forcing(rc::Request& req) {
   if (const char* v = env("GNNFUSE_CUDA_FORCE_VARIANT")) {
     rc::Variant variant;
-    if (!rc::parse_variant(v, &variant)) bad_env("GNNFUSE_CUDA_FORCE_VARIANT", v, "row_split, warp_per_row, pos_split, pos_split_atomic or lanes");
-    if (variant == rc::Variant::PosSplitAtomic && req.deterministic) variant = rc::Variant::PosSplit;
+    if (!rc::parse_variant(v, &variant))
+      bad_env("GNNFUSE_CUDA_FORCE_VARIANT", v,
+              "row_split, warp_per_row, pos_split, pos_split_atomic, lanes, reg_lanes, pos_lanes or pos_lanes_atomic");
+    if (req.deterministic && variant == rc::Variant::PosSplitAtomic) variant = rc::Variant::PosSplit;
+    if (req.deterministic && variant == rc::Variant::PosLanesAtomic) variant = rc::Variant::PosLanes;
     if (offers(req, variant)) req.force_variant = static_cast<int>(variant);
   }
   const int group = env_int("GNNFUSE_CUDA_FORCE_GROUP", "1, 2, 4, 8, 16 or 32");

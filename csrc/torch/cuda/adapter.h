@@ -12,9 +12,10 @@
 //             by the SIMT emulator; the guard and the stream are nothing.
 // Both modes read, at every call, the environment variables that force the launch (tests,
 // benchmarks): GNNFUSE_CUDA_FORCE_VARIANT (row_split, warp_per_row, pos_split, pos_split_atomic,
-// lanes: applied where the op offers it, ignored elsewhere), GNNFUSE_CUDA_FORCE_GROUP (lanes per
-// row: 1, 2, 4, 8, 16 or 32) and GNNFUSE_CUDA_FORCE_LOWERING (a `variants auto` op's lowering,
-// where it has that many). The emulator reads GNNFUSE_SIMT_ORDER itself.
+// lanes, reg_lanes, pos_lanes, pos_lanes_atomic: applied where the op offers it, ignored
+// elsewhere; an atomic form is its deterministic one under deterministic algorithms),
+// GNNFUSE_CUDA_FORCE_GROUP (lanes per row: 1, 2, 4, 8, 16 or 32) and GNNFUSE_CUDA_FORCE_LOWERING
+// (a `variants auto` op's lowering, where it has that many). The emulator reads GNNFUSE_SIMT_ORDER itself.
 #pragma once
 
 #include <cstdint>
