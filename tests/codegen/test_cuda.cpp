@@ -111,6 +111,28 @@ TEST(Cuda, SpmmGradXWalksColumns) {
 )");
 }
 
+// The launch of a pos kernel zeroes the output rows it never reaches, over its own row variable:
+// spmm_mean_grad_x's pos lanes variant (a first kernel over i for 1 / N(i), then the walk by
+// columns over j) zeroes n_j rows of DX(j,f), not n_i (past DX's end where n_i > n_j).
+TEST(Cuda, PosLaunchZeroesItsOwnRows) {
+  Family f = compile_family(load_spec(kOps + "/spmm_mean.spec"), Target::Cuda);
+  const Compiled* gx = nullptr;
+  for (auto& c : f.ops)
+    if (c->spec.name == "spmm_mean_grad_x") gx = c.get();
+  ASSERT_NE(gx, nullptr);
+  for (const char* name : {"pos_split", "pos_lanes", "pos_lanes_atomic"}) {
+    const ScheduleVariant* v = nullptr;
+    for (auto& sv : gx->schedule_variants)
+      if (sv.name == name) v = &sv;
+    ASSERT_NE(v, nullptr) << name;
+    emit::CudaPrinter pr(*gx, *v, std::string("spmm_mean_grad_x_") + name);
+    pr.kernels();
+    const std::string host = pr.host();
+    EXPECT_NE(host.find("static_cast<scalar_t*>(prm.DX), n_j * n_f"), std::string::npos) << name;
+    EXPECT_EQ(host.find("static_cast<scalar_t*>(prm.DX), n_i * n_f"), std::string::npos) << name;
+  }
+}
+
 // Which ops get which variants: a row buffer over more than one variable (gat's (h, f)) keeps
 // the rows out of registers, so only lanes; a softmax or an sddmm is a row split without a tile
 // (lanes take whole entries); the pos split needs the row's result copied as it is (no guard of
