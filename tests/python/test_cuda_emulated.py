@@ -6,8 +6,10 @@ tests, loaded against it, run every kernel of those ops through the emulator (do
 "The emulated op path"). This file runs a representative subset of them (fp64 references on the
 edge-case graphs, gradcheck, opcheck, the layers against PyG) in subprocesses: once under the
 launch decision and once per forced schedule variant, group size and thread order
-(``GNNFUSE_CUDA_FORCE_VARIANT``/``_GROUP``, ``GNNFUSE_SIMT_ORDER``), and checks that each forced
-variant really ran. Without the library (``_emulated_library``) the tests are skipped.
+(``GNNFUSE_CUDA_FORCE_VARIANT``/``_GROUP``, ``GNNFUSE_SIMT_ORDER``: the older forms and the
+register forms reg_lanes, pos_lanes, pos_lanes_atomic), and checks that each forced variant really
+ran. ``GNNFUSE_CUDA_EMU_FULL=1`` adds a run of the whole op, layer and autograd files. Without the
+library (``_emulated_library``) the tests are skipped.
 """
 
 from __future__ import annotations
@@ -44,9 +46,15 @@ pytestmark = [
                        reason="already running on the emulated library"),
 ]
 
+# What CI runs (scripts/run_tests.sh: about 6 minutes of a 2-core machine) is a representative
+# subset; GNNFUSE_CUDA_EMU_FULL=1 adds the whole op, layer and autograd files under the decision
+# (what `GNNFUSE_LIBRARY=build/libgnnfuse_cuda_emu.so pytest <files>` runs; about 8 minutes).
+FULL = os.environ.get("GNNFUSE_CUDA_EMU_FULL") == "1"
+
 # The subset under the launch decision: every family with CUDA kernels, forward and backward
-# (gradcheck calls the derived ops), on the edge-case graphs of graphs.py; opcheck; the layers
-# against PyG; the thread-count test (bitwise equal results: deterministic algorithms).
+# (gradcheck calls the derived ops, gradgradcheck their derived ops; csc_passed walks the CSC
+# view), on the edge-case graphs of graphs.py; opcheck; the layers against PyG; the thread-count
+# test (bitwise equal results: deterministic algorithms).
 SUBSET = [
     "test_ops.py::test_spmm",
     "test_ops.py::test_sddmm",
@@ -69,6 +77,9 @@ SUBSET = [
     "test_gcn.py::test_gcn_fp64_reference",
     "test_gcn.py::test_gcn_gradcheck",
     "test_gcn.py::test_gcn_opcheck",
+    "test_autograd.py::test_gradcheck",
+    "test_autograd.py::test_gradgradcheck",
+    "test_autograd.py::test_scaled_spmm_fp64_reference",
     "test_nn.py::test_gcnconv_matches_pyg",
     "test_nn.py::test_gatconv_matches_pyg",
 ]
@@ -83,27 +94,50 @@ FORCED_SUBSET = [
     "test_reductions.py::test_edge_softmax_fp64_reference",
     "test_reductions.py::test_edge_softmax_gradcheck",
     "test_reductions.py::test_heads_match_per_head_reference",
+    "test_reductions.py::test_sddmm_add_mul_reference",
     "test_attention.py::test_gat_gradcheck",
     "test_attention.py::test_graph_attention_gradcheck",
     "test_attention.py::test_sddmm_heads_gradcheck",
     "test_gcn.py::test_gcn_gradcheck",
+    "test_autograd.py::test_scaled_spmm_fp64_reference",
 ]
+# The register forms are main's newest kernels: their runs add the second-order derived ops too.
+REGISTER_SUBSET = FORCED_SUBSET + ["test_autograd.py::test_gradgradcheck"]
+# The op, layer and autograd test files, whole (GNNFUSE_CUDA_EMU_FULL=1).
+FULL_FILES = ["test_ops.py", "test_reductions.py", "test_attention.py", "test_gcn.py", "test_nn.py", "test_autograd.py",
+              "test_low_precision.py", "test_layer_inputs.py", "test_reliability.py"]
+
+
+def _forced(variant, group=None, order=None):
+    env = {"GNNFUSE_CUDA_FORCE_VARIANT": variant}
+    if group:
+        env["GNNFUSE_CUDA_FORCE_GROUP"] = group
+    if order:
+        env["GNNFUSE_SIMT_ORDER"] = order
+    return env
+
 
 # (name, environment, deterministic algorithms, tests, -k): the decision, then each variant forced
-# (applied where an op offers it), small and whole-warp groups, reverse and random thread orders.
-# Atomic variants make sums order-dependent: gradcheck (which asks for a reentrant backward) and
-# bitwise comparisons run with deterministic algorithms, or not at all under pos_split_atomic.
+# (applied where an op offers it: the register forms where some phase's row buffers fit in
+# registers, pos_lanes on entrywise walks and plain aggregations), small and whole-warp groups,
+# forward, reverse and random thread orders. Atomic variants make sums order-dependent: gradcheck
+# (which asks for a reentrant backward) and bitwise comparisons run with deterministic algorithms,
+# or not at all under pos_split_atomic and pos_lanes_atomic.
 RUNS = [
     ("decision-deterministic", {}, True, SUBSET, "not int32"),
     ("decision-int32", {}, False, FORCED_SUBSET, "int32 and not gradcheck"),
-    ("row_split-g1-reverse", {"GNNFUSE_CUDA_FORCE_VARIANT": "row_split", "GNNFUSE_CUDA_FORCE_GROUP": "1", "GNNFUSE_SIMT_ORDER": "reverse"},
-     False, FORCED_SUBSET, "not int32"),
-    ("warp_per_row-random", {"GNNFUSE_CUDA_FORCE_VARIANT": "warp_per_row", "GNNFUSE_SIMT_ORDER": "random:7"}, False, FORCED_SUBSET, "not int32"),
-    ("pos_split-reverse", {"GNNFUSE_CUDA_FORCE_VARIANT": "pos_split", "GNNFUSE_SIMT_ORDER": "reverse"}, False, FORCED_SUBSET, "not int32"),
-    ("pos_split_atomic-random", {"GNNFUSE_CUDA_FORCE_VARIANT": "pos_split_atomic", "GNNFUSE_SIMT_ORDER": "random:3"}, False, FORCED_SUBSET,
-     "not gradcheck and not int32"),
-    ("lanes-g4", {"GNNFUSE_CUDA_FORCE_VARIANT": "lanes", "GNNFUSE_CUDA_FORCE_GROUP": "4"}, False, FORCED_SUBSET, "not int32"),
+    ("row_split-g1-reverse", _forced("row_split", "1", "reverse"), False, FORCED_SUBSET, "not int32"),
+    ("warp_per_row-random", _forced("warp_per_row", order="random:7"), False, FORCED_SUBSET, "not int32"),
+    ("pos_split-reverse", _forced("pos_split", order="reverse"), False, FORCED_SUBSET, "not int32"),
+    ("pos_split_atomic-random", _forced("pos_split_atomic", order="random:3"), False, FORCED_SUBSET, "not gradcheck and not int32"),
+    ("lanes-g4", _forced("lanes", "4"), False, FORCED_SUBSET, "not int32"),
+    ("reg_lanes-random", _forced("reg_lanes", order="random:11"), False, REGISTER_SUBSET, "not int32"),
+    ("reg_lanes-g2-reverse", _forced("reg_lanes", "2", "reverse"), False, FORCED_SUBSET, "not int32"),
+    ("pos_lanes-reverse", _forced("pos_lanes", order="reverse"), False, REGISTER_SUBSET, "not int32"),
+    ("pos_lanes_atomic-random", _forced("pos_lanes_atomic", order="random:5"), False, FORCED_SUBSET, "not gradcheck and not int32"),
 ]
+if FULL:
+    RUNS.append(("full-decision", {}, False, FULL_FILES, ""))
 
 
 def _env(extra):
