@@ -29,6 +29,13 @@ std::string variant_ir(const Compiled& c, const std::string& name) {
   return "no variant " + name;
 }
 
+// The op of a family (the spec's own or a derived one) by name; nullptr when it has none.
+const Compiled* family_op(const Family& f, const std::string& name) {
+  for (auto& c : f.ops)
+    if (c->spec.name == name) return c.get();
+  return nullptr;
+}
+
 std::vector<std::string> variant_names(const Compiled& c) {
   std::vector<std::string> out;
   for (auto& v : c.schedule_variants) out.push_back(v.name);
@@ -93,9 +100,7 @@ TEST(Cuda, SpmmPosSplitAndLanes) {
 // The adjoint by columns walks the CSC view: the same kernels over the columns.
 TEST(Cuda, SpmmGradXWalksColumns) {
   Family f = compile_family(load_spec(kOps + "/spmm.spec"), Target::Cuda);
-  const Compiled* gx = nullptr;
-  for (auto& c : f.ops)
-    if (c->spec.name == "spmm_grad_x") gx = c.get();
+  const Compiled* gx = family_op(f, "spmm_grad_x");
   ASSERT_NE(gx, nullptr);
   EXPECT_EQ(variant_ir(*gx, "pos_split"), R"(kernel spmm_grad_x
   parallel for j < n_j  [grid of 32, balanced by A, segmented reduction DXacc]
@@ -116,9 +121,7 @@ TEST(Cuda, SpmmGradXWalksColumns) {
 // columns over j) zeroes n_j rows of DX(j,f), not n_i (past DX's end where n_i > n_j).
 TEST(Cuda, PosLaunchZeroesItsOwnRows) {
   Family f = compile_family(load_spec(kOps + "/spmm_mean.spec"), Target::Cuda);
-  const Compiled* gx = nullptr;
-  for (auto& c : f.ops)
-    if (c->spec.name == "spmm_mean_grad_x") gx = c.get();
+  const Compiled* gx = family_op(f, "spmm_mean_grad_x");
   ASSERT_NE(gx, nullptr);
   for (const char* name : {"pos_split", "pos_lanes", "pos_lanes_atomic"}) {
     const ScheduleVariant* v = nullptr;
