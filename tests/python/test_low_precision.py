@@ -341,9 +341,10 @@ def _block_run(module, dtype):
 @pytest.mark.compile
 @pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS.get)
 @pytest.mark.parametrize("frontend", ["torchscript", "compile"])
-def test_low_precision_through_torchscript_and_compile(frontend, dtype, dynamo_reset):
+def test_low_precision_through_torchscript_and_compile(frontend, dtype, dynamo_reset, deterministic_algorithms):
     """Forward and backward in bfloat16/float16 through TorchScript and torch.compile
-    (fullgraph, through the Meta kernels) give eager's results bit for bit."""
+    (fullgraph, through the Meta kernels) give eager's results bit for bit (under deterministic
+    algorithms, as the CUDA kernels' atomic variants do not on the skewed graph)."""
     eager = _block_run(_LowPrecisionBlock(), dtype)
     if frontend == "torchscript":
         other = torch.jit.script(_LowPrecisionBlock())
