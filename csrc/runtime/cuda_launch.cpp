@@ -15,7 +15,9 @@
 //            groups' row buffers in shared memory when a block's fit in 48 KiB, else in the
 //            workspace with the grid capped to bound it.
 //   reg      the register forms (RegLanes, PosLanes) first where offered: PosLanes (PosLanesAtomic
-//            unless deterministic) where the degrees are skewed, else RegLanes; a group of G =
+//            unless deterministic) where the degrees are skewed or the longest row would hold up
+//            a row's group longer than streaming the gathered rows takes (tail_bound), with
+//            chunks of 32 to 128 entries (pos_lanes_chunk), else RegLanes; a group of G =
 //            min(32, ceil(F / VW)) lanes (a power of two; several rows per warp for small F), VW
 //            16 bytes' worth where every lane loop's extent and the alignment allow, R = ceil(F /
 //            (G VW)) register chunks (a power of two up to 8; beyond, several passes over the
@@ -49,10 +51,16 @@ const VariantShape* find(const Request& req, Variant v, size_t* at) {
   return nullptr;
 }
 
-int row_split_group(const Request& req, const VariantShape& v) {
-  const double mean = req.graph.mean_row();
+// The widest tiled or lane extent (F) over a variant's kernels, at least 1.
+int64_t widest_extent(const VariantShape& v) {
   int64_t f = 1;
   for (auto& k : v.kernels) f = std::max(f, k.tile_extent);
+  return f;
+}
+
+int row_split_group(const Request& req, const VariantShape& v) {
+  const double mean = req.graph.mean_row();
+  const int64_t f = widest_extent(v);
   if (mean >= 64) return 32;
   if (mean >= 32) return 16;
   if (mean <= 8 || f <= 16) return 4;
@@ -62,6 +70,30 @@ int row_split_group(const Request& req, const VariantShape& v) {
 bool skewed(const GraphStats& g) {
   const double mean = std::max(1.0, g.mean_row());
   return (static_cast<double>(g.max_row) > 32.0 * mean && g.max_row >= 128) || (g.rows > 0 && g.rows < 1024 && mean >= 256);
+}
+
+// The register forms: a group per row (RegLanes) walks the row's entries one after another, a
+// few loads in flight, so it takes at least the longest row times kEntryNs; a group per chunk of
+// entries (PosLanes) does not wait on any row, but needs a second kernel (the output's fill, or
+// the fix-up). PosLanes where that tail exceeds the time to stream the gathered rows (nnz + rows
+// rows of F elements) at kStreamBytesPerNs by more than the extra launch: hub rows, or few rows.
+// A row's entry costs kEntryNs plus its feature row at kEntryBytesPerNs (H200, runs 3 and 4:
+// reg_lanes took 0.2 us per entry of the longest row at F = 32, 0.43 us at F = 256, fp32).
+bool tail_bound(const Request& req, const VariantShape& v) {
+  const int64_t f = widest_extent(v);
+  const double stream_ns = static_cast<double>(req.graph.nnz + req.graph.rows) * static_cast<double>(f) * req.scalar_bytes / kStreamBytesPerNs;
+  const double entry_ns = kEntryNs + static_cast<double>(f) * req.scalar_bytes / kEntryBytesPerNs;
+  return static_cast<double>(req.graph.max_row) * entry_ns > stream_ns + kExtraLaunchNs;
+}
+
+// PosLanes' entries per chunk: about four chunks per group the GPU holds at once, a power of two
+// in [kPosLanesChunkMin, kPosLanesChunkMax] (H200, run 3: chunks of 128 beat 512 and 2048 on
+// R-MAT at F <= 64 and tie beyond; small graphs need the small chunks to fill the GPU).
+int64_t pos_lanes_chunk(int64_t nnz, int group) {
+  const int64_t resident = kResidentThreads / std::max(1, group);
+  int64_t c = kPosLanesChunkMin;
+  while (c < kPosLanesChunkMax && nnz / (2 * c) >= 4 * resident) c *= 2;
+  return c;
 }
 
 int vector_width(const Request& req, const KernelShape& k) {
@@ -134,7 +166,7 @@ KernelLaunch size(const Request& req, const KernelShape& k, int row_group) {
       if (k.form == Form::RegLanes) {
         l.grid = clamp_grid(ceil_div(k.rows * r.passes, kBlock / l.group));
       } else {
-        l.chunk = kPosLanesChunk;
+        l.chunk = pos_lanes_chunk(req.graph.nnz, l.group);
         l.chunks = ceil_div(req.graph.nnz, l.chunk);  // as PosSplit: the caller's nnz must be exact
         l.grid = clamp_grid(ceil_div(l.chunks * r.passes, kBlock / l.group));
       }
@@ -219,7 +251,7 @@ LaunchConfig decide(const Request& req) {
     if (reg && !reg_fits(req, *reg)) reg = nullptr;
     if (pl && !reg_fits(req, *pl)) pl = nullptr;
     if (pla && !reg_fits(req, *pla)) pla = nullptr;
-    if ((pl || pla) && skewed(req.graph)) {
+    if ((pl || pla) && (skewed(req.graph) || (reg && tail_bound(req, *reg)))) {
       chosen = pla ? pla : pl;
       cfg.variant = pla ? Variant::PosLanesAtomic : Variant::PosLanes;
       at = pla ? at_pla : at_pl;

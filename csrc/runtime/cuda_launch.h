@@ -110,7 +110,13 @@ constexpr int64_t kMaxGrid = 65535;               // blocks of a grid-stride lau
 constexpr int64_t kSharedBytes = 48 * 1024;       // dynamic shared memory without opt-in
 constexpr int kWarp = 32;
 constexpr int64_t kPosChunk = 256;                // stored entries per warp of PosSplit (8 per lane)
-constexpr int64_t kPosLanesChunk = 64;            // stored entries per group of PosLanes
+constexpr int64_t kPosLanesChunkMin = 32;         // stored entries per group of PosLanes: a power of two
+constexpr int64_t kPosLanesChunkMax = 128;        //   in [min, max], about four chunks per resident group
+constexpr int64_t kResidentThreads = 132 * 2048;  // threads an H100 / H200 holds at once (132 SMs)
+constexpr double kEntryNs = 150.0;                // a group's walk: ns per entry of one row (dependent loads)
+constexpr double kEntryBytesPerNs = 4.0;          //   plus its feature row's bytes at this rate
+constexpr double kStreamBytesPerNs = 3000.0;      // gathered feature rows streamed (3 TB/s)
+constexpr double kExtraLaunchNs = 5000.0;         // PosLanes' extra kernel (fill or fix-up) and launch
 constexpr int kMaxRegs = 8;                       // register chunks per lane of RegLanes / PosLanes
 constexpr int64_t kWorkspaceAlign = 256;
 

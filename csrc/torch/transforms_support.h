@@ -1,5 +1,6 @@
 // Helpers the generated batching rules (vmap: the FuncTorchBatched key) and autocast kernels
 // (the AutocastCPU / AutocastCUDA keys) share; csrc/codegen/aten_transforms.cpp emits calls to them.
+// Also the autograd-node pointer the generated Autograd-key kernels hold (aten_autograd.cpp).
 #pragma once
 
 #include <algorithm>

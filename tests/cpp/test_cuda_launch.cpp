@@ -239,7 +239,7 @@ TEST(CudaLaunch, RegisterFormsFirst) {
   c = decide(spmm_regs(100000, 1000000, 40, 512));
   EXPECT_EQ(c.kernels[0].group, 32);
   EXPECT_EQ(c.kernels[0].regs, 4);
-  c = decide(spmm_regs(1000, 10000, 40, 8192));  // 64 vectors per lane: 8 chunks, 8 passes
+  c = decide(spmm_regs(1000, 40000, 40, 8192));  // 64 vectors per lane: 8 chunks, 8 passes
   EXPECT_EQ(c.kernels[0].regs, 8);
   EXPECT_EQ(c.kernels[0].grid, (1000 * 8 + 7) / 8);
   c = decide(spmm_regs(1000, 10000, 40, 129));  // not whole vectors: elements
@@ -250,13 +250,47 @@ TEST(CudaLaunch, RegisterFormsFirst) {
   Request r = spmm_regs(100000, 1000000, 50000, 128);
   c = decide(r);
   EXPECT_EQ(c.variant, Variant::PosLanesAtomic);
-  EXPECT_EQ(c.kernels[0].chunk, kPosLanesChunk);
-  EXPECT_EQ(c.kernels[0].chunks, (1000000 + kPosLanesChunk - 1) / kPosLanesChunk);
+  EXPECT_EQ(c.kernels[0].chunk, kPosLanesChunkMin);  // 1M entries: the smallest chunks keep the GPU full
+  EXPECT_EQ(c.kernels[0].chunks, (1000000 + kPosLanesChunkMin - 1) / kPosLanesChunkMin);
   EXPECT_EQ(c.kernels[0].workspace_bytes, 0);
   r.deterministic = true;
   c = decide(r);
   EXPECT_EQ(c.variant, Variant::PosLanes);
   EXPECT_EQ(c.kernels[0].workspace_bytes, c.kernels[0].chunks * 2 * 128 * 4 + c.kernels[0].chunks * 8);
+}
+
+// The longest row holds up RegLanes' group: PosLanes where that tail (kEntryNs per entry) exceeds
+// streaming the gathered rows plus the extra launch, though the degrees are not skewed by the
+// 32x-the-mean rule (the H200's run 3: ca-HepPh, mean 20 and longest row 491, reg_lanes 2.5x
+// slower than pos_lanes_atomic); a wide F moves the balance back to RegLanes.
+TEST(CudaLaunch, LongestRowTailTakesPosLanes) {
+  LaunchConfig c = decide(spmm_regs(12008, 237010, 491, 32));  // ca-HepPh: 89 us of tail, 10 us of rows
+  EXPECT_EQ(c.variant, Variant::PosLanesAtomic);
+  c = decide(spmm_regs(12008, 237010, 491, 256));  // wider rows, longer entries: still tail bound (run 4)
+  EXPECT_EQ(c.variant, Variant::PosLanesAtomic);
+  c = decide(spmm_regs(120080, 2370100, 491, 128));  // ten times the rows: no longer tail bound
+  EXPECT_EQ(c.variant, Variant::RegLanes);
+  c = decide(spmm_regs(55476, 704476, 44, 32));  // copter2: short rows
+  EXPECT_EQ(c.variant, Variant::RegLanes);
+  c = decide(spmm_regs(1000, 10000, 20, 32));  // tiny: the extra launch outweighs a tail of 20 entries
+  EXPECT_EQ(c.variant, Variant::RegLanes);
+  Request r = spmm_regs(19717, 88648, 171, 64);  // pubmed
+  r.deterministic = true;
+  EXPECT_EQ(decide(r).variant, Variant::PosLanes);
+}
+
+// PosLanes' chunks: 32 to 128 entries, about four per group the GPU holds at once.
+TEST(CudaLaunch, PosLanesChunkFollowsTheEntries) {
+  auto chunk = [](int64_t nnz, int64_t f) { return decide(spmm_regs(nnz / 16, nnz, nnz, f)).kernels[0].chunk; };
+  EXPECT_EQ(chunk(237010, 128), 32);
+  EXPECT_EQ(chunk(int64_t(1) << 24, 128), 128);  // R-MAT scale 20: 8448 resident groups of 32 lanes
+  EXPECT_EQ(chunk(int64_t(1) << 24, 32), 64);    // groups of 8 lanes: 4x as many resident
+  EXPECT_EQ(chunk(int64_t(1) << 26, 32), 128);
+  for (int64_t nnz : {int64_t(1000), int64_t(1) << 20, int64_t(1) << 30}) {
+    const int64_t c = chunk(nnz, 64);
+    EXPECT_GE(c, kPosLanesChunkMin);
+    EXPECT_LE(c, kPosLanesChunkMax);
+  }
 }
 
 // A kernel that needs the whole lane variable in one pass (a dot product beside its row
