@@ -48,7 +48,7 @@ BackendCall cuda_call(const Compiled& c) {
     l << "    const runtime::DType dtype_ = dtype_of(" << dtype_arg << ");\n";
     l << "    const runtime::IType itype_ = itype_of(" << index_arg << ");\n";
     l << "    runtime::cuda::Request req_ = " << op << "_cuda_request(prm, dtype_, itype_, " << stats << ", cuda_adapter::forced_lowering("
-      << 1 + k.alternatives.size() << "));\n";
+      << 1 + k.alternatives.size() << "), cuda_adapter::deterministic());\n";
     l << "    cuda_adapter::launch(\"" << op << "\", out, std::move(req_), [&](const runtime::cuda::LaunchConfig& cfg_, const runtime::cuda::Env& env_) {\n";
     l << "      " << op << "_cuda(prm, dtype_, itype_, cfg_, env_);\n    });\n  }\n";
     return l.str();

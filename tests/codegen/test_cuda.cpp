@@ -242,18 +242,6 @@ TEST(Cuda, PowWithAnArgumentExponent) {
             std::string::npos);
 }
 
-// A pos-form step zeroes its own output rows before the kernel runs (rows without entries are
-// never reached): spmm_mean_grad_x's first step is over i (1 / N(i)), its pos step over j, so
-// DX(j, f) takes n_j * n_f elements (n_i * n_f once overran DX where n_i > n_j).
-TEST(Cuda, PosLaunchZeroesItsOwnRows) {
-  Family f = compile_family(load_spec(kOps + "/spmm_mean.spec"), Target::Cuda);
-  const std::string text = emit_op_cuda(f).at(1).text;
-  const std::string wrong = "prm.DX), n_i * n_f";
-  const std::string right = "prm.DX), n_j * n_f";
-  EXPECT_EQ(text.find(wrong), std::string::npos);
-  EXPECT_NE(text.find(right), std::string::npos);
-}
-
 // The printed row-split kernel of spmm: a group of G_ lanes per (row, tile of 8 columns), the
 // row's entries split over the lanes, X's rows read a tile at a time (VW_ elements per load),
 // the accumulators combined by a butterfly of shuffles, one lane storing.

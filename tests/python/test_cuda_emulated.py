@@ -183,3 +183,32 @@ def test_forced_variant_runs(name, extra):
     group = extra.get("GNNFUSE_CUDA_FORCE_GROUP")
     lines = [l.split() for l in proc.stdout.splitlines() if l.startswith("spmm ")]
     assert any(l[1] == variant and (group is None or l[2] == group) for l in lines), proc.stdout
+
+
+_GCN_PROBE = r"""
+import sys, torch, gnnfuse
+torch.use_deterministic_algorithms(sys.argv[1] == "1")
+torch.manual_seed(0)
+n, e = 50, 300
+row = torch.randint(0, n, (e,)); col = torch.randint(0, n, (e,))
+order = torch.argsort(row * n + col); row, col = row[order], col[order]
+rowptr = torch.zeros(n + 1, dtype=torch.int64); rowptr[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
+x = torch.randn(n, 64, requires_grad=True)
+w = torch.randn(64, 2, requires_grad=True)
+torch.ops.gnnfuse.gcn(rowptr, col, None, x, w).sum().backward()
+print(torch.ops.gnnfuse._cuda_launch_counts())
+"""
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_deterministic_algorithms_avoid_atomic_lowerings(deterministic):
+    """gcn_grad_weight's lowering 1 (GY A scattered into T0(j,o) by atomics) is the cost model's
+    choice for a wide input and a narrow output; under deterministic algorithms the request keeps
+    to lowering 0 (no floating-point atomics)."""
+    proc = subprocess.run([sys.executable, "-c", _GCN_PROBE, "1" if deterministic else "0"], cwd=_HERE, env=_env({}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [l.split() for l in proc.stdout.splitlines() if l.startswith("gcn_grad_weight ")]
+    assert lines, proc.stdout
+    lowerings = {l[3] for l in lines}
+    assert lowerings == ({"0"} if deterministic else {"1"}), proc.stdout

@@ -132,7 +132,7 @@ int env_int(const char* name, const char* expected) {
 bool offers(const rc::Request& req, rc::Variant v) {
   const rc::Variant kernels = v == rc::Variant::WarpPerRow ? rc::Variant::RowSplit : v;
   for (auto& o : req.variants)
-    if (o.variant == kernels) return true;
+    if (o.variant == kernels && !(req.deterministic && o.atomic)) return true;
   return false;
 }
 
@@ -206,6 +206,8 @@ std::map<std::string, int64_t> counts;
 
 }  // namespace
 
+bool deterministic() { return at::globalContext().deterministicAlgorithms(); }
+
 int forced_lowering(int lowerings) {
   const int l = env_int("GNNFUSE_CUDA_FORCE_LOWERING", "a lowering index (0, 1, ...)");
   return l >= 0 && l < lowerings ? l : -1;
@@ -216,6 +218,9 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
   req.deterministic = at::globalContext().deterministicAlgorithms();
   apply_forcing(req);
   const rc::LaunchConfig cfg = rc::decide(req);
+  // Deterministic algorithms asked for, and the op has only atomic forms here: PyTorch's rule (an
+  // error, or a warning under warn_only).
+  if (cfg.nondeterministic) at::globalContext().alertNotDeterministic((std::string("gnnfuse::") + op + " on CUDA").c_str());
   // One byte tensor, aligned up to the workspace alignment inside it.
   const at::Tensor workspace = at::empty({cfg.workspace_bytes + rc::kWorkspaceAlign}, like.options().dtype(at::kByte));
   const auto base = reinterpret_cast<uintptr_t>(workspace.mutable_data_ptr());

@@ -62,6 +62,10 @@ runtime::cuda::GraphStats graph_stats(const at::Tensor& ptr, const at::Tensor& i
 // How many times graph_stats computed the longest row (a cache miss) since the library loaded.
 int64_t graph_stats_computed();
 
+// at::globalContext().deterministicAlgorithms(): the requests then keep to lowerings and variants
+// free of floating-point atomics.
+bool deterministic();
+
 // GNNFUSE_CUDA_FORCE_LOWERING, or -1.
 int forced_lowering(int lowerings);
 
