@@ -86,18 +86,41 @@ void emit_operand_param(std::ostream& r, const TensorDecl& t) {
   r << "  prm." << t.name << " = " << t.arg << "_c.const_data_ptr();\n";
 }
 
-void emit_adapter(const Compiled& c, std::ostream& r) {
+namespace {
+
+// The first csr operand's rowptr (the op's index dtype), empty for an op without one.
+std::string first_index_arg(const OpSpec& s) {
+  for (auto& t : s.tensors)
+    if (t.role == Role::SparseInput) return t.rowptr;
+  return "";
+}
+
+// The output's shape, as SymInts (`e` the extents in scope).
+std::string output_shape(const OpSpec& s) {
+  const TensorDecl& out = s.output();
+  std::string shape;
+  if (out.pattern.empty()) {
+    for (size_t d = 0; d < out.vars.size(); ++d) shape += (d ? ", " : "") + std::string("e.n_") + out.vars[d];
+  } else {
+    shape = s.find(out.pattern)->col + ".sym_size(0)";
+    for (size_t d = 2; d < out.vars.size(); ++d) shape += ", e.n_" + out.vars[d];
+  }
+  return shape;
+}
+
+}  // namespace
+
+void emit_adapter_check(const Compiled& c, std::ostream& r) {
   const OpSpec& s = c.spec;
   const std::string& op = s.name;
   auto bind = bindings(s);
   std::string ref = ref_arg(s);
-  const TensorDecl& out = s.output();
   r << "// ---------------------------------------------------------------- " << op << "\n";
   r << "// " << s.doc << "\n";
   r << "struct " << op << "_extents {\n";
   for (auto& v : s.order) r << "  c10::SymInt n_" << v << ";\n";
   r << "};\n\n";
-  // Shape and dtype checks shared by the CPU and Meta kernels.
+  // Shape, dtype and device checks shared by the backend (CPU, CUDA) and Meta kernels.
   r << op << "_extents " << op << "_check(" << signature(s.schema, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
   for (auto& a : s.schema.args) {
@@ -173,16 +196,17 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     }
   }
   r << "  return e;\n}\n\n";
-  // Output shape.
-  std::string shape;
-  if (out.pattern.empty()) {
-    for (size_t d = 0; d < out.vars.size(); ++d) shape += (d ? ", " : "") + std::string("e.n_") + out.vars[d];
-  } else {
-    shape = s.find(out.pattern)->col + ".sym_size(0)";
-    for (size_t d = 2; d < out.vars.size(); ++d) shape += ", e.n_" + out.vars[d];
-  }
-  // CPU kernel.
-  r << ret_type(s) << " " << op << "_cpu_kernel(" << signature(s.schema, true) << ") {\n";
+}
+
+void emit_backend_kernel(const Compiled& c, std::ostream& r, const std::string& suffix, const BackendCall& call) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  auto bind = bindings(s);
+  std::string ref = ref_arg(s);
+  const TensorDecl& out = s.output();
+  const std::string first_index = first_index_arg(s);
+  const std::string shape = output_shape(s);
+  r << ret_type(s) << " " << op << suffix << "(" << signature(s.schema, true) << ") {\n";
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";
   for (auto& t : s.tensors)
     if (t.role == Role::SparseInput) {
@@ -219,6 +243,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   std::ostringstream kernel_call;  // allocations and the kernel, under the handler of allocation failures
   {
   std::ostream& r = kernel_call;
+  r << call.prologue;
   r << "  " << op << "_params prm;\n";
   for (auto& v : s.order) r << "  prm.n_" << v << " = e.n_" << v << ".expect_int();\n";
   for (auto& a : s.schema.args)
@@ -260,7 +285,7 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
     r << "  out_arg.fill_(-1);\n";
     r << "  prm." << out.name << "_arg = out_arg.mutable_data_ptr();\n";
   }
-  r << "  " << op << "_cpu(prm, dtype_of(" << ref << "), itype_of(" << (first_index.empty() ? "out" : first_index) << "));\n";
+  r << call.launch(c, ref, first_index.empty() ? "out" : first_index);
   r << (s.selects() ? "  return {out, out_arg};\n" : "  return out;\n");
   }
   std::string extents;
@@ -271,6 +296,21 @@ void emit_adapter(const Compiled& c, std::ostream& r) {
   }
   emit_allocation_guard(r, "\"" + op + "\"", kernel_call.str(), extents.empty() ? "std::string()" : extents);
   r << "}\n\n";
+}
+
+void emit_adapter(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const std::string& op = s.name;
+  std::string ref = ref_arg(s);
+  const TensorDecl& out = s.output();
+  const std::string shape = output_shape(s);
+  const std::string out_options = ref + ".options()" + (out.acc ? ".dtype(accumulation_dtype(" + ref + ".scalar_type()))" : "");
+  emit_adapter_check(c, r);
+  BackendCall cpu;
+  cpu.launch = [](const Compiled& k, const std::string& dtype_arg, const std::string& index_arg) {
+    return "  " + k.spec.name + "_cpu(prm, dtype_of(" + dtype_arg + "), itype_of(" + index_arg + "));\n";
+  };
+  emit_backend_kernel(c, r, "_cpu_kernel", cpu);
   // Meta kernel: same checks, no data.
   r << ret_type(s) << " " << op << "_meta(" << signature(s.schema, true) << ") {\n";
   r << "  const " << op << "_extents e = " << op << "_check(" << arg_names(s.schema) << ");\n";

@@ -758,6 +758,7 @@ void CudaPrinter::kernel_head(const Step& st, bool vec, bool regs) {
   line("(void)ws_;");
   if (regs) {
     line("constexpr int C_ = VW_;  // elements per lane of a register chunk (R_ chunks)");
+    line("(void)C_;  // unused by a pos lanes kernel of an entrywise walk");
     line("constexpr int VWA_ = VW_ > 1 ? cu::kVec128<acc_t> : 1;");
     line("(void)VWA_;");
   } else if (vec) {

@@ -240,9 +240,10 @@ void CudaPrinter::launch_step(const Step& st) {
       if (s->kind == imp::Stmt::Kind::For && s->var == st.tile) store = s;
     const std::string& out = store->body.at(0)->lhs.tensor;
     const std::string type = s_.find(out)->acc ? "acc_t" : "scalar_t";
+    // The step's own row variable, not row_: reg_launch sets that for this step only below, so
+    // here it still held the previous step's (spmm_mean_grad_x's pos lanes zeroed n_i rows of
+    // DX(j,f), past its end on a graph with more rows than columns).
     line("// rows without entries: zero (the kernel never reaches them)");
-    // the step's own row variable (row_ is the last printed kernel's: a multi-step op's rows may
-    // differ, e.g. spmm_mean_grad_x's first step over i, its pos step over j)
     line("cu::fill<" + type + ">(static_cast<" + type + "*>(prm." + out + "), n_" + st.top->var + " * n_" + st.tile + ", " + type + "{}, stream);");
   }
   if ((st.form == Form::RowSplit || st.form == Form::PosSplit) && !st.tile_loads) {

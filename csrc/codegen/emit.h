@@ -12,6 +12,7 @@
 //   aten_transforms.cpp    vmap batching rules and autocast kernels
 //   aten_pattern.cpp       adapters of <op>_symbolic and <op>_assemble
 //   aten_registration.cpp  per family <op>_register.cpp; registration.cpp and the C++ API
+//   aten_cuda.cpp          per family <op>_cuda_register.cpp: the adapters at the CUDA key
 #pragma once
 
 #include <functional>
@@ -106,7 +107,22 @@ void emit_allocation_guard(std::ostream& r, const std::string& op, const std::st
 void emit_dense_checks(std::ostream& r, const OpSpec& s, const std::string& ref);
 void emit_binding_check(std::ostream& r, const std::string& fn, const Binding& bd, const std::string& n, const std::string& what);
 void emit_operand_param(std::ostream& r, const TensorDecl& t);
+// The adapter of an op's CPU kernel (emit_adapter_check, emit_backend_kernel) and its Meta kernel.
 void emit_adapter(const Compiled& c, std::ostream& r);
+// <op>_extents and <op>_check: the shape, dtype and device checks every backend kernel and the
+// Meta kernel of an op call (one text for the CPU and the CUDA registration files).
+void emit_adapter_check(const Compiled& c, std::ostream& r);
+// What a backend kernel (<op><suffix>) adds to the shared adapter text: statements before the
+// kernel parameters (at two spaces: a device guard), and the launch of the kernel from `prm`,
+// given the arguments the dtype and the index dtype come from.
+struct BackendCall {
+  std::string prologue;
+  std::function<std::string(const Compiled& c, const std::string& dtype_arg, const std::string& index_arg)> launch;
+};
+// A backend kernel: <op>_check, the value checks (csr patterns, CSC views, positions: CPU tensors
+// only, torch/checks.h), the kernel parameters from contiguous inputs, the output allocated like
+// the reference argument (its device), `call`, under the handler of failed allocations.
+void emit_backend_kernel(const Compiled& c, std::ostream& r, const std::string& suffix, const BackendCall& call);
 
 // ---------------------------------------------------------------- autograd (aten_autograd.cpp)
 std::string join_args(const std::vector<const SchemaArg*>& args, const std::function<std::string(const std::string&)>& wrap);

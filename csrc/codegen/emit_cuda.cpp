@@ -7,6 +7,7 @@
 // and <fam>_cuda.h declaring them. The params structs are the CPU target's (<fam>_kernel.h):
 // raw pointers and extents, whatever the device. Symbolic (`symbolic S`) ops are refused by the
 // schedule (issue 26).
+#include <functional>
 #include <sstream>
 
 #include "codegen/cuda_kernel.h"
@@ -32,6 +33,26 @@ std::string expr_line(const OpSpec& s) {
   return e + ") = " + to_string(s.expr.rhs);
 }
 
+// A variant whose result depends on the order of floating-point atomics: an atomic reduction
+// anywhere in its tree (the pos_*_atomic forms, and sums over the grid's rows into temporaries of
+// the whole call, e.g. gcn_grad_weight's lowering 1 scattering GY A into T0(j,o)).
+bool atomic_variant(const ScheduleVariant& v) {
+  std::function<bool(const Node&)> rec = [&](const Node& n) {
+    if (n.kind == Node::Kind::Loop && n.sched.reduction == ReductionStrategy::Atomic) return true;
+    for (auto& k : n.kids)
+      if (rec(*k)) return true;
+    return false;
+  };
+  return rec(*v.tree);
+}
+
+// A lowering with a variant free of floating-point atomics (one deterministic algorithms may run).
+bool reproducible(const Compiled& c) {
+  for (auto& v : c.schedule_variants)
+    if (!atomic_variant(v)) return true;
+  return false;
+}
+
 std::string fn_name(const std::string& op, size_t lowering, const std::string& variant) {
   return op + (lowering ? "_v" + std::to_string(lowering) : "") + "_" + variant;
 }
@@ -50,9 +71,11 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
   const std::string& op = s.name;
   const std::string prm = "const " + op + "_params& prm";
   h << "// " << expr_line(s) << "\n";
-  h << "// `lowering`: one of a `variants auto` op's lowerings (tests, benchmarks); -1: its cost model's choice\n";
+  h << "// `lowering`: one of a `variants auto` op's lowerings (tests, benchmarks); -1: its cost model's choice.\n"
+       "// `deterministic`: only lowerings with a variant free of floating-point atomics (a forced other one is\n"
+       "// not taken); the request's variants are marked `atomic` where their result depends on atomics' order.\n";
   h << "runtime::cuda::Request " << op << "_cuda_request(" << prm
-    << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph, int lowering = -1);\n";
+    << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph, int lowering = -1, bool deterministic = false);\n";
   h << "void " << op << "_cuda(" << prm
     << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::LaunchConfig& cfg, const runtime::cuda::Env& env);\n\n";
 
@@ -70,8 +93,17 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
     }
   // The request: the lowering, its variants' shapes and the call's workspace.
   k << "template <typename scalar_t, typename index_t>\nruntime::cuda::Request " << op << "_request_(" << prm
-    << ", const runtime::cuda::GraphStats& graph, int lowering) {\n";
+    << ", const runtime::cuda::GraphStats& graph, int lowering, bool deterministic) {\n";
   k << "  runtime::cuda::Request req;\n  req.graph = graph;\n  req.lowerings = " << lowerings.size() << ";\n";
+  k << "  req.deterministic = deterministic;\n";
+  // reproducible[l]: lowering l has a variant free of floating-point atomics.
+  std::string repro;
+  bool all_repro = true;
+  for (size_t l = 0; l < lowerings.size(); ++l) {
+    repro += std::string(l ? ", " : "") + (reproducible(*lowerings[l]) ? "true" : "false");
+    all_repro = all_repro && reproducible(*lowerings[l]);
+  }
+  if (!all_repro) k << "  const bool reproducible[" << lowerings.size() << "] = {" << repro << "};\n";
   k << "  req.scalar_bytes = static_cast<int>(sizeof(scalar_t));\n  req.acc_bytes = static_cast<int>(sizeof(cu::acc_t<scalar_t>));\n";
   k << "  req.index_bytes = static_cast<int>(sizeof(index_t));\n";
   bool csc = false;
@@ -88,13 +120,23 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
     for (auto& v : s.order) k << "  (void)n_" << v << ";\n";
     for (auto& t : s.tensors)
       if (t.role == Role::SparseInput) k << "  (void)nnz_" << t.name << ";\n";
-    k << "  for (int l = 1; l < " << lowerings.size() << "; ++l)\n    if (costs[l] < costs[req.lowering]) req.lowering = l;\n";
+    if (all_repro)
+      k << "  for (int l = 1; l < " << lowerings.size() << "; ++l)\n    if (costs[l] < costs[req.lowering]) req.lowering = l;\n";
+    else
+      k << "  for (int l = 1; l < " << lowerings.size() << "; ++l)\n"
+        << "    if ((!deterministic || reproducible[l]) && (costs[l] < costs[req.lowering] || (deterministic && !reproducible[req.lowering])))\n"
+        << "      req.lowering = l;\n";
   }
-  k << "  if (lowering >= 0) req.lowering = lowering;\n";
+  if (all_repro)
+    k << "  if (lowering >= 0) req.lowering = lowering;\n";
+  else
+    k << "  if (lowering >= 0 && (!deterministic || reproducible[lowering])) req.lowering = lowering;\n";
   for (size_t l = 0; l < lowerings.size(); ++l) {
     k << "  if (req.lowering == " << l << ") {\n";
-    for (auto& v : lowerings[l]->schedule_variants)
+    for (auto& v : lowerings[l]->schedule_variants) {
       k << "    req.variants.push_back(" << fn_name(op, l, v.name) << "_shape<scalar_t, index_t>(prm));\n";
+      if (atomic_variant(v)) k << "    req.variants.back().atomic = true;\n";
+    }
     k << "    req.call_bytes = " << fn_name(op, l, lowerings[l]->schedule_variants.at(0).name) << "_call_bytes<scalar_t>(prm);\n  }\n";
   }
   k << "  return req;\n}\n\n";
@@ -108,8 +150,8 @@ void emit_op(const Compiled& c, std::ostream& h, std::ostream& k) {
   k << "  throw std::invalid_argument(\"" << op << " on cuda: no such lowering or variant\");\n}\n\n";
   k << "}  // namespace\n\n";
   k << "runtime::cuda::Request " << op << "_cuda_request(" << prm
-    << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph, int lowering) {\n";
-  dispatch(s, op + "_request_", "prm, graph, lowering", k);
+    << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::GraphStats& graph, int lowering, bool deterministic) {\n";
+  dispatch(s, op + "_request_", "prm, graph, lowering, deterministic", k);
   k << "}\n\n";
   k << "void " << op << "_cuda(" << prm
     << ", runtime::DType dtype, runtime::IType itype, const runtime::cuda::LaunchConfig& cfg, const runtime::cuda::Env& env) {\n";

@@ -607,6 +607,9 @@ std::vector<GeneratedFile> emit_op_cuda(const Family& f);    // <op>_cuda.h, <op
 // The kernel files of a family for its target (emit_op_cpu for cpu).
 std::vector<GeneratedFile> emit_op_kernels(const Family& f);
 std::vector<GeneratedFile> emit_op_registration(const Family& f);  // <op>_register.cpp
+// The ATen adapters of a family compiled for the CUDA target, <op>_cuda_register.cpp (aten_cuda.cpp):
+// registered at the CUDA key (or at the CPU key in the emulated library, GNNFUSE_CUDA_EMULATED).
+std::vector<GeneratedFile> emit_op_cuda_registration(const Family& f);
 std::vector<GeneratedFile> emit_library(const std::vector<const Family*>& fs);  // registration.cpp, include/gnnfuse/ops.h
 
 // ---------------------------------------------------------------- the target table

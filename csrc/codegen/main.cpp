@@ -2,7 +2,8 @@
 //   gnnfuse-gen [--target T] --out DIR ops/*.spec   generate into DIR (files rewritten only when changed)
 //   gnnfuse-gen [--target T] --dump FILE.spec ...   print the program and the index trees after every stage
 // --target: the machine the kernels are for (the target table in target.cpp); cpu by default.
-// cuda writes the kernel files only (<op>_cuda.h, <op>_cuda.cu), beside the cpu target's files.
+// cuda writes the kernel files (<op>_cuda.h, <op>_cuda.cu) and the ATen adapters at the CUDA key
+// (<op>_cuda_register.cpp), beside the cpu target's files.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
           for (auto& f : emit_op_kernels(*fam)) files.push_back(std::move(f));
           if (target_info(target).registers)
             for (auto& f : emit_op_registration(*fam)) files.push_back(std::move(f));
+          if (target == Target::Cuda)  // the CUDA kernels' ATen adapters (the shared kernels are the cpu target's)
+            for (auto& f : emit_op_cuda_registration(*fam)) files.push_back(std::move(f));
           all.push_back(std::move(fam));
         } catch (const SpecError& e) {
           // An error in an op derived from the spec (located "<op, derived from ...>") names the

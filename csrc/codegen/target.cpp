@@ -11,8 +11,9 @@ const std::vector<TargetInfo>& targets() {
       {Target::Cpu, "cpu", "CPU", "CPU", "CPU schedule", schedule_cpu, emit_op_cpu, print_cost_cpu},
       // CUDA: a schedule mapping loops to the grid, groups of lanes and lanes (schedule_cuda.cpp)
       // with its variants chosen at launch, the kernel printer (cuda_kernel.cpp, emit_cuda.cpp);
-      // its cost models are host C++ like the CPU's. Its ATen adapters and registration at the
-      // CUDA key are not generated yet: the kernels and their host launch functions only.
+      // its cost models are host C++ like the CPU's. `registers` false: the schemas, Meta, autograd,
+      // vmap and autocast kernels are the cpu target's; gnnfuse-gen adds the CUDA key's adapters
+      // (<op>_cuda_register.cpp, aten_cuda.cpp) beside the kernels.
       {Target::Cuda, "cuda", "CUDA", "CUDA", "CUDA schedule", schedule_cuda, emit_op_cuda, print_cost_cpu, schedule_variants_cuda, false},
   };
   return all;

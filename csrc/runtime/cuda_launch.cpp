@@ -5,6 +5,9 @@
 //            1024 rows of at least 256 entries on average): its atomic form unless the call must
 //            be deterministic; else row split, warp-per-row (32 lanes per row) from a mean row
 //            length of 64; else lanes (the only variant of some ops).
+//   determinism  under deterministic algorithms no variant marked `atomic` (its result depends on
+//            the order of floating-point atomics) is chosen or forced; where the op offers only
+//            such, the first, with LaunchConfig::nondeterministic set for the caller to report.
 //   group    row split: 4 lanes per row for short rows (mean up to 8) or narrow rows (F up to 16),
 //            16 from a mean of 32, else 8 (seed 000's best static choice, 4 to 8); lanes: the
 //            lane variable's extent rounded up to a power of two, at most 32.
@@ -42,9 +45,10 @@ int pow2_at_least(int64_t n, int cap) {
   return g;
 }
 
+// The offered variant v (none where the call must be deterministic and v is atomic).
 const VariantShape* find(const Request& req, Variant v, size_t* at) {
   for (size_t k = 0; k < req.variants.size(); ++k)
-    if (req.variants[k].variant == v) {
+    if (req.variants[k].variant == v && !(req.deterministic && req.variants[k].atomic)) {
       *at = k;
       return &req.variants[k];
     }
@@ -271,10 +275,17 @@ LaunchConfig decide(const Request& req) {
     } else {
       chosen = find(req, Variant::Lanes, &at);
       cfg.variant = Variant::Lanes;
-      if (!chosen) {
+      for (size_t k = 0; !chosen && k < req.variants.size(); ++k)
+        if (!(req.deterministic && req.variants[k].atomic)) {
+          chosen = &req.variants[k];
+          at = k;
+          cfg.variant = chosen->variant;
+        }
+      if (!chosen) {  // every variant atomic: the caller reports it (torch: alertNotDeterministic)
         chosen = &req.variants[0];
         at = 0;
         cfg.variant = chosen->variant;
+        cfg.nondeterministic = true;
       }
     }
   }

@@ -64,6 +64,7 @@ struct KernelShape {
 struct VariantShape {
   Variant variant = Variant::RowSplit;
   std::vector<KernelShape> kernels;
+  bool atomic = false;  // its result depends on the order of floating-point atomics (not deterministic)
 };
 
 struct Request {
@@ -76,7 +77,7 @@ struct Request {
   int acc_bytes = 4;                   // the accumulation type's
   int index_bytes = 4;
   int64_t call_bytes = 0;              // workspace of the whole call (its temporaries), generated
-  bool deterministic = false;          // torch.are_deterministic_algorithms_enabled()
+  bool deterministic = false;          // torch.are_deterministic_algorithms_enabled(): no `atomic` variant
   int force_variant = -1;              // a Variant forced (tests, benchmarks); -1: decide
   int force_group = 0;                 // lanes per row forced (power of two up to 32); 0: decide
 };
@@ -98,6 +99,7 @@ struct KernelLaunch {
 
 struct LaunchConfig {
   int lowering = 0;  // Request::lowering
+  bool nondeterministic = false;  // deterministic requested, but every variant offered is `atomic`
   Variant variant = Variant::RowSplit;
   size_t offered = 0;  // index of the variant in Request::variants
   std::vector<KernelLaunch> kernels;

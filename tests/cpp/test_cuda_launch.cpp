@@ -320,3 +320,34 @@ TEST(CudaLaunch, RegisterFormsCoverTheRow) {
   r.variants[0].kernels[0].lane_gcd = 6;
   EXPECT_EQ(decide(r).kernels[0].vector_width, 1);
 }
+
+// Variants marked atomic (their result depends on the order of floating-point atomics, e.g. the
+// lanes kernels of gcn_grad_weight's lowering 1 that scatter into a temporary) are never chosen
+// or forced under deterministic algorithms; where the op offers only such, the first runs and
+// the config says so (the adapter raises PyTorch's not-deterministic alert).
+TEST(CudaLaunch, DeterministicSkipsAtomicVariants) {
+  Request r = spmm_regs(100000, 1000000, 40, 128);
+  r.variants[4].atomic = true;  // reg_lanes
+  EXPECT_EQ(decide(r).variant, Variant::RegLanes);
+  r.deterministic = true;
+  LaunchConfig c = decide(r);
+  EXPECT_NE(c.variant, Variant::RegLanes);
+  EXPECT_FALSE(c.nondeterministic);
+  EXPECT_FALSE(r.variants[c.offered].atomic);
+  r.force_variant = static_cast<int>(Variant::RegLanes);
+  EXPECT_THROW(decide(r), std::invalid_argument);
+
+  Request lanes;
+  lanes.variants = {{Variant::Lanes, {lanes_kernel(10, 4)}}, {Variant::RegLanes, {reg_kernel(Form::RegLanes, 10, 4, true, true)}}};
+  lanes.variants[0].atomic = lanes.variants[1].atomic = true;
+  lanes.graph = GraphStats{10, 30, 3};
+  EXPECT_FALSE(decide(lanes).nondeterministic);
+  lanes.deterministic = true;
+  c = decide(lanes);
+  EXPECT_TRUE(c.nondeterministic);
+  EXPECT_EQ(c.offered, 0u);
+  lanes.variants[0].atomic = false;  // the lanes kernel deterministic: chosen over RegLanes
+  c = decide(lanes);
+  EXPECT_FALSE(c.nondeterministic);
+  EXPECT_EQ(c.variant, Variant::Lanes);
+}

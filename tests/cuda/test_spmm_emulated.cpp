@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "spmm_cuda.cu"  // build/generated: the kernels and their launches
@@ -90,6 +91,10 @@ void check(unsigned seed, int64_t F, bool weights, runtime::DType dtype, runtime
         req.force_variant = static_cast<int>(v.variant);
         req.force_group = group;
         req.deterministic = deterministic;
+        if (deterministic && v.atomic) {  // the atomic forms are refused under deterministic algorithms
+          EXPECT_THROW(runtime::cuda::decide(req), std::invalid_argument) << runtime::cuda::to_string(v.variant);
+          continue;
+        }
         const LaunchConfig cfg = runtime::cuda::decide(req);
         std::vector<unsigned char> workspace(static_cast<size_t>(cfg.workspace_bytes) + 16, 0xcd);
         std::vector<T> got(want.size(), static_cast<T>(777));  // every element must be written

@@ -63,6 +63,17 @@ def restore_num_threads():
 
 
 @pytest.fixture
+def deterministic_algorithms():
+    """torch.use_deterministic_algorithms(True) for one test: where it compares results bitwise
+    (between runs, thread counts or a compiled graph), which the atomic schedule variants of the
+    CUDA kernels (pos_split_atomic, pos_lanes_atomic) do not promise otherwise."""
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(prev)
+
+
+@pytest.fixture
 def dynamo_reset():
     torch._dynamo.reset()
     yield

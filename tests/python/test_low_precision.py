@@ -277,9 +277,11 @@ def test_layers_in_low_precision_against_pyg(layer, dtype):
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS.get)
-def test_opcheck_low_precision(dtype):
+def test_opcheck_low_precision(dtype, deterministic_algorithms):
     """The registered ops' schema, fake kernels and autograd registration in bfloat16/float16
-    (the row statistics of the fused attention ops are float32 tensors)."""
+    (the row statistics of the fused attention ops are float32 tensors). opcheck compares the
+    compiled op's output with the eager one's: under deterministic algorithms, as the CUDA
+    kernels' atomic variants round differently from run to run on the skewed graph."""
     case = CASES["power_law"]
     rowptr, col, _ = torch.ops.gnnfuse.edge_index_to_csr(case.edge_index, case.num_nodes)
     n, H, F = case.num_nodes, 2, 5
@@ -339,9 +341,10 @@ def _block_run(module, dtype):
 @pytest.mark.compile
 @pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS.get)
 @pytest.mark.parametrize("frontend", ["torchscript", "compile"])
-def test_low_precision_through_torchscript_and_compile(frontend, dtype, dynamo_reset):
+def test_low_precision_through_torchscript_and_compile(frontend, dtype, dynamo_reset, deterministic_algorithms):
     """Forward and backward in bfloat16/float16 through TorchScript and torch.compile
-    (fullgraph, through the Meta kernels) give eager's results bit for bit."""
+    (fullgraph, through the Meta kernels) give eager's results bit for bit (under deterministic
+    algorithms, as the CUDA kernels' atomic variants do not on the skewed graph)."""
     eager = _block_run(_LowPrecisionBlock(), dtype)
     if frontend == "torchscript":
         other = torch.jit.script(_LowPrecisionBlock())

@@ -1,0 +1,267 @@
+// The support of the generated CUDA adapters (adapter.h): the device guard, the cached graph
+// statistics, the launch (decision, workspace, stream, dense-product hook) and the forcing of the
+// environment. Built into libgnnfuse when CUDA is (GNNFUSE_CUDA), and with -DGNNFUSE_CUDA_EMULATED
+// into libgnnfuse_cuda_emu.so (CPU tensors, the kernels run by the SIMT emulator).
+#include "torch/cuda/adapter.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <c10/core/UndefinedTensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/library.h>
+
+#if !defined(GNNFUSE_CUDA_EMULATED)
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "runtime/cpu.h"
+
+namespace gnnfuse::cuda_adapter {
+
+namespace rc = runtime::cuda;
+
+#if defined(GNNFUSE_CUDA_EMULATED)
+DeviceScope::DeviceScope(const at::Tensor&) {}
+#else
+DeviceScope::DeviceScope(const at::Tensor& t) : guard_(t.device()) {}
+#endif
+
+// ---------------------------------------------------------------- graph statistics
+namespace {
+
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+struct StatsEntry {
+  WeakImpl impl;
+  const void* data;
+  int64_t numel;
+  int64_t version;
+  c10::Device device;
+  int64_t max_row;
+};
+
+constexpr size_t kStatsEntries = 64;  // graphs (and their CSC views) remembered
+std::mutex stats_mutex;
+std::vector<StatsEntry> stats_entries;
+size_t stats_next = 0;
+int64_t stats_computed = 0;
+
+bool same_tensor(const StatsEntry& e, const at::Tensor& t) {
+  if (e.impl.expired() || e.data != t.const_data_ptr() || e.numel != t.numel() || e.device != t.device() || e.version != t._version())
+    return false;
+  const auto held = e.impl.lock();
+  return held.get() == t.unsafeGetTensorImpl();
+}
+
+// The longest row: one reduction over the row pointers' differences (on a GPU, one sync).
+int64_t compute_max_row(const at::Tensor& ptr) {
+  const int64_t n = ptr.numel();
+  if (n <= 1) return 0;
+  return (ptr.slice(0, 1, n) - ptr.slice(0, 0, n - 1)).max().item<int64_t>();
+}
+
+}  // namespace
+
+rc::GraphStats graph_stats(const at::Tensor& ptr, const at::Tensor& idx) {
+  rc::GraphStats g;
+  g.rows = std::max<int64_t>(0, ptr.numel() - 1);
+  g.nnz = idx.size(0);
+  if (g.rows == 0) return g;
+  const bool cacheable = !ptr.is_inference();
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    for (const StatsEntry& e : stats_entries)
+      if (same_tensor(e, ptr)) {
+        g.max_row = e.max_row;
+        return g;
+      }
+  }
+  g.max_row = compute_max_row(ptr);
+  std::lock_guard<std::mutex> lock(stats_mutex);
+  ++stats_computed;
+  if (!cacheable) return g;
+  StatsEntry e{WeakImpl(ptr.getIntrusivePtr()), ptr.const_data_ptr(), ptr.numel(), ptr._version(), ptr.device(), g.max_row};
+  for (StatsEntry& old : stats_entries)  // a freed graph's entry first
+    if (old.impl.expired()) {
+      old = std::move(e);
+      return g;
+    }
+  if (stats_entries.size() < kStatsEntries) {
+    stats_entries.push_back(std::move(e));
+  } else {
+    stats_entries[stats_next] = std::move(e);
+    stats_next = (stats_next + 1) % kStatsEntries;
+  }
+  return g;
+}
+
+int64_t graph_stats_computed() {
+  std::lock_guard<std::mutex> lock(stats_mutex);
+  return stats_computed;
+}
+
+// ---------------------------------------------------------------- forcing from the environment
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+[[noreturn]] void bad_env(const char* name, const std::string& value, const char* expected) {
+  TORCH_CHECK(false, "gnnfuse: ", name, "='", value, "': expected ", expected);
+  std::abort();  // not reached
+}
+
+int env_int(const char* name, const char* expected) {
+  const char* v = env(name);
+  if (!v) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0) bad_env(name, v, expected);
+  return static_cast<int>(n);
+}
+
+bool offers(const rc::Request& req, rc::Variant v) {
+  const rc::Variant kernels = v == rc::Variant::WarpPerRow ? rc::Variant::RowSplit : v;
+  for (auto& o : req.variants)
+    if (o.variant == kernels && !(req.deterministic && o.atomic)) return true;
+  return false;
+}
+
+// GNNFUSE_CUDA_FORCE_VARIANT and _GROUP on a request. A forced variant the op does not offer is
+// ignored (most ops offer a few of the eight); a forced atomic form (pos_split_atomic,
+// pos_lanes_atomic) under deterministic algorithms runs its deterministic form.
+void apply_forcing(rc::Request& req) {
+  if (const char* v = env("GNNFUSE_CUDA_FORCE_VARIANT")) {
+    rc::Variant variant;
+    if (!rc::parse_variant(v, &variant))
+      bad_env("GNNFUSE_CUDA_FORCE_VARIANT", v,
+              "row_split, warp_per_row, pos_split, pos_split_atomic, lanes, reg_lanes, pos_lanes or pos_lanes_atomic");
+    if (req.deterministic && variant == rc::Variant::PosSplitAtomic) variant = rc::Variant::PosSplit;
+    if (req.deterministic && variant == rc::Variant::PosLanesAtomic) variant = rc::Variant::PosLanes;
+    if (offers(req, variant)) req.force_variant = static_cast<int>(variant);
+  }
+  const int group = env_int("GNNFUSE_CUDA_FORCE_GROUP", "1, 2, 4, 8, 16 or 32");
+  if (group >= 0) {
+    if (group < 1 || group > rc::kWarp || (group & (group - 1)) != 0)
+      bad_env("GNNFUSE_CUDA_FORCE_GROUP", env("GNNFUSE_CUDA_FORCE_GROUP"), "1, 2, 4, 8, 16 or 32");
+    req.force_group = group;
+  }
+}
+
+// ---------------------------------------------------------------- the dense-product hook
+struct MatmulContext {
+  at::TensorOptions options;  // the device of the op's tensors
+};
+
+at::ScalarType scalar_type_of(int dtype) {
+  switch (static_cast<runtime::DType>(dtype)) {
+    case runtime::DType::Float64: return at::kDouble;
+    case runtime::DType::BFloat16: return at::kBFloat16;
+    case runtime::DType::Float16: return at::kHalf;
+    default: return at::kFloat;
+  }
+}
+
+// C (+)= op(A) op(B) (rc::MatmulCall, row-major) with at::mm / addmm on views of the kernels'
+// buffers (from_blob: no copy; on the current stream, as the kernels). Operands of the
+// accumulation type are read as it; mixed operands are multiplied in it.
+void matmul_hook(void* ctx, const rc::MatmulCall& c, int dtype) {
+  const at::TensorOptions& o = static_cast<const MatmulContext*>(ctx)->options;
+  const at::ScalarType st = scalar_type_of(dtype);
+  const at::ScalarType acc = st == at::kHalf || st == at::kBFloat16 ? at::kFloat : st;
+  if (c.m == 0 || c.n == 0) return;
+  auto view = [&](const void* p, int64_t rows, int64_t cols, int64_t ld, bool trans, bool is_acc) {
+    const at::TensorOptions to = o.dtype(is_acc ? acc : st);
+    if (!trans) return at::from_blob(const_cast<void*>(p), {rows, cols}, {ld, 1}, to);
+    return at::from_blob(const_cast<void*>(p), {cols, rows}, {ld, 1}, to).t();
+  };
+  at::Tensor out = at::from_blob(c.c, {c.m, c.n}, {c.ldc, 1}, o.dtype(c.c_acc ? acc : st));
+  if (c.k == 0) {
+    if (!c.accumulate) out.zero_();
+    return;
+  }
+  const at::Tensor a = view(c.a, c.m, c.k, c.lda, c.a_trans, c.a_acc);
+  const at::Tensor b = view(c.b, c.k, c.n, c.ldb, c.b_trans, c.b_acc);
+  if (a.scalar_type() == out.scalar_type() && b.scalar_type() == out.scalar_type()) {
+    if (c.accumulate) out.addmm_(a, b);
+    else at::mm_out(out, a, b);
+    return;
+  }
+  const at::Tensor p = at::mm(a.to(acc), b.to(acc));
+  if (c.accumulate) out.add_(p);
+  else out.copy_(p);
+}
+
+std::mutex counts_mutex;
+std::map<std::string, int64_t> counts;
+
+}  // namespace
+
+bool deterministic() { return at::globalContext().deterministicAlgorithms(); }
+
+int forced_lowering(int lowerings) {
+  const int l = env_int("GNNFUSE_CUDA_FORCE_LOWERING", "a lowering index (0, 1, ...)");
+  return l >= 0 && l < lowerings ? l : -1;
+}
+
+void launch(const char* op, const at::Tensor& like, rc::Request req,
+            const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run) {
+  req.deterministic = at::globalContext().deterministicAlgorithms();
+  apply_forcing(req);
+  const rc::LaunchConfig cfg = rc::decide(req);
+  // Deterministic algorithms asked for, and the op has only atomic forms here: PyTorch's rule (an
+  // error, or a warning under warn_only).
+  if (cfg.nondeterministic) at::globalContext().alertNotDeterministic((std::string("gnnfuse::") + op + " on CUDA").c_str());
+  // One byte tensor, aligned up to the workspace alignment inside it.
+  const at::Tensor workspace = at::empty({cfg.workspace_bytes + rc::kWorkspaceAlign}, like.options().dtype(at::kByte));
+  const auto base = reinterpret_cast<uintptr_t>(workspace.mutable_data_ptr());
+  MatmulContext mm{like.options()};
+  rc::Env env;
+  env.workspace = reinterpret_cast<void*>((base + rc::kWorkspaceAlign - 1) / rc::kWorkspaceAlign * rc::kWorkspaceAlign);
+  env.matmul = matmul_hook;
+  env.matmul_ctx = &mm;
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  env.stream = c10::cuda::getCurrentCUDAStream(like.device().index()).stream();
+#endif
+  run(cfg, env);
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+#endif
+  std::ostringstream key;
+  key << op << " " << rc::to_string(cfg.variant) << " " << (cfg.kernels.empty() ? 0 : cfg.kernels[0].group) << " " << cfg.lowering;
+  std::lock_guard<std::mutex> lock(counts_mutex);
+  ++counts[key.str()];
+}
+
+std::map<std::string, int64_t> launch_counts() {
+  std::lock_guard<std::mutex> lock(counts_mutex);
+  return counts;
+}
+
+}  // namespace gnnfuse::cuda_adapter
+
+namespace {
+
+std::string launch_counts_text() {
+  std::ostringstream s;
+  for (auto& [key, n] : gnnfuse::cuda_adapter::launch_counts()) s << key << " " << n << "\n";
+  return s.str();
+}
+
+int64_t graph_stats_computed_op() { return gnnfuse::cuda_adapter::graph_stats_computed(); }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
+  m.def("_cuda_launch_counts() -> str", &launch_counts_text);
+  m.def("_cuda_graph_stats_computed() -> int", &graph_stats_computed_op);
+}

@@ -1,0 +1,86 @@
+// What the generated ATen adapters of the CUDA kernels (<op>_cuda_register.cpp, emitted by
+// csrc/codegen/aten_cuda.cpp) call around a launch: the device guard, the graph statistics the
+// launch decision reads, and the launch itself (runtime/cuda_launch.h's decision, the workspace
+// from the caching allocator, the current stream, the dense-product hook on ATen).
+//
+// Compiled in two modes (the same text):
+//   CUDA      (libgnnfuse built with CUDA): kernels registered at the CUDA key; a CUDAGuard on the
+//             inputs' device, c10::cuda::getCurrentCUDAStream() (what at::cuda::getCurrentCUDAStream
+//             returns), workspace and matmul operands on that device;
+//   emulated  (-DGNNFUSE_CUDA_EMULATED, libgnnfuse_cuda_emu.so): the same adapters registered at
+//             the CPU key over CPU tensors, the kernels compiled by g++ -DGNNFUSE_SIMT_EMU and run
+//             by the SIMT emulator; the guard and the stream are nothing.
+// Both modes read, at every call, the environment variables that force the launch (tests,
+// benchmarks): GNNFUSE_CUDA_FORCE_VARIANT (row_split, warp_per_row, pos_split, pos_split_atomic,
+// lanes, reg_lanes, pos_lanes, pos_lanes_atomic: applied where the op offers it, ignored
+// elsewhere; an atomic form is its deterministic one under deterministic algorithms),
+// GNNFUSE_CUDA_FORCE_GROUP (lanes per row: 1, 2, 4, 8, 16 or 32) and GNNFUSE_CUDA_FORCE_LOWERING
+// (a `variants auto` op's lowering, where it has that many). The emulator reads GNNFUSE_SIMT_ORDER itself.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#if !defined(GNNFUSE_CUDA_EMULATED)
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+#include "runtime/cuda_launch.h"
+
+// The dispatch key the CUDA adapters register at.
+#if defined(GNNFUSE_CUDA_EMULATED)
+#define GNNFUSE_CUDA_DISPATCH_KEY CPU
+#else
+#define GNNFUSE_CUDA_DISPATCH_KEY CUDA
+#endif
+
+namespace gnnfuse::cuda_adapter {
+
+// The device of `t` made current for the op's scope (a c10::cuda::CUDAGuard; emulated: nothing).
+class DeviceScope {
+ public:
+  explicit DeviceScope(const at::Tensor& t);
+
+ private:
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  c10::cuda::CUDAGuard guard_;
+#endif
+};
+
+// Statistics of a sparse operand in the direction an op walks it: `ptr` its row pointers (or a
+// CSC view's column pointers), `idx` its columns (or rows). rows = ptr.size(0) - 1 and nnz =
+// idx.size(0) are read from the shapes; the longest row needs the values, which on a GPU costs a
+// reduction and one synchronisation: it is computed once per graph and cached, keyed by ptr's
+// TensorImpl (held weakly), data pointer, size, device and version counter (an in-place change
+// of the row pointers is a miss). Inference tensors have no version counter: not cached.
+runtime::cuda::GraphStats graph_stats(const at::Tensor& ptr, const at::Tensor& idx);
+// How many times graph_stats computed the longest row (a cache miss) since the library loaded.
+int64_t graph_stats_computed();
+
+// at::globalContext().deterministicAlgorithms(): the requests then keep to lowerings and variants
+// free of floating-point atomics.
+bool deterministic();
+
+// GNNFUSE_CUDA_FORCE_LOWERING, or -1.
+int forced_lowering(int lowerings);
+
+// The launch of one op: `req` (the op's <op>_cuda_request) gets the call's determinism
+// (at::globalContext().deterministicAlgorithms(): no floating-point atomics) and the forcing of
+// the environment, runtime::cuda::decide chooses, the workspace is one byte tensor from the
+// caching allocator on `like`'s device (alive until the kernels are enqueued: the allocator
+// reuses it only in stream order), and `run` (the op's <op>_cuda) enqueues the kernels on the
+// current stream. No host synchronisation.
+void launch(const char* op, const at::Tensor& like, runtime::cuda::Request req,
+            const std::function<void(const runtime::cuda::LaunchConfig&, const runtime::cuda::Env&)>& run);
+
+// Launches per "<op> <variant> <group> <lowering>" (the group of the first kernel) since the
+// library loaded (tests: that a forced variant ran); also the op gnnfuse::_cuda_launch_counts() ->
+// str, one "<key> <count>" per line.
+std::map<std::string, int64_t> launch_counts();
+
+}  // namespace gnnfuse::cuda_adapter

@@ -1,0 +1,214 @@
+"""The op tests through the generated CUDA kernels run on the CPU by the SIMT emulator.
+
+``libgnnfuse_cuda_emu.so`` (CMake target ``gnnfuse_cuda_emu``, built where CUDA's headers are
+found) registers the CUDA adapters of every non-symbolic op at the CPU key, so the existing op
+tests, loaded against it, run every kernel of those ops through the emulator (docs/ARCHITECTURE.md,
+"The emulated op path"). This file runs a representative subset of them (fp64 references on the
+edge-case graphs, gradcheck, opcheck, the layers against PyG) in subprocesses: once under the
+launch decision and once per forced schedule variant, group size and thread order
+(``GNNFUSE_CUDA_FORCE_VARIANT``/``_GROUP``, ``GNNFUSE_SIMT_ORDER``: the older forms and the
+register forms reg_lanes, pos_lanes, pos_lanes_atomic), and checks that each forced variant really
+ran. ``GNNFUSE_CUDA_EMU_FULL=1`` adds a run of the whole op, layer and autograd files. Without the
+library (``_emulated_library``) the tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import gnnfuse
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(os.path.dirname(_HERE))
+
+
+def _emulated_library():
+    """$GNNFUSE_CUDA_EMU_LIBRARY, else the first built of: beside the library under test,
+    build/tests (scripts/run_tests.sh's build), build."""
+    if os.environ.get("GNNFUSE_CUDA_EMU_LIBRARY"):
+        return os.environ["GNNFUSE_CUDA_EMU_LIBRARY"]
+    name = "libgnnfuse_cuda_emu.so"
+    for folder in (os.path.dirname(gnnfuse.library_path()), os.path.join(_ROOT, "build", "tests"), os.path.join(_ROOT, "build")):
+        if os.path.isfile(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    return None
+
+
+EMU = _emulated_library()
+pytestmark = [
+    pytest.mark.skipif(EMU is None, reason="libgnnfuse_cuda_emu.so not built (needs CUDA's headers)"),
+    # Loaded against the emulated library itself, this file would start itself again.
+    pytest.mark.skipif(os.path.basename(gnnfuse.library_path()).startswith("libgnnfuse_cuda_emu"),
+                       reason="already running on the emulated library"),
+]
+
+# What CI runs (scripts/run_tests.sh: about 6 minutes of a 2-core machine) is a representative
+# subset; GNNFUSE_CUDA_EMU_FULL=1 adds the whole op, layer and autograd files under the decision
+# (what `GNNFUSE_LIBRARY=build/libgnnfuse_cuda_emu.so pytest <files>` runs; about 8 minutes).
+FULL = os.environ.get("GNNFUSE_CUDA_EMU_FULL") == "1"
+
+# The subset under the launch decision: every family with CUDA kernels, forward and backward
+# (gradcheck calls the derived ops, gradgradcheck their derived ops; csc_passed walks the CSC
+# view), on the edge-case graphs of graphs.py; opcheck; the layers against PyG; the thread-count
+# test (bitwise equal results: deterministic algorithms).
+SUBSET = [
+    "test_ops.py::test_spmm",
+    "test_ops.py::test_sddmm",
+    "test_ops.py::test_sddmm_spmm",
+    "test_ops.py::test_opcheck",
+    "test_ops.py::test_results_independent_of_thread_count",
+    "test_reductions.py::test_reduce_fp64_reference",
+    "test_reductions.py::test_reduce_gradcheck",
+    "test_reductions.py::test_edge_softmax_fp64_reference",
+    "test_reductions.py::test_edge_softmax_gradcheck",
+    "test_reductions.py::test_heads_match_per_head_reference",
+    "test_reductions.py::test_heads_gradcheck",
+    "test_reductions.py::test_sddmm_add_mul_reference",
+    "test_reductions.py::test_sddmm_add_mul_gradcheck_opcheck",
+    "test_attention.py::test_gat_fp64_reference",
+    "test_attention.py::test_graph_attention_fp64_reference",
+    "test_attention.py::test_sddmm_heads_gradcheck",
+    "test_attention.py::test_gat_gradcheck",
+    "test_attention.py::test_graph_attention_gradcheck",
+    "test_gcn.py::test_gcn_fp64_reference",
+    "test_gcn.py::test_gcn_gradcheck",
+    "test_gcn.py::test_gcn_opcheck",
+    "test_autograd.py::test_gradcheck",
+    "test_autograd.py::test_gradgradcheck",
+    "test_autograd.py::test_scaled_spmm_fp64_reference",
+    "test_nn.py::test_gcnconv_matches_pyg",
+    "test_nn.py::test_gatconv_matches_pyg",
+]
+# Under a forced variant, group or order: the references and gradchecks of every family (int64
+# indices; int32 under the decision).
+FORCED_SUBSET = [
+    "test_ops.py::test_spmm",
+    "test_ops.py::test_sddmm",
+    "test_ops.py::test_sddmm_spmm",
+    "test_reductions.py::test_reduce_fp64_reference",
+    "test_reductions.py::test_reduce_gradcheck",
+    "test_reductions.py::test_edge_softmax_fp64_reference",
+    "test_reductions.py::test_edge_softmax_gradcheck",
+    "test_reductions.py::test_heads_match_per_head_reference",
+    "test_reductions.py::test_sddmm_add_mul_reference",
+    "test_attention.py::test_gat_gradcheck",
+    "test_attention.py::test_graph_attention_gradcheck",
+    "test_attention.py::test_sddmm_heads_gradcheck",
+    "test_gcn.py::test_gcn_gradcheck",
+    "test_autograd.py::test_scaled_spmm_fp64_reference",
+]
+# The register forms are main's newest kernels: their runs add the second-order derived ops too.
+REGISTER_SUBSET = FORCED_SUBSET + ["test_autograd.py::test_gradgradcheck"]
+# The op, layer and autograd test files, whole (GNNFUSE_CUDA_EMU_FULL=1).
+FULL_FILES = ["test_ops.py", "test_reductions.py", "test_attention.py", "test_gcn.py", "test_nn.py", "test_autograd.py",
+              "test_low_precision.py", "test_layer_inputs.py", "test_reliability.py"]
+
+
+def _forced(variant, group=None, order=None):
+    env = {"GNNFUSE_CUDA_FORCE_VARIANT": variant}
+    if group:
+        env["GNNFUSE_CUDA_FORCE_GROUP"] = group
+    if order:
+        env["GNNFUSE_SIMT_ORDER"] = order
+    return env
+
+
+# (name, environment, deterministic algorithms, tests, -k): the decision, then each variant forced
+# (applied where an op offers it: the register forms where some phase's row buffers fit in
+# registers, pos_lanes on entrywise walks and plain aggregations), small and whole-warp groups,
+# forward, reverse and random thread orders. Atomic variants make sums order-dependent: gradcheck
+# (which asks for a reentrant backward) and bitwise comparisons run with deterministic algorithms,
+# or not at all under pos_split_atomic and pos_lanes_atomic.
+RUNS = [
+    ("decision-deterministic", {}, True, SUBSET, "not int32"),
+    ("decision-int32", {}, False, FORCED_SUBSET, "int32 and not gradcheck"),
+    ("row_split-g1-reverse", _forced("row_split", "1", "reverse"), False, FORCED_SUBSET, "not int32"),
+    ("warp_per_row-random", _forced("warp_per_row", order="random:7"), False, FORCED_SUBSET, "not int32"),
+    ("pos_split-reverse", _forced("pos_split", order="reverse"), False, FORCED_SUBSET, "not int32"),
+    ("pos_split_atomic-random", _forced("pos_split_atomic", order="random:3"), False, FORCED_SUBSET, "not gradcheck and not int32"),
+    ("lanes-g4", _forced("lanes", "4"), False, FORCED_SUBSET, "not int32"),
+    ("reg_lanes-random", _forced("reg_lanes", order="random:11"), False, REGISTER_SUBSET, "not int32"),
+    ("reg_lanes-g2-reverse", _forced("reg_lanes", "2", "reverse"), False, FORCED_SUBSET, "not int32"),
+    ("pos_lanes-reverse", _forced("pos_lanes", order="reverse"), False, REGISTER_SUBSET, "not int32"),
+    ("pos_lanes_atomic-random", _forced("pos_lanes_atomic", order="random:5"), False, FORCED_SUBSET, "not gradcheck and not int32"),
+]
+if FULL:
+    RUNS.append(("full-decision", {}, False, FULL_FILES, ""))
+
+
+def _env(extra):
+    env = dict(os.environ)
+    for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER"):
+        env.pop(k, None)
+    env.update(extra)
+    env["GNNFUSE_LIBRARY"] = EMU
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(_ROOT, "python"), env.get("PYTHONPATH", "")])
+    return env
+
+
+# pytest in a subprocess, with torch's deterministic algorithms on or off.
+_DRIVER = "import sys, torch, pytest; torch.use_deterministic_algorithms(sys.argv[1] == '1'); sys.exit(pytest.main(sys.argv[2:]))"
+
+
+@pytest.mark.parametrize("name,extra,deterministic,tests,select", RUNS, ids=[r[0] for r in RUNS])
+def test_op_tests_through_the_emulator(name, extra, deterministic, tests, select):
+    cmd = [sys.executable, "-c", _DRIVER, "1" if deterministic else "0", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    if select:
+        cmd += ["-k", select]
+    proc = subprocess.run(cmd, cwd=_HERE, env=_env(extra), capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, f"{name}: {' '.join(cmd)}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+
+
+_PROBE = r"""
+import torch, gnnfuse
+rowptr = torch.tensor([0, 2, 3, 3, 9]); col = torch.tensor([0, 1, 2, 0, 1, 2, 3, 4, 5])
+x = torch.randn(6, 8, dtype=torch.float64)
+torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+print(torch.ops.gnnfuse._cuda_launch_counts())
+"""
+
+
+FORCED = [r[:2] for r in RUNS if "GNNFUSE_CUDA_FORCE_VARIANT" in r[1]]
+
+
+@pytest.mark.parametrize("name,extra", FORCED, ids=[r[0] for r in FORCED])
+def test_forced_variant_runs(name, extra):
+    proc = subprocess.run([sys.executable, "-c", _PROBE], cwd=_HERE, env=_env(extra), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    variant = extra["GNNFUSE_CUDA_FORCE_VARIANT"]
+    group = extra.get("GNNFUSE_CUDA_FORCE_GROUP")
+    lines = [l.split() for l in proc.stdout.splitlines() if l.startswith("spmm ")]
+    assert any(l[1] == variant and (group is None or l[2] == group) for l in lines), proc.stdout
+
+
+_GCN_PROBE = r"""
+import sys, torch, gnnfuse
+torch.use_deterministic_algorithms(sys.argv[1] == "1")
+torch.manual_seed(0)
+n, e = 50, 300
+row = torch.randint(0, n, (e,)); col = torch.randint(0, n, (e,))
+order = torch.argsort(row * n + col); row, col = row[order], col[order]
+rowptr = torch.zeros(n + 1, dtype=torch.int64); rowptr[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
+x = torch.randn(n, 64, requires_grad=True)
+w = torch.randn(64, 2, requires_grad=True)
+torch.ops.gnnfuse.gcn(rowptr, col, None, x, w).sum().backward()
+print(torch.ops.gnnfuse._cuda_launch_counts())
+"""
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_deterministic_algorithms_avoid_atomic_lowerings(deterministic):
+    """gcn_grad_weight's lowering 1 (GY A scattered into T0(j,o) by atomics) is the cost model's
+    choice for a wide input and a narrow output; under deterministic algorithms the request keeps
+    to lowering 0 (no floating-point atomics)."""
+    proc = subprocess.run([sys.executable, "-c", _GCN_PROBE, "1" if deterministic else "0"], cwd=_HERE, env=_env({}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [l.split() for l in proc.stdout.splitlines() if l.startswith("gcn_grad_weight ")]
+    assert lines, proc.stdout
+    lowerings = {l[3] for l in lines}
+    assert lowerings == ({"0"} if deterministic else {"1"}), proc.stdout
