@@ -9,15 +9,20 @@
 # (LDL/STL), a 128-bit global load in every instance with a vector width VW_ > 1 that loads
 # tiles by it or that the launch may pick (a tiled kernel), SHFL in every kernel whose reduction
 # over lanes is a shuffle tree (cu::group_*) or the pos split's segmented reduction
-# (cu::segment_sums); BUILD/cuda_gates/sass_checks.txt lists them.
+# (cu::segment_sums); BUILD/cuda_gates/sass_checks.txt lists them. With --emulated, then the op
+# battery through the same kernels run on the CPU by the SIMT emulator
+# (tests/python/test_cuda_emulated.py against BUILD/libgnnfuse_cuda_emu.so, built if missing:
+# every family forward and backward under the launch decision and under each forced variant,
+# group and thread order; each of its tests runs a subset of the op test files).
 # Ends with one line:
-#   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families), S spills; sass: C checks, V violations; emulated: ...
-# and fails on a compile error, a spill or a SASS violation.
+#   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families), S spills; sass: C checks, V violations; emulated: N passed, F failed
+# and fails on a compile error, a spill, a SASS violation or a failed emulated test.
 #
-#   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...]
+#   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...] [--emulated]
 #     --build  the CMake build folder (default build; gnnfuse-gen is built there if missing)
 #     --jobs   parallel nvcc (and cuobjdump) processes (default: the number of cores)
 #     --only   a subset of the families (the ctest gate compiles a representative subset)
+#     --emulated  also run the emulated op battery (scripts/run_tests.sh does)
 # Environment: NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc); CUOBJDUMP (a
 # cuobjdump with nvdisasm beside it or on PATH; default: the toolkit's, else the
 # nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels of CUOBJDUMP_WHEEL_VERSION, default
@@ -29,12 +34,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
 jobs="$(nproc 2>/dev/null || echo 2)"
 only=""
+emulated=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --emulated) emulated=1; shift ;;
     --build) build="$(cd "$2" && pwd)"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "check_cuda.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -215,5 +222,36 @@ else
   if [[ -z "$sass" ]]; then sass="sass: failed (scripts/sass_check.py exit $rc: $logs/sass.log)"; fi
   echo "check_cuda.sh: SASS of ${#compiled[@]} families checked in $(($(date +%s) - t2))s ($cuobjdump); per kernel: $logs/sass_checks.txt"
 fi
-echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families), $spills spills; $sass; emulated: not run here (the ctest test_cuda_emulated runs spmm's kernels in the SIMT emulator; the battery over every op is to come)"
-if [[ $failed -gt 0 || $spills -gt 0 || $sass_failed -gt 0 ]]; then exit 1; fi
+
+# ---- the emulated op battery
+emu_failed=0
+if [[ $emulated -eq 1 ]]; then
+  py="${PYTHON:-$root/.venv/bin/python}"
+  [[ -x "$py" ]] || py=python3
+  lib="$build/libgnnfuse_cuda_emu.so"
+  t3=$(date +%s)
+  if [[ ! -f "$lib" ]] && ! cmake --build "$build" --target gnnfuse_cuda_emu --parallel "$jobs" >"$logs/emulated_build.log" 2>&1; then
+    emu="emulated: not built (cmake --build $build --target gnnfuse_cuda_emu: $logs/emulated_build.log)"
+    emu_failed=1
+  else
+    set +e
+    GNNFUSE_CUDA_EMU_LIBRARY="$lib" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python/test_cuda_emulated.py" >"$logs/emulated.log" 2>&1
+    rc=$?
+    set -e
+    summary="$(tail -1 "$logs/emulated.log")"
+    passed="$(grep -o '[0-9]* passed' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
+    nfail="$(grep -o '[0-9]* failed' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
+    nerr="$(grep -o '[0-9]* error' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
+    emu="emulated: $passed passed, $((nfail + nerr)) failed"
+    if [[ $rc -ne 0 || $passed -eq 0 ]]; then
+      emu_failed=1
+      grep -E '^(FAILED|ERROR)' "$logs/emulated.log" | head -20 | sed 's/^/  /'
+      echo "  (the emulated battery's output: $logs/emulated.log)"
+    fi
+    echo "check_cuda.sh: emulated battery in $(($(date +%s) - t3))s ($lib)"
+  fi
+else
+  emu="emulated: not run (--emulated runs tests/python/test_cuda_emulated.py)"
+fi
+echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families), $spills spills; $sass; $emu"
+if [[ $failed -gt 0 || $spills -gt 0 || $sass_failed -gt 0 || $emu_failed -gt 0 ]]; then exit 1; fi

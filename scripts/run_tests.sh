@@ -12,15 +12,30 @@ generator=()
 if [[ ! -f "$BUILD/CMakeCache.txt" ]] && command -v ninja >/dev/null; then
   generator=(-G Ninja)
 fi
+# The CUDA gates run below through scripts/check_cuda.sh itself (its one line in the log), not
+# as the ctest cuda_gates.
 cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTS=ON \
-  -DPython_EXECUTABLE="$PY" >/dev/null
+  -DGNNFUSE_CUDA_GATES=OFF -DPython_EXECUTABLE="$PY" >/dev/null
 cmake --build "$BUILD" --parallel 2
 
 failed=()
 echo "== ctest (C++: tests/cpp, tests/codegen)"
 (cd "$BUILD" && ctest --output-on-failure --parallel 2) || failed+=(ctest)
+
+# The CUDA kernels (no GPU): nvcc under the gates, the SASS checks, and the op battery through
+# the SIMT emulator (tests/python/test_cuda_emulated.py, so pytest below leaves it out).
+pytest_extra=()
+NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+if [[ -x "$NVCC" && -f "$BUILD/libgnnfuse_cuda_emu.so" ]]; then
+  echo "== scripts/check_cuda.sh (nvcc gates, SASS checks, emulated op battery)"
+  NVCC="$NVCC" bash scripts/check_cuda.sh --build "$BUILD" --jobs 2 --emulated || failed+=(check_cuda)
+  pytest_extra=(--deselect tests/python/test_cuda_emulated.py)
+else
+  echo "== scripts/check_cuda.sh skipped (no nvcc or no libgnnfuse_cuda_emu.so: CUDA's headers missing)"
+fi
+
 echo "== pytest (tests/python)"
-"$PY" -m pytest -q tests/python || failed+=(pytest)
+"$PY" -m pytest -q tests/python "${pytest_extra[@]}" || failed+=(pytest)
 
 # On success pytest's summary stays the last line of the output.
 if ((${#failed[@]} > 0)); then
