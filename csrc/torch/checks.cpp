@@ -497,13 +497,15 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
   }
   extent(op, "num_nodes", num_nodes);
   if (num_dst_nodes < 0) num_dst_nodes = num_nodes;
+  // Meta tensors (tracing): no values, and a symbolic edge count must not be read (a guard).
+  if (edge_index.device().is_meta()) return;
   const int64_t num_edges = edge_index.size(1);
   // Row pointers share edge_index's dtype and count up to E.
   if (s == at::kInt && num_edges > std::numeric_limits<int32_t>::max()) {
     fail(op, "edge_index", "must have at most ", std::numeric_limits<int32_t>::max(),
          " edges when int32, use int64 (got ", num_edges, " edges)");
   }
-  if (num_edges == 0 || edge_index.device().is_meta()) return;
+  if (num_edges == 0) return;
   if (on_device(edge_index)) {  // sources below num_nodes, targets below num_dst_nodes
     const auto [lo, hi] = at::aminmax(edge_index, 1);
     const std::vector<int64_t> v = read_back({lo, hi});  // min src, min dst, max src, max dst
@@ -554,7 +556,7 @@ void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndi
 }
 
 void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz) {
-  if (t.numel() == 0 || t.device().is_meta()) return;
+  if (t.device().is_meta() || t.numel() == 0) return;  // Meta first: no symbolic size read
   if (on_device(t)) {
     const auto [lo, hi] = at::aminmax(t);
     const std::vector<int64_t> v = read_back({lo, hi});
