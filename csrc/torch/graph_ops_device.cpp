@@ -11,9 +11,9 @@
 // the input is valid, and only an invalid one is copied to the host, where the CPU check raises
 // its own error (naming the op, the argument and the first bad value).
 //
-// Registered at CompositeExplicitAutograd, so every backend without a kernel of its own (CUDA;
-// the CPU and Meta keys keep graph_ops.cpp's); the private ops _edge_index_to_csr_device and
-// _csr_transpose_device run the same code on any device, CPU included (tests, benchmarks).
+// Registered at the CUDA key (the CPU and Meta keys keep graph_ops.cpp's); the private ops
+// _edge_index_to_csr_device and _csr_transpose_device run the same code on CPU and CUDA tensors
+// (tests, benchmarks).
 #include <string>
 #include <tuple>
 
@@ -79,9 +79,16 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("_csr_transpose_device(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)");
 }
 
-TORCH_LIBRARY_IMPL(gnnfuse, CompositeExplicitAutograd, m) {
+// At the CUDA key, not CompositeExplicitAutograd: tracing (torch.export with dynamic sizes) must
+// reach the Meta kernels, not run this code on fake tensors.
+TORCH_LIBRARY_IMPL(gnnfuse, CUDA, m) {
   m.impl("edge_index_to_csr", &edge_index_to_csr_device);
   m.impl("csr_transpose", &csr_transpose_device);
+  m.impl("_edge_index_to_csr_device", &edge_index_to_csr_device);
+  m.impl("_csr_transpose_device", &csr_transpose_device);
+}
+
+TORCH_LIBRARY_IMPL(gnnfuse, CPU, m) {
   m.impl("_edge_index_to_csr_device", &edge_index_to_csr_device);
   m.impl("_csr_transpose_device", &csr_transpose_device);
 }
