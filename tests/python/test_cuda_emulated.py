@@ -212,3 +212,41 @@ def test_deterministic_algorithms_avoid_atomic_lowerings(deterministic):
     assert lines, proc.stdout
     lowerings = {l[3] for l in lines}
     assert lowerings == ({"0"} if deterministic else {"1"}), proc.stdout
+
+
+_AUTOTUNE_PROBE = r"""
+import torch, gnnfuse
+torch.manual_seed(0)
+n, e = 40, 200
+row = torch.randint(0, n, (e,)); col = torch.randint(0, n, (e,))
+order = torch.argsort(row * n + col); row, col = row[order], col[order]
+rowptr = torch.zeros(n + 1, dtype=torch.int64); rowptr[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
+x = torch.randn(n, 16, dtype=torch.float64)
+dense = torch.zeros(n, n, dtype=torch.float64).index_put_((row, col), torch.ones(e, dtype=torch.float64), accumulate=True)
+for _ in range(3):
+    y = torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+    torch.testing.assert_close(y, dense @ x)
+print("TABLE")
+print(torch.ops.gnnfuse._cuda_autotune_table())
+print("COUNTS")
+print(torch.ops.gnnfuse._cuda_launch_counts())
+"""
+
+
+def test_autotune_times_the_variants_once_and_keeps_the_fastest():
+    """GNNFUSE_CUDA_AUTOTUNE=1: the first spmm call on a graph times the variants spmm offers and
+    remembers one; the later calls force it (its launch count grows by one per call), and every
+    result matches the dense reference."""
+    proc = subprocess.run([sys.executable, "-c", _AUTOTUNE_PROBE], cwd=_HERE, env=_env({"GNNFUSE_CUDA_AUTOTUNE": "1"}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout.split("TABLE")[1].split("COUNTS")[0].strip().splitlines()
+    counts = [l.split() for l in proc.stdout.split("COUNTS")[1].strip().splitlines()]
+    spmm = [l for l in table if l.startswith("spmm ")]
+    assert len(spmm) == 1, proc.stdout
+    chosen = spmm[0].split(" -> ")[1].split()[0]
+    # every candidate ran (1 + 3 timed runs each, the winner also for the three calls)
+    ran = {c[1]: int(c[-1]) for c in counts if c[0] == "spmm"}
+    assert len(ran) >= 4, proc.stdout
+    assert ran[chosen] == 4 + 3, proc.stdout
+    assert all(k == chosen or v == 4 for k, v in ran.items()), proc.stdout

@@ -4,7 +4,11 @@
 // into libgnnfuse_cuda_emu.so (CPU tensors, the kernels run by the SIMT emulator).
 #include "torch/cuda/adapter.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +23,7 @@
 #if !defined(GNNFUSE_CUDA_EMULATED)
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 #include "runtime/cpu.h"
@@ -213,15 +218,13 @@ int forced_lowering(int lowerings) {
   return l >= 0 && l < lowerings ? l : -1;
 }
 
-void launch(const char* op, const at::Tensor& like, rc::Request req,
-            const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run) {
-  req.deterministic = at::globalContext().deterministicAlgorithms();
-  apply_forcing(req);
-  const rc::LaunchConfig cfg = rc::decide(req);
-  // Deterministic algorithms asked for, and the op has only atomic forms here: PyTorch's rule (an
-  // error, or a warning under warn_only).
-  if (cfg.nondeterministic) at::globalContext().alertNotDeterministic((std::string("gnnfuse::") + op + " on CUDA").c_str());
-  // One byte tensor, aligned up to the workspace alignment inside it.
+namespace {
+
+using Run = std::function<void(const rc::LaunchConfig&, const rc::Env&)>;
+
+// One launch of a decided config: the workspace as one byte tensor from the caching allocator,
+// aligned inside it, the dense-product hook, the current stream.
+void run_config(const char* op, const at::Tensor& like, const rc::LaunchConfig& cfg, const Run& run) {
   const at::Tensor workspace = at::empty({cfg.workspace_bytes + rc::kWorkspaceAlign}, like.options().dtype(at::kByte));
   const auto base = reinterpret_cast<uintptr_t>(workspace.mutable_data_ptr());
   MatmulContext mm{like.options()};
@@ -242,6 +245,132 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
   ++counts[key.str()];
 }
 
+// ---------------------------------------------------------------- autotune
+// GNNFUSE_CUDA_AUTOTUNE=1 (or gnnfuse::_cuda_set_autotune(True)): the first call of an op for a
+// (graph statistics, extents, dtype, index type, lowering, determinism) key times every variant
+// the op offers there (RowSplit also as WarpPerRow; atomic ones not under deterministic
+// algorithms), each decided with its default sizes, once to warm up and kAutotuneReps times;
+// the fastest (median) is remembered and forced for the key's later calls. Timed on the stream
+// by CUDA events (the emulated library: by the host clock). The tuning call's own result is the
+// winner's: it runs last. Graphs with the same statistics share a choice.
+constexpr int kAutotuneReps = 3;
+
+std::atomic<int> autotune_flag{-1};  // -1: from the environment at first use
+
+bool autotune_on() {
+  int v = autotune_flag.load();
+  if (v < 0) {
+    const char* e = env("GNNFUSE_CUDA_AUTOTUNE");
+    v = e && std::string(e) == "1" ? 1 : 0;
+    autotune_flag.store(v);
+  }
+  return v == 1;
+}
+
+std::mutex tune_mutex;
+std::map<std::string, std::pair<int, double>> tuned;  // key -> (variant, median ms)
+
+std::string tune_key(const char* op, const rc::Request& req) {
+  std::ostringstream k;
+  k << op << " rows=" << req.graph.rows << " nnz=" << req.graph.nnz << " max_row=" << req.graph.max_row << " lowering=" << req.lowering
+    << " bytes=" << req.scalar_bytes << "/" << req.index_bytes << " det=" << req.deterministic << " extents=";
+  for (auto& v : req.variants)
+    for (auto& kr : v.kernels) k << kr.rows << "x" << kr.tile_extent << ",";
+  return k.str();
+}
+
+// Milliseconds of one run of cfg (after the work queued before it).
+double time_config(const char* op, const at::Tensor& like, const rc::LaunchConfig& cfg, const Run& run) {
+#if defined(GNNFUSE_CUDA_EMULATED)
+  const auto t0 = std::chrono::steady_clock::now();
+  run_config(op, like, cfg, run);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+#else
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(like.device().index()).stream();
+  cudaEvent_t start, stop;
+  C10_CUDA_CHECK(cudaEventCreate(&start));
+  C10_CUDA_CHECK(cudaEventCreate(&stop));
+  C10_CUDA_CHECK(cudaEventRecord(start, stream));
+  run_config(op, like, cfg, run);
+  C10_CUDA_CHECK(cudaEventRecord(stop, stream));
+  C10_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  C10_CUDA_CHECK(cudaEventDestroy(start));
+  C10_CUDA_CHECK(cudaEventDestroy(stop));
+  return ms;
+#endif
+}
+
+// The variant to force for this call (remembered per key), or -1: nothing to choose from.
+int tuned_variant(const char* op, const at::Tensor& like, const rc::Request& req, const Run& run) {
+  const std::string key = tune_key(op, req);
+  {
+    std::lock_guard<std::mutex> lock(tune_mutex);
+    auto it = tuned.find(key);
+    if (it != tuned.end()) return it->second.first;
+  }
+  std::vector<rc::Variant> candidates;
+  for (auto& v : req.variants) {
+    if (req.deterministic && v.atomic) continue;
+    if (req.deterministic && (v.variant == rc::Variant::PosSplitAtomic || v.variant == rc::Variant::PosLanesAtomic)) continue;
+    candidates.push_back(v.variant);
+    if (v.variant == rc::Variant::RowSplit) candidates.push_back(rc::Variant::WarpPerRow);
+  }
+  if (candidates.size() < 2) return -1;
+  int best = -1;
+  double best_ms = 0;
+  for (rc::Variant v : candidates) {
+    rc::Request r = req;
+    r.force_variant = static_cast<int>(v);
+    rc::LaunchConfig cfg;
+    try {
+      cfg = rc::decide(r);
+    } catch (const std::invalid_argument&) {
+      continue;
+    }
+    run_config(op, like, cfg, run);  // warm up
+    std::vector<double> ms;
+    for (int k = 0; k < kAutotuneReps; ++k) ms.push_back(time_config(op, like, cfg, run));
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    if (best < 0 || median < best_ms) {
+      best = static_cast<int>(v);
+      best_ms = median;
+    }
+  }
+  std::lock_guard<std::mutex> lock(tune_mutex);
+  tuned[key] = {best, best_ms};
+  return best;
+}
+
+}  // namespace
+
+void set_autotune(bool on) { autotune_flag.store(on ? 1 : 0); }
+
+std::map<std::string, std::string> autotune_table() {
+  std::lock_guard<std::mutex> lock(tune_mutex);
+  std::map<std::string, std::string> out;
+  for (auto& [k, v] : tuned) {
+    std::ostringstream s;
+    s << (v.first < 0 ? "decision" : rc::to_string(static_cast<rc::Variant>(v.first))) << " " << v.second << " ms";
+    out[k] = s.str();
+  }
+  return out;
+}
+
+void launch(const char* op, const at::Tensor& like, rc::Request req,
+            const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run) {
+  req.deterministic = at::globalContext().deterministicAlgorithms();
+  apply_forcing(req);
+  if (req.force_variant < 0 && autotune_on()) req.force_variant = tuned_variant(op, like, req, run);
+  const rc::LaunchConfig cfg = rc::decide(req);
+  // Deterministic algorithms asked for, and the op has only atomic forms here: PyTorch's rule (an
+  // error, or a warning under warn_only).
+  if (cfg.nondeterministic) at::globalContext().alertNotDeterministic((std::string("gnnfuse::") + op + " on CUDA").c_str());
+  run_config(op, like, cfg, run);
+}
+
 std::map<std::string, int64_t> launch_counts() {
   std::lock_guard<std::mutex> lock(counts_mutex);
   return counts;
@@ -259,9 +388,19 @@ std::string launch_counts_text() {
 
 int64_t graph_stats_computed_op() { return gnnfuse::cuda_adapter::graph_stats_computed(); }
 
+std::string autotune_table_text() {
+  std::ostringstream s;
+  for (auto& [key, choice] : gnnfuse::cuda_adapter::autotune_table()) s << key << " -> " << choice << "\n";
+  return s.str();
+}
+
+void set_autotune_op(bool on) { gnnfuse::cuda_adapter::set_autotune(on); }
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("_cuda_launch_counts() -> str", &launch_counts_text);
   m.def("_cuda_graph_stats_computed() -> int", &graph_stats_computed_op);
+  m.def("_cuda_autotune_table() -> str", &autotune_table_text);
+  m.def("_cuda_set_autotune(bool on) -> ()", &set_autotune_op);
 }

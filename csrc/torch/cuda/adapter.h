@@ -78,6 +78,13 @@ int forced_lowering(int lowerings);
 void launch(const char* op, const at::Tensor& like, runtime::cuda::Request req,
             const std::function<void(const runtime::cuda::LaunchConfig&, const runtime::cuda::Env&)>& run);
 
+// Autotune (GNNFUSE_CUDA_AUTOTUNE=1, or this switch; also the op gnnfuse::_cuda_set_autotune):
+// the first call per (graph statistics, extents, dtypes, lowering, determinism) times the offered
+// variants and remembers the fastest; autotune_table() (gnnfuse::_cuda_autotune_table() -> str)
+// lists the choices, "<key> -> <variant> <ms> ms".
+void set_autotune(bool on);
+std::map<std::string, std::string> autotune_table();
+
 // Launches per "<op> <variant> <group> <lowering>" (the group of the first kernel) since the
 // library loaded (tests: that a forced variant ran); also the op gnnfuse::_cuda_launch_counts() ->
 // str, one "<key> <count>" per line.
