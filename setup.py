@@ -8,7 +8,7 @@ declared dependency, so pip never resolves (and downloads) a torch of its own ch
 
 Environment:
     GNNFUSE_BUILD_DIR     CMake build folder (default: build/ in the repository)
-    GNNFUSE_BUILD_TESTS   1 to also build the GoogleTest suites
+    GNNFUSE_BUILD_TESTS   1 to also build the GoogleTest suites and libgnnfuse_cuda_emu.so
     GNNFUSE_CMAKE_ARGS    extra arguments for the CMake configure step
 """
 
@@ -42,6 +42,9 @@ class CMakeBuild(build_ext):
             "-DCMAKE_BUILD_TYPE=Release",
             f"-DPython_EXECUTABLE={sys.executable}",
             "-DBUILD_TESTS=" + ("ON" if os.environ.get("GNNFUSE_BUILD_TESTS") == "1" else "OFF"),
+            # libgnnfuse_cuda_emu.so (the CUDA kernels in the SIMT emulator, minutes of g++) is a
+            # test library: scripts/run_tests.sh builds it in build/tests.
+            "-DGNNFUSE_CUDA_EMULATED=" + ("ON" if os.environ.get("GNNFUSE_BUILD_TESTS") == "1" else "OFF"),
         ]
         # The generator is fixed by the first configure of a build folder.
         if shutil.which("ninja") and not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
