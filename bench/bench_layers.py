@@ -480,9 +480,9 @@ def bench_device(args):
         if args.compile:
             dynamo.reset()
         compiled_done = set()
-        for layer, (make_pyg, make_ours) in layer_pairs(gnnfuse.nn, pyg, args.f_in, args.f_out, args.heads).items():
-            if layer not in args.layers:
-                continue
+        pairs = layer_pairs(gnnfuse.nn, pyg, args.f_in, args.f_out, args.heads)
+        for layer in args.layers:  # (in the order given)
+            make_pyg, make_ours = pairs[layer]
             if left() < args.reserve_s:
                 skipped.append({"graph": name, "layer": layer, "why": "budget"})
                 print(f"{name:<18}{layer:<23}skipped: out of budget")
@@ -526,7 +526,8 @@ def bench_device(args):
                 # Compiled: ours with fused=None takes the fused op under torch.compile, so
                 # GATConv and GATConv[fused] compile to the same program: once per base layer.
                 base_layer = layer.split("[")[0]
-                if not args.compile or not compile_modes or base_layer in compiled_done:
+                if (not args.compile or not compile_modes or base_layer in compiled_done
+                        or (args.compile_graphs and name not in args.compile_graphs)):
                     continue
                 compiled_done.add(base_layer)
                 clayer = f"{base_layer}[compiled]"
@@ -618,6 +619,8 @@ def main():
     dev.add_argument("--compile-backend", default="inductor", help="torch.compile backend (dry runs: aot_eager is quick)")
     dev.add_argument("--compile-modes", nargs="+", default=["fwd+bwd"], choices=["forward", "fwd+bwd"],
                      help="modes timed compiled (default fwd+bwd: one compilation per layer and graph)")
+    dev.add_argument("--compile-graphs", nargs="+", default=None,
+                     help="the graphs with [compiled] rows (default: every graph; each compiles anew)")
     dev.add_argument("--tol", type=float, default=1e-3, help="max rel err against PyG eager, else the layer is a failed row")
     dev.add_argument("--budget-s", type=float, default=float("inf"), help="start no graph or layer when less than --reserve-s is left")
     dev.add_argument("--reserve-s", type=float, default=0.0)
@@ -629,6 +632,9 @@ def main():
     else:
         # the device path's default layers: GCNConv and GATConv (default and fused)
         args.layers = args.layers or ["GCNConv", "GATConv", "GATConv[fused]"]
+        known = layer_pairs(None, None, 1, 1, 1)
+        if any(layer not in known for layer in args.layers):
+            ap.error(f"--layers: choose from {' '.join(known)}")
         return bench_device(args)
     return 0
 
