@@ -458,6 +458,23 @@ def bench_device(args):
             out[mode] = time_side_by_side(runs[0], runs[1], args.min_reps, args.min_time)
         return out
 
+    def record(base, label, timed, err, modules, fns, x, edge_index, extra=lambda mode: {}, note=""):
+        """A row per timed mode (the training step's peak memory with fwd+bwd), printed."""
+        for mode, (t_pyg, t_our, r_our) in timed.items():
+            row = {**base, "mode": mode, "ok": True, "pyg_ms": t_pyg * 1e3, "gnnfuse_ms": t_our * 1e3,
+                   "speedup": t_pyg / t_our, "reps": r_our, "max_rel_err": err, **extra(mode)}
+            mem = ""
+            if mode == "fwd+bwd":
+                for m in modules:
+                    m.train()
+                xi = x.clone().requires_grad_()
+                row["pyg_peak_mb"] = peak(modules[0], xi, edge_index, fns[0])
+                row["gnnfuse_peak_mb"] = peak(modules[1], xi, edge_index, fns[1])
+                mem = f"{row['pyg_peak_mb']:>10.1f}{row['gnnfuse_peak_mb']:>10.1f}"
+            results.append(row)
+            print(f"{base['graph']:<18}{label:<23}{mode:<10}{t_pyg*1e3:>10.3f}{t_our*1e3:>12.3f}{t_pyg/t_our:>8.2f}x"
+                  f"{err:>13.1e}{mem}{note}", flush=True)
+
     print(f"{'graph':<18}{'layer':<23}{'mode':<10}{'pyg ms':>10}{'gnnfuse ms':>12}{'speedup':>9}{'max rel err':>13}"
           f"{'pyg MiB':>10}{'ours MiB':>10}")
     modes = ("forward", "fwd+bwd")
@@ -507,21 +524,7 @@ def bench_device(args):
                     write()
                     continue
                 timed = modes_for(theirs, ours, theirs, ours, x, edge_index, modes)
-                for mode in modes:
-                    t_pyg, t_our, r_our = timed[mode]
-                    row = {**base, "mode": mode, "ok": True, "pyg_ms": t_pyg * 1e3, "gnnfuse_ms": t_our * 1e3,
-                           "speedup": t_pyg / t_our, "reps": r_our, "max_rel_err": err}
-                    mem = ""
-                    if mode == "fwd+bwd":
-                        theirs.train()
-                        ours.train()
-                        xi = x.clone().requires_grad_()
-                        row["pyg_peak_mb"] = peak(theirs, xi, edge_index)
-                        row["gnnfuse_peak_mb"] = peak(ours, xi, edge_index)
-                        mem = f"{row['pyg_peak_mb']:>10.1f}{row['gnnfuse_peak_mb']:>10.1f}"
-                    results.append(row)
-                    print(f"{name:<18}{layer:<23}{mode:<10}{t_pyg*1e3:>10.3f}{t_our*1e3:>12.3f}{t_pyg/t_our:>8.2f}x"
-                          f"{err:>13.1e}{mem}", flush=True)
+                record(base, layer, timed, err, (theirs, ours), (theirs, ours), x, edge_index)
                 write()
                 # Compiled: ours with fused=None takes the fused op under torch.compile, so
                 # GATConv and GATConv[fused] compile to the same program: once per base layer.
@@ -550,24 +553,11 @@ def bench_device(args):
                         write()
                         continue
                     ctimed = modes_for(c_theirs, c_ours, theirs, ours, x, edge_index, compile_modes)
-                    for mode in compile_modes:
-                        t_pyg, t_our, r_our = ctimed[mode]
-                        eager = next(r for r in results if r["graph"] == name and r["layer"] == layer and r["mode"] == mode)
-                        row = {**base, "layer": clayer, "mode": mode, "ok": True, "compiled": True,
-                               "pyg_ms": t_pyg * 1e3, "gnnfuse_ms": t_our * 1e3, "speedup": t_pyg / t_our, "reps": r_our,
-                               "max_rel_err": cerr, "compile_s": compile_s,
-                               "pyg_eager_ms": eager["pyg_ms"], "gnnfuse_eager_ms": eager["gnnfuse_ms"]}
-                        mem = ""
-                        if mode == "fwd+bwd":
-                            for m in (theirs, ours):
-                                m.train()
-                            xi = x.clone().requires_grad_()
-                            row["pyg_peak_mb"] = peak(theirs, xi, edge_index, c_theirs)
-                            row["gnnfuse_peak_mb"] = peak(ours, xi, edge_index, c_ours)
-                            mem = f"{row['pyg_peak_mb']:>10.1f}{row['gnnfuse_peak_mb']:>10.1f}"
-                        results.append(row)
-                        print(f"{name:<18}{clayer:<23}{mode:<10}{t_pyg*1e3:>10.3f}{t_our*1e3:>12.3f}{t_pyg/t_our:>8.2f}x"
-                              f"{cerr:>13.1e}{mem}  (compiled in {compile_s:.0f} s)", flush=True)
+                    eager = {r["mode"]: r for r in results if r["graph"] == name and r["layer"] == layer}
+                    record({**base, "layer": clayer}, clayer, ctimed, cerr, (theirs, ours), (c_theirs, c_ours), x, edge_index,
+                           extra=lambda mode: {"compiled": True, "compile_s": compile_s, "pyg_eager_ms": eager[mode]["pyg_ms"],
+                                               "gnnfuse_eager_ms": eager[mode]["gnnfuse_ms"]},
+                           note=f"  (compiled in {compile_s:.0f} s)")
                 except Exception as e:  # noqa: BLE001 (recorded; the run goes on)
                     results.append({**base, "layer": clayer, "mode": "compile", "ok": False, "error": _short(e),
                                     "trace": _trace()})

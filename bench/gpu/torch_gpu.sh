@@ -101,6 +101,7 @@ if want build; then
     stamp "done (no build)"; exit 1
   fi
   t=$(( $(left) - 10 ))
+  (( t < 30 )) && { echo "build: out of time"; exit 1; }
   TORCH_CUDA_ARCH_LIST=$tarch timeout "$t" cmake --build "$bdir" --target gnnfuse -j "$jobs" >> "$res/build.log" 2>&1
   r=$?
   echo "build rc=$r" >> "$res/build.log"
