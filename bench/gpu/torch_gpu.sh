@@ -1,0 +1,177 @@
+#!/bin/bash
+# On a lent GPU (H100/H200: torch with CUDA, nvcc, cmake, ninja, torch_geometric, no internet): the
+# PyTorch-level path. Builds libgnnfuse with its CUDA kernels for this device's architecture only,
+# checks every op on the device against the CPU kernels (scripts/cuda_ops_smoke.py), then runs
+# bench/bench_layers.py --device cuda (our GCNConv / GATConv against PyG's, eager, then under
+# torch.compile in a second process). Stages are chosen by name, each checks the time left.
+#
+# usage: bench/gpu/torch_gpu.sh [build] [smoke] [bench] [compile]   (none named: all four)
+#          [--budget-s S]      the whole call's seconds (default 540), stages start only with time left
+#          [--build-dir DIR]   default build/torch-gpu (ignored by git: kept between calls on a warm machine)
+#          [--arch A]          GNNFUSE_CUDA_GENCODE (default: the device's, 90a on an H100/H200)
+#          [--jobs N]          ninja's jobs (default: every core)
+#          [--npz PATH]        bench_gpu.py --export-npz's graphs (default: the first .gpu*/graphs.npz)
+#          [--graphs "A B"]    eager graphs (default: pubmed rmat-20-16 soc-Slashdot0902 ca-HepPh copter2 rmat-18-16)
+#          [--compile-graphs "A B"]  graphs of the compiled rows (default: rmat-20-16 soc-Slashdot0902 pubmed)
+#          [--compile-share F] the part of the time left after the eager run's start kept for compile (default 0.5)
+#          [--autotune]        GNNFUSE_CUDA_AUTOTUNE=1 for the benchmarks
+#          [--dry-run]         no GPU: skip build and smoke, bench_layers.py --dry-run on small R-MAT graphs
+#                              (GNNFUSE_LIBRARY or build/libgnnfuse.so), for checking this script
+# Results under $OUT (the device tool's folder) or bench/results/gpu-layers-run: device.txt,
+# build.log, smoke.log, layers-eager.{log,json}, layers-compile.{log,json} (7 files: the tool
+# brings back at most 8). The last lines printed are the tables and the issue 25 summary.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+budget=540 bdir="" arch="" jobs=$(nproc) npz="" dry=0 autotune=0 share=0.5
+graphs="pubmed rmat-20-16 soc-Slashdot0902 ca-HepPh copter2 rmat-18-16"
+cgraphs="rmat-20-16 soc-Slashdot0902 pubmed"
+stages=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    build|smoke|bench|compile) stages+=("$1"); shift ;;
+    --budget-s) budget=$2; shift 2 ;;
+    --build-dir) bdir=$2; shift 2 ;;
+    --arch) arch=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --npz) npz=$2; shift 2 ;;
+    --graphs) graphs=$2; shift 2 ;;
+    --compile-graphs) cgraphs=$2; shift 2 ;;
+    --compile-share) share=$2; shift 2 ;;
+    --autotune) autotune=1; shift ;;
+    --dry-run) dry=1; shift ;;
+    *) echo "torch_gpu.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ ${#stages[@]} -eq 0 ]] && stages=(build smoke bench compile)
+want() { [[ " ${stages[*]} " == *" $1 "* ]]; }
+bdir=${bdir:-$root/build/torch-gpu}
+res=${OUT:-$root/bench/results/gpu-layers-run}
+mkdir -p "$res"
+start=$SECONDS
+left() { echo $((budget - (SECONDS - start))); }
+stamp() { echo "[$((SECONDS - start)) s] $*"; }
+py=$(command -v python3)
+export PYTHONUNBUFFERED=1 PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
+[[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
+commit=${GNNFUSE_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export GNNFUSE_COMMIT=$commit
+status=0
+
+if [[ $dry == 1 ]]; then
+  lib=${GNNFUSE_LIBRARY:-$root/build/libgnnfuse.so}
+  graphs="rmat-7-4 rmat-8-8" cgraphs="rmat-7-4"
+  stages=($(for s in "${stages[@]}"; do [[ $s == bench || $s == compile ]] && echo "$s"; done))
+  bench_flags=(--dry-run --threads 1 --min-reps 1 --min-time 0 --compile-backend aot_eager)
+  echo "dry run: $lib, stages ${stages[*]}" | tee "$res/device.txt"
+else
+  lib=$bdir/libgnnfuse.so
+  bench_flags=(--device cuda --threads 4 --min-reps 10 --min-time 0.3)
+  { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+    "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'capability', torch.cuda.get_device_capability())"
+    "$py" -c "import torch_geometric as g; print('torch_geometric', g.__version__)" 2>&1 | tail -1
+    nvcc --version | tail -2; cmake --version | head -1; echo "ninja $(ninja --version)"; echo "commit $commit"; } 2>&1 | tee "$res/device.txt"
+fi
+
+# torch_geometric: the image has it; else wheels carried in .whl/ (bench/gpu/NOTES.md)
+if ! "$py" -c "import torch_geometric" 2>/dev/null; then
+  if ls "$root"/.whl/torch_geometric-*.whl >/dev/null 2>&1; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$root"/.whl/*.whl && \
+      export PYTHONPATH="$PYTHONPATH:/tmp/site"
+  fi
+  "$py" -c "import torch_geometric" 2>/dev/null || { echo "no torch_geometric: the bench stages cannot run"; status=1; }
+fi
+
+if want build; then
+  if [[ -z $arch ]]; then
+    arch=$("$py" -c "import torch; a, b = torch.cuda.get_device_capability(); print(f'{a}{b}' + ('a' if a == 9 and b == 0 else ''))")
+  fi
+  # torch's CMake package adds -gencode flags of its own (TORCH_CUDA_ARCH_LIST, else the device's,
+  # for sm_90 without the a): the same architecture, so that nvcc compiles each kernel once more
+  # at most for the same target.
+  tarch=$(echo "$arch" | sed -E 's/^([0-9]+)([0-9])([af]?)$/\1.\2\3/')
+  stamp "build: libgnnfuse with GNNFUSE_CUDA=ON for sm_$arch (TORCH_CUDA_ARCH_LIST=$tarch) in $bdir, $jobs jobs"
+  { TORCH_CUDA_ARCH_LIST=$tarch cmake -S "$root" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DPython_EXECUTABLE="$py" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      -DGNNFUSE_CUDA=ON -DGNNFUSE_CUDA_GENCODE="$arch" -DBUILD_TESTS=OFF -DGNNFUSE_CUDA_EMULATED=OFF \
+      -DGNNFUSE_CUDA_GATES=OFF -DGNNFUSE_USE_CCACHE=OFF
+    echo "cmake rc=$?"; } > "$res/build.log" 2>&1
+  grep -E "gnnfuse: CUDA kernels in libgnnfuse|PyTorch: CUDA detected|Added CUDA NVCC flags|cmake rc=" "$res/build.log"
+  if ! grep -q "CUDA kernels in libgnnfuse: ON" "$res/build.log"; then
+    echo "configure failed or CUDA off:"; grep -B2 -A8 -m3 "Error" "$res/build.log" | head -40
+    stamp "done (no build)"; exit 1
+  fi
+  t=$(( $(left) - 10 ))
+  (( t < 30 )) && { echo "build: out of time"; exit 1; }
+  TORCH_CUDA_ARCH_LIST=$tarch timeout "$t" cmake --build "$bdir" --target gnnfuse -j "$jobs" >> "$res/build.log" 2>&1
+  r=$?
+  echo "build rc=$r" >> "$res/build.log"
+  if [[ $r != 0 || ! -f $lib ]]; then
+    echo "build failed (rc=$r; 124: out of time):"; grep -A12 -m4 -E "error|FAILED" "$res/build.log" | head -60
+    stamp "done (no library)"; exit 1
+  fi
+  stamp "built $(du -h "$lib" | cut -f1) $lib"
+fi
+
+if [[ $dry == 0 && ! -f $lib ]] && { want smoke || want bench || want compile; }; then
+  echo "no $lib: run the build stage first (a fresh machine keeps nothing)"; exit 1
+fi
+export GNNFUSE_LIBRARY=$lib
+
+if want smoke && [[ $dry == 0 ]]; then
+  t=$(( $(left) < 120 ? $(left) - 5 : 120 ))
+  stamp "smoke: scripts/cuda_ops_smoke.py --device cuda (timeout $t s)"
+  if (( t > 10 )); then
+    timeout "$t" "$py" "$root/scripts/cuda_ops_smoke.py" --device cuda > "$res/smoke.log" 2>&1
+    r=$?
+    grep -c "^ok " "$res/smoke.log" | sed 's/^/smoke ok lines: /'
+    grep -E "^FAIL|Error|error" "$res/smoke.log" | head -30
+    tail -3 "$res/smoke.log"
+    [[ $r != 0 ]] && { echo "smoke rc=$r"; status=1; }
+  else
+    echo "smoke: out of time"
+  fi
+fi
+
+[[ -n $npz ]] || npz=$(ls "$root"/.gpu*/graphs.npz 2>/dev/null | head -1)
+npz_flags=()
+if [[ -n $npz && -f $npz ]]; then
+  npz_flags=(--graphs-npz "$npz")
+else
+  echo "no graphs.npz (--npz): real graphs only where the datasets are (bench/datasets.py), R-MAT generated"
+fi
+[[ $autotune == 1 ]] && export GNNFUSE_CUDA_AUTOTUNE=1
+
+run_layers() {  # run_layers TAG SECONDS ARGS...
+  local tag=$1 t=$2; shift 2
+  stamp "bench_layers.py $tag (budget $t s): $*"
+  timeout $((t + 60)) "$py" "$root/bench/bench_layers.py" "${bench_flags[@]}" "${npz_flags[@]}" --budget-s "$t" \
+    --reserve-s 20 --out "$res/layers-$tag.json" "$@" > "$res/layers-$tag.log" 2>&1
+  local r=$?
+  [[ $r != 0 ]] && { echo "bench_layers.py $tag rc=$r (124: killed at its timeout; 1: failed rows)"; status=1; }
+  grep -E "FAIL|Error" "$res/layers-$tag.log" | head -20
+  grep -v "^#" "$res/layers-$tag.log" | grep -E "^[a-zA-Z]" | grep -v -E "FAIL|Error|^graph|^wrote" | tail -40
+  sed -n '/^# issue 25/,$p' "$res/layers-$tag.log"
+}
+
+if want bench; then  # (after a failed smoke too: the layers' own checks come first)
+  t=$(( $(left) - 10 ))
+  want compile && t=$(awk -v l="$t" -v s="$share" 'BEGIN { printf "%d", l * (1 - s) }')
+  if (( t > 30 )); then
+    # shellcheck disable=SC2086
+    run_layers eager "$t" --graphs $graphs
+  else
+    echo "bench: out of time"
+  fi
+fi
+
+if want compile; then
+  t=$(( $(left) - 70 ))
+  if (( t > 45 )); then
+    # shellcheck disable=SC2086
+    run_layers compile "$t" --graphs $cgraphs --compile-graphs $cgraphs --layers GATConv 'GATConv[fused]' GCNConv --compile
+  else
+    echo "compile: out of time"
+  fi
+fi
+stamp "done (status $status)"
+exit $status
