@@ -359,33 +359,38 @@ void csr_values(const char* op, const char* rowptr_arg, const char* col_arg, con
 }
 
 // csr()'s value checks on the device: the row pointers (start at 0, non-decreasing, end at nnz)
-// and the columns' smallest and largest value in one read back, remembered like the CPU's.
+// and the columns' smallest and largest value in one read back, remembered like the CPU's (the
+// columns' unsigned maximum: a negative column is out of range for every bound; unbound columns,
+// num_cols < 0, are not checked, as on the CPU).
 void csr_on_device(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col,
                    int64_t num_cols, const char* bound) {
   const int64_t nnz = col.numel();
-  const auto in_range = [nnz, num_cols](int64_t top) { return nnz == 0 || top < num_cols; };
+  const auto in_range = [nnz, num_cols](uint64_t umax) { return nnz == 0 || umax < static_cast<uint64_t>(num_cols); };
   const std::optional<std::vector<at::Tensor>> known = cache::lookup(kCsrKey, {rowptr, col}, {});
-  if (known && !known->empty() && (num_cols < 0 || in_range((*known)[0].const_data_ptr<int64_t>()[0]))) return;
+  if (known && (num_cols < 0 || (!known->empty() && in_range(static_cast<uint64_t>((*known)[0].const_data_ptr<int64_t>()[0])))))
+    return;
+  const int64_t n = rowptr.numel();
+  // Non-decreasing by comparing neighbours (a difference could wrap around in the index dtype).
   std::vector<at::Tensor> parts = {rowptr.select(0, 0).ne(0).logical_or(rowptr.select(0, -1).ne(nnz))};
-  if (rowptr.numel() > 1) parts.push_back(rowptr.diff().lt(0).any());
+  if (n > 1) parts.push_back(rowptr.slice(0, 1, n).lt(rowptr.slice(0, 0, n - 1)).any());
   if (nnz > 0) {
     const auto [lo, hi] = at::aminmax(col);
     parts.push_back(lo);
     parts.push_back(hi);
   }
   const std::vector<int64_t> v = read_back(parts);
-  const bool bad_ptr = v[0] != 0 || (rowptr.numel() > 1 && v[1] != 0);
-  const int64_t lo = nnz > 0 ? v[v.size() - 2] : 0, top = nnz > 0 ? v.back() : 0;
-  if (bad_ptr || lo < 0) {
+  if (v[0] != 0 || (n > 1 && v[1] != 0)) {
     csr_values(op, rowptr_arg, col_arg, host(rowptr), host(col), num_cols, bound);  // raises
-    fail(op, rowptr_arg, "and '", col_arg, "' are not a valid CSR pattern (got a negative column or row pointer)");
+    fail(op, rowptr_arg, "must be valid row pointers for '", col_arg, "' (got a row pointer out of order)");
   }
+  const int64_t lo = nnz > 0 ? v[v.size() - 2] : 0, hi = nnz > 0 ? v.back() : 0;
+  const uint64_t umax = lo < 0 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(hi);
   at::Tensor range = at::empty({1}, at::kLong);
-  range.mutable_data_ptr<int64_t>()[0] = top;
+  range.mutable_data_ptr<int64_t>()[0] = static_cast<int64_t>(umax);
   cache::store(kCsrKey, {rowptr, col}, {}, {range});
-  if (num_cols >= 0 && !in_range(top)) {
+  if (num_cols >= 0 && !in_range(umax)) {
     csr_values(op, rowptr_arg, col_arg, host(rowptr), host(col), num_cols, bound);  // raises
-    fail(op, col_arg, "must hold column indices in [0, ", num_cols, ") (got ", top, ")");
+    fail(op, col_arg, "must hold column indices in [0, ", num_cols, ") (got ", lo < 0 ? lo : hi, ")");
   }
 }
 

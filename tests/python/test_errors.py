@@ -298,3 +298,37 @@ def test_error_messages_from_the_device_checks():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files],
                           cwd=here, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_rowptr_out_of_order_by_a_wrapping_step(dtype):
+    """rowptr = [0, max, -2, 1]: starts at 0, ends at nnz, and its neighbour differences wrap
+    around to positive values; the check compares neighbours, so it is refused (CPU and device
+    path), every time it is passed (a second call must not pass on a remembered verdict)."""
+    big = torch.iinfo(dtype).max
+    rowptr = torch.tensor([0, big, -2, 1], dtype=dtype)
+    col = torch.tensor([0], dtype=dtype)
+    x = torch.randn(3, 2, dtype=torch.float64)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"csr_transpose: argument 'rowptr'"):
+            torch.ops.gnnfuse.csr_transpose(rowptr, col, 3)
+        with pytest.raises(RuntimeError, match=r"spmm: argument 'rowptr'"):
+            torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+
+
+def test_negative_column_refused_on_every_call():
+    rowptr = torch.tensor([0, 1, 2])
+    col = torch.tensor([-1, 0])
+    x = torch.randn(2, 3, dtype=torch.float64)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"spmm: argument 'col' must hold column indices in \[0, 2\)"):
+            torch.ops.gnnfuse.spmm(rowptr, col, None, x)
+
+
+def test_unbound_columns_are_not_checked():
+    """edge_softmax never reads its columns (no operand is indexed by them): a negative one is
+    not an error, on the CPU path and on the device path alike."""
+    rowptr = torch.tensor([0, 2, 3])
+    col = torch.tensor([-1, 0, 5])
+    out = torch.ops.gnnfuse.edge_softmax(rowptr, col, torch.zeros(3, dtype=torch.float64))
+    torch.testing.assert_close(out, torch.tensor([0.5, 0.5, 1.0], dtype=torch.float64))
