@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -113,6 +115,22 @@ void extent(const char* op, const char* arg, int64_t value);
 // Whether `e` is ATen's report of a failed allocation (c10::OutOfMemoryError, or the CPU
 // allocator's enforce), which out_of_memory() then names.
 bool allocation_failed(const c10::Error& e);
+
+// Runs f, a kernel with its allocations, turning a failed allocation into an error naming op
+// (`extents`: what the sizes follow from).
+template <typename F>
+auto named_allocations(const char* op, const std::string& extents, const F& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc& e) {
+    out_of_memory(op, extents, e.what());
+  } catch (const std::length_error& e) {
+    out_of_memory(op, extents, e.what());
+  } catch (const c10::Error& e) {  // ATen's allocator; any other error as it is
+    if (!allocation_failed(e)) throw;
+    out_of_memory(op, extents, e.what_without_backtrace());
+  }
+}
 
 // lo <= value < hi; `what` says what the range is, e.g. "a variant of gcn (-1: automatic)".
 void in_range(const char* op, const char* arg, int64_t value, int64_t lo, int64_t hi, const char* what);

@@ -186,25 +186,9 @@ void csr_transpose_kernel(const index_t* rowptr, const index_t* col, int64_t num
   sort_by_key(nnz, num_cols, col, row_of, colptr, row, perm);
 }
 
-// Runs f, a kernel with its allocations, turning a failed allocation into an error naming op
-// (`extents`: what the sizes follow from).
-template <typename F>
-auto named_allocations(const char* op, const std::string& extents, const F& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::bad_alloc& e) {
-    checks::out_of_memory(op, extents, e.what());
-  } catch (const std::length_error& e) {
-    checks::out_of_memory(op, extents, e.what());
-  } catch (const c10::Error& e) {  // ATen's allocator; any other error as it is
-    if (!checks::allocation_failed(e)) throw;
-    checks::out_of_memory(op, extents, e.what_without_backtrace());
-  }
-}
-
 Triple edge_index_to_csr_cpu(const at::Tensor& edge_index, int64_t num_nodes) {
   checks::edge_index("edge_index_to_csr", edge_index, num_nodes);
-  return named_allocations("edge_index_to_csr", "argument 'num_nodes' = " + std::to_string(num_nodes), [&]() -> Triple {
+  return checks::named_allocations("edge_index_to_csr", "argument 'num_nodes' = " + std::to_string(num_nodes), [&]() -> Triple {
   const at::Tensor ei = edge_index.contiguous();
   const int64_t num_edges = ei.size(1);
   at::Tensor rowptr = at::empty({num_nodes + 1}, ei.options());
@@ -223,7 +207,7 @@ Triple edge_index_to_csr_cpu(const at::Tensor& edge_index, int64_t num_nodes) {
 Triple csr_transpose_cpu(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
   checks::extent("csr_transpose", "num_cols", num_cols);
   checks::csr("csr_transpose", rowptr, col, num_cols);
-  return named_allocations("csr_transpose", "argument 'num_cols' = " + std::to_string(num_cols), [&]() -> Triple {
+  return checks::named_allocations("csr_transpose", "argument 'num_cols' = " + std::to_string(num_cols), [&]() -> Triple {
   const at::Tensor rowptr_c = rowptr.contiguous();
   const at::Tensor col_c = col.contiguous();
   const int64_t nnz = col_c.numel();

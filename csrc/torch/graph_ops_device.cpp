@@ -41,6 +41,7 @@ at::Tensor starts_of(const at::Tensor& sorted, int64_t n, at::ScalarType index_d
 Triple edge_index_to_csr_device(const at::Tensor& edge_index, int64_t num_nodes) {
   constexpr const char* op = "edge_index_to_csr";
   checks::edge_index(op, edge_index, num_nodes);  // on the device (torch/checks)
+  return checks::named_allocations(op, "argument 'num_nodes' = " + std::to_string(num_nodes), [&]() -> Triple {
   const at::ScalarType index_dtype = edge_index.scalar_type();
   const at::Tensor src = edge_index.select(0, 0).to(at::kLong);
   const at::Tensor dst = edge_index.select(0, 1).to(at::kLong);
@@ -53,12 +54,14 @@ Triple edge_index_to_csr_device(const at::Tensor& edge_index, int64_t num_nodes)
   at::Tensor rowptr = starts_of(dst_sorted, num_nodes, index_dtype);
   at::Tensor col = src.index_select(0, perm).to(index_dtype);
   return {rowptr, col, perm};
+  });
 }
 
 Triple csr_transpose_device(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
   constexpr const char* op = "csr_transpose";
   checks::extent(op, "num_cols", num_cols);
   checks::csr(op, rowptr, col, num_cols);  // on the device (torch/checks)
+  return checks::named_allocations(op, "argument 'num_cols' = " + std::to_string(num_cols), [&]() -> Triple {
   const at::ScalarType index_dtype = col.scalar_type();
   const int64_t nnz = col.numel();
   const int64_t rows = rowptr.numel() - 1;
@@ -70,6 +73,7 @@ Triple csr_transpose_device(const at::Tensor& rowptr, const at::Tensor& col, int
   at::Tensor row = row_of.index_select(0, perm).to(index_dtype);
   at::Tensor colptr = starts_of(col64.index_select(0, perm), num_cols, index_dtype);
   return {colptr, row, perm};
+  });
 }
 
 }  // namespace
