@@ -250,3 +250,14 @@ def test_autotune_times_the_variants_once_and_keeps_the_fastest():
     assert len(ran) >= 4, proc.stdout
     assert ran[chosen] == 4 + 3, proc.stdout
     assert all(k == chosen or v == 4 for k, v in ran.items()), proc.stdout
+
+
+def test_autotune_is_off_under_deterministic_algorithms():
+    """Run-to-run reproducibility: under deterministic algorithms the decision runs, nothing is timed."""
+    probe = "import torch; torch.use_deterministic_algorithms(True)\n" + _AUTOTUNE_PROBE
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=_HERE, env=_env({"GNNFUSE_CUDA_AUTOTUNE": "1"}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("TABLE")[1].split("COUNTS")[0].strip() == "", proc.stdout
+    counts = [l.split() for l in proc.stdout.split("COUNTS")[1].strip().splitlines() if l.startswith("spmm ")]
+    assert len(counts) == 1 and int(counts[0][-1]) == 3, proc.stdout

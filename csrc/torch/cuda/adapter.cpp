@@ -246,13 +246,15 @@ void run_config(const char* op, const at::Tensor& like, const rc::LaunchConfig& 
 }
 
 // ---------------------------------------------------------------- autotune
-// GNNFUSE_CUDA_AUTOTUNE=1 (or gnnfuse::_cuda_set_autotune(True)): the first call of an op for a
-// (graph statistics, extents, dtype, index type, lowering, determinism) key times every variant
-// the op offers there (RowSplit also as WarpPerRow; atomic ones not under deterministic
-// algorithms), each decided with its default sizes, once to warm up and kAutotuneReps times;
+// GNNFUSE_CUDA_AUTOTUNE=1 (or gnnfuse::_cuda_set_autotune(True)), not under deterministic
+// algorithms (whose results must repeat bitwise from run to run; a choice by timing would not):
+// the first call of an op for a (graph statistics, extents and alignments, dtype, index type,
+// lowering) key times every variant the op offers there (RowSplit also as WarpPerRow), each
+// decided with its default sizes, once to warm up and kAutotuneReps times;
 // the fastest (median) is remembered and forced for the key's later calls. Timed on the stream
 // by CUDA events (the emulated library: by the host clock). The tuning call's own result is the
-// winner's: it runs last. Graphs with the same statistics share a choice.
+// winner's: it runs last. Graphs with the same statistics share a choice; a choice that does not
+// fit a later call of its key (decide refuses it) gives way to the decision.
 constexpr int kAutotuneReps = 3;
 
 std::atomic<int> autotune_flag{-1};  // -1: from the environment at first use
@@ -274,8 +276,8 @@ std::string tune_key(const char* op, const rc::Request& req) {
   std::ostringstream k;
   k << op << " rows=" << req.graph.rows << " nnz=" << req.graph.nnz << " max_row=" << req.graph.max_row << " lowering=" << req.lowering
     << " bytes=" << req.scalar_bytes << "/" << req.index_bytes << " det=" << req.deterministic << " extents=";
-  for (auto& v : req.variants)
-    for (auto& kr : v.kernels) k << kr.rows << "x" << kr.tile_extent << ",";
+  for (auto& v : req.variants)  // the extents, and the alignments that decide vector loads and register forms
+    for (auto& kr : v.kernels) k << kr.rows << "x" << kr.tile_extent << (kr.vector_ok ? "a" : "u") << ",";
   return k.str();
 }
 
@@ -312,8 +314,6 @@ int tuned_variant(const char* op, const at::Tensor& like, const rc::Request& req
   }
   std::vector<rc::Variant> candidates;
   for (auto& v : req.variants) {
-    if (req.deterministic && v.atomic) continue;
-    if (req.deterministic && (v.variant == rc::Variant::PosSplitAtomic || v.variant == rc::Variant::PosLanesAtomic)) continue;
     candidates.push_back(v.variant);
     if (v.variant == rc::Variant::RowSplit) candidates.push_back(rc::Variant::WarpPerRow);
   }
@@ -363,8 +363,20 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
             const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run) {
   req.deterministic = at::globalContext().deterministicAlgorithms();
   apply_forcing(req);
-  if (req.force_variant < 0 && autotune_on()) req.force_variant = tuned_variant(op, like, req, run);
-  const rc::LaunchConfig cfg = rc::decide(req);
+  // Not under deterministic algorithms: variants free of atomics still sum in different orders,
+  // and a choice by timing would differ from run to run.
+  rc::LaunchConfig cfg;
+  if (req.force_variant < 0 && !req.deterministic && autotune_on()) {
+    rc::Request tuned_req = req;
+    tuned_req.force_variant = tuned_variant(op, like, req, run);
+    try {
+      cfg = rc::decide(tuned_req);
+    } catch (const std::invalid_argument&) {  // the choice does not fit this call: the decision
+      cfg = rc::decide(req);
+    }
+  } else {
+    cfg = rc::decide(req);
+  }
   // Deterministic algorithms asked for, and the op has only atomic forms here: PyTorch's rule (an
   // error, or a warning under warn_only).
   if (cfg.nondeterministic) at::globalContext().alertNotDeterministic((std::string("gnnfuse::") + op + " on CUDA").c_str());
