@@ -109,7 +109,10 @@ export GENCODE="${gencode[*]}"
 t0=$(date +%s)
 fams=()
 for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
-printf '%s\n' "${fams[@]}" | xargs -P "$jobs" -I{} bash -c 'gencode=($GENCODE); compile "$@"' _ {}
+# Largest first (by the size of the generated source): the last jobs are the short ones, so the
+# cores stay busy to the end.
+for fam in "${fams[@]}"; do echo "$(wc -c <"$out/${fam}_cuda.cu") $fam"; done | sort -rn | cut -d' ' -f2 |
+  xargs -P "$jobs" -I{} bash -c 'gencode=($GENCODE); compile "$@"' _ {}
 t1=$(date +%s)
 
 failed=0

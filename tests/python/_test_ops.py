@@ -18,8 +18,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def find_test_ops_library(name: str) -> Tuple[str, str]:
     """``(libgnnfuse.so, lib<name>.so)`` of one CMake build: the folder of the loaded library
-    when it is a CMake build's ``libgnnfuse.so``, else ``build/tests`` (scripts/run_tests.sh)
-    or ``build`` of this checkout. A test-op library links that ``libgnnfuse.so``, so a test
+    when it is a CMake build's ``libgnnfuse.so``, else ``build/tests`` (an older
+    scripts/run_tests.sh) or ``build`` (scripts/run_tests.sh's) of this checkout. A test-op library links that ``libgnnfuse.so``, so a test
     loads it in a subprocess whose ``GNNFUSE_LIBRARY`` is the first path. Skips without one."""
     path = gnnfuse.library_path() or ""
     folders = [os.path.dirname(path)] if os.path.basename(path) == "libgnnfuse.so" else []

@@ -28,7 +28,7 @@ _ROOT = os.path.dirname(os.path.dirname(_HERE))
 
 def _emulated_library():
     """$GNNFUSE_CUDA_EMU_LIBRARY, else the first built of: beside the library under test,
-    build/tests (scripts/run_tests.sh's build), build."""
+    build/tests, build (scripts/run_tests.sh's build)."""
     if os.environ.get("GNNFUSE_CUDA_EMU_LIBRARY"):
         return os.environ["GNNFUSE_CUDA_EMU_LIBRARY"]
     name = "libgnnfuse_cuda_emu.so"
