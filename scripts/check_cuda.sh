@@ -121,7 +121,7 @@ for fam in "${fams[@]}"; do
   echo "  $status"
   if [[ "$status" == *FAILED* ]]; then
     failed=$((failed + 1))
-    grep -E "error|warning" "$logs/$fam.log" | head -20 | sed 's/^/    /'
+    grep -E "error|warning" "$logs/$fam.log" | head -20 | sed 's/^/    /' || true  # head closes the pipe early (pipefail)
   fi
 done
 
@@ -216,7 +216,7 @@ else
     --report "$logs/sass_checks.txt" "${compiled[@]}" >"$logs/sass.log" 2>&1
   rc=$?
   set -e
-  grep -v '^sass: [0-9]* checks' "$logs/sass.log" | head -60 | sed 's/^/  /'
+  grep -v '^sass: [0-9]* checks' "$logs/sass.log" | head -60 | sed 's/^/  /' || true  # head closes the pipe early (pipefail)
   sass="$(grep '^sass: [0-9]* checks' "$logs/sass.log" | tail -1)"
   if [[ $rc -ne 0 ]]; then
     sass_failed=1
@@ -248,7 +248,7 @@ if [[ $emulated -eq 1 ]]; then
     emu="emulated: $passed passed, $((nfail + nerr)) failed"
     if [[ $rc -ne 0 || $passed -eq 0 ]]; then
       emu_failed=1
-      grep -E '^(FAILED|ERROR)' "$logs/emulated.log" | head -20 | sed 's/^/  /'
+      grep -E '^(FAILED|ERROR)' "$logs/emulated.log" | head -20 | sed 's/^/  /' || true  # head closes the pipe early (pipefail)
       echo "  (the emulated battery's output: $logs/emulated.log)"
     fi
     echo "check_cuda.sh: emulated battery in $(($(date +%s) - t3))s ($lib)"

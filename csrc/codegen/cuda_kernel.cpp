@@ -178,13 +178,21 @@ void CudaPrinter::plan() {
       steps_.push_back(st);
     }
   }
-  // After every call temporary is known (tile_rows reads them): which tiled kernels load by VW_.
-  for (auto& st : steps_)
-    if (!st.matmul && (st.form == Form::RowSplit || st.form == Form::PosSplit))
-      for (auto* s : st.body)
-        each(*s, [&](const imp::Stmt& x) {
-          if (x.kind == imp::Stmt::Kind::For && x.sched.feature_tile > 0 && !tile_rows(x).empty()) st.tile_loads = true;
-        });
+  // After every call temporary is known (tile_rows reads them): which kernels load rows by VW_
+  // (the tile loops of the row and pos splits; the lane loops of the register forms, printed as
+  // tile loops of C_ = VW_ elements).
+  for (auto& st : steps_) {
+    if (st.matmul) continue;
+    const bool tiled = st.form == Form::RowSplit || st.form == Form::PosSplit;
+    const bool regs = st.form == Form::RegLanes || st.form == Form::PosLanes;
+    if (!tiled && !regs) continue;
+    for (auto* s : st.body)
+      each(*s, [&](const imp::Stmt& x) {
+        const bool tile = x.kind == imp::Stmt::Kind::For &&
+                          (x.sched.feature_tile > 0 || (regs && x.sched.unit == ParallelUnit::Lane));
+        if (tile && !tile_rows(x).empty()) st.tile_loads = true;
+      });
+  }
 }
 
 const imp::Stmt* CudaPrinter::find_accumulate(const imp::Stmt& s, const std::string& temp) const {

@@ -61,7 +61,7 @@ class CudaPrinter : public CodeWriter {
     std::vector<std::string> vec_reads;  // dense inputs read by tiles (their alignment allows vector loads)
     bool staged = false, staged_values = false, staged_edges = false;  // Lanes: staged walks, and what they keep
     bool entrywise = false;  // PosLanes: one walk of per-entry values (no row sums, no output zeroed)
-    bool tile_loads = false;  // RowSplit, PosSplit: a tile loop loads rows by VW_ (else VW_ = 1 only)
+    bool tile_loads = false;  // RowSplit, PosSplit, RegLanes, PosLanes: a tile loop loads rows by VW_ (else VW_ = 1 only)
   };
   // A temporary of the whole call: the root's, or the rows of a dense product block operand.
   struct CallTemp {

@@ -352,6 +352,11 @@ void CudaPrinter::reg_launch(const Step& st, const std::string& dims) {
       else line(std::string(k ? "else " : "") + "if (kl_.regs >= " + r + ") " + l);
     }
   };
+  if (!st.tile_loads) {  // nothing loaded by VW_: the VW_ = 1 instance alone (vector_ok false)
+    if (!regs_.empty()) rs = {8};
+    launches("1");
+    return;
+  }
   open("if (kl_.vector_width > 1) {");
   launches("cu::kVec128<scalar_t>");
   close();

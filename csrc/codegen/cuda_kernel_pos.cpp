@@ -205,7 +205,10 @@ void CudaPrinter::shape(const Step& st) {
     line(std::string("k_.staged_bytes = ") + (st.staged_edges ? "8 + " : "") + (st.staged_values ? "static_cast<int64_t>(sizeof(acc_t)) + " : "") +
          "static_cast<int64_t>(sizeof(index_t));");
   // A tiled kernel that loads nothing by VW_ has only its VW_ = 1 instance: no vector width.
-  std::string ok = (st.form == Form::RowSplit || st.form == Form::PosSplit) && !st.tile_loads ? "false" : "true";
+  std::string ok = (st.form == Form::RowSplit || st.form == Form::PosSplit || st.form == Form::RegLanes || st.form == Form::PosLanes) &&
+                           !st.tile_loads
+                       ? "false"
+                       : "true";
   if (ok == "true")
     for (auto& t : st.vec_reads) ok += " && reinterpret_cast<uintptr_t>(prm." + t + ") % 16 == 0";
   line("k_.vector_ok = " + ok + ";");
