@@ -294,10 +294,7 @@ void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, c
   // CPU the view is checked on a host copy (its consistency with the CSR is a walk of both).
   if (rowptr.device().is_meta()) return;  // no values (tracing)
   if (cache::lookup("checks::csc", {rowptr, col, colptr, row, perm}, {}).has_value()) return;
-  const bool dev = on_device(rowptr);
-  const at::Tensor rp = dev ? host(rowptr) : rowptr.contiguous(), cl = dev ? host(col) : col.contiguous(),
-                   cp = dev ? host(colptr) : colptr.contiguous(), rw = dev ? host(row) : row.contiguous(),
-                   pm = dev ? host(perm) : perm.contiguous();
+  const at::Tensor rp = host(rowptr), cl = host(col), cp = host(colptr), rw = host(row), pm = host(perm);
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csc", [&] {
     csc_values<index_t>(op, names, rp.const_data_ptr<index_t>(), rowptr.numel() - 1, cl.const_data_ptr<index_t>(),
                         col.numel(), cp.const_data_ptr<index_t>(), colptr.numel() - 1, rw.const_data_ptr<index_t>(),
@@ -448,8 +445,8 @@ void sorted_values(const char* op, const char* rowptr_arg, const char* col_arg, 
 void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col) {
   if (rowptr.device().is_meta() || already_checked(rowptr, col, kSortedMark)) return;
   // Off the CPU: on a host copy, once per pattern.
-  const at::Tensor rowptr_c = on_device(rowptr) ? host(rowptr) : rowptr.contiguous();
-  const at::Tensor col_c = on_device(rowptr) ? host(col) : col.contiguous();
+  const at::Tensor rowptr_c = host(rowptr);
+  const at::Tensor col_c = host(col);
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csr_sorted", [&] {
     sorted_values<index_t>(op, rowptr_arg, col_arg, rowptr_c.const_data_ptr<index_t>(), rowptr.numel() - 1, col_c.const_data_ptr<index_t>());
   });
@@ -467,7 +464,7 @@ void one_per_row(const char* op, const char* rowptr_arg, const at::Tensor& rowpt
       return;
     }
   }
-  const at::Tensor rowptr_c = on_device(rowptr) ? host(rowptr) : rowptr.contiguous();
+  const at::Tensor rowptr_c = host(rowptr);
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::one_per_row", [&] {
     const index_t* r = rowptr_c.const_data_ptr<index_t>();
     const int64_t n = rowptr.numel();
@@ -516,7 +513,7 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
     const std::vector<int64_t> v = read_back({lo, hi});  // min src, min dst, max src, max dst
     if (v[0] >= 0 && v[1] >= 0 && v[2] < num_nodes && v[3] < num_dst_nodes) return;
   }
-  const at::Tensor ei = on_device(edge_index) ? host(edge_index) : edge_index.contiguous();
+  const at::Tensor ei = host(edge_index);
   AT_DISPATCH_INDEX_TYPES(s, "gnnfuse::checks::edge_index", [&] {
     edge_index_values<index_t>(op, ei.const_data_ptr<index_t>(), num_edges, num_nodes, num_dst_nodes);
   });
@@ -567,7 +564,7 @@ void position_values(const char* op, const char* arg, const at::Tensor& t, int64
     const std::vector<int64_t> v = read_back({lo, hi});
     if (v[0] >= -1 && v[1] < nnz) return;
   }
-  const at::Tensor c = on_device(t) ? host(t) : t.contiguous();
+  const at::Tensor c = host(t);
   const int64_t* v = c.const_data_ptr<int64_t>();
   for (int64_t k = 0; k < c.numel(); ++k)
     if (v[k] < -1 || v[k] >= nnz) fail(op, arg, "holds position ", v[k], " at flat index ", k, ", outside [-1, ", nnz, ")");
