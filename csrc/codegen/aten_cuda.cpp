@@ -44,6 +44,7 @@ BackendCall cuda_call(const Compiled& c) {
     const auto [ptr, idx] = stats_operand(k);
     const std::string stats = ptr.empty() ? "runtime::cuda::GraphStats()" : "cuda_adapter::graph_stats(" + ptr + ", " + idx + ")";
     std::ostringstream l;
+    l << cusparse_dispatch(k);
     l << "  {\n";
     l << "    const runtime::DType dtype_ = dtype_of(" << dtype_arg << ");\n";
     l << "    const runtime::IType itype_ = itype_of(" << index_arg << ");\n";

@@ -13,6 +13,7 @@
 //   aten_pattern.cpp       adapters of <op>_symbolic and <op>_assemble
 //   aten_registration.cpp  per family <op>_register.cpp; registration.cpp and the C++ API
 //   aten_cuda.cpp          per family <op>_cuda_register.cpp: the adapters at the CUDA key
+//   aten_cusparse.cpp      the ops that are a cuSPARSE SpMM or SDDMM, and their call in those adapters
 #pragma once
 
 #include <functional>
@@ -123,6 +124,12 @@ struct BackendCall {
 // only, torch/checks.h), the kernel parameters from contiguous inputs, the output allocated like
 // the reference argument (its device), `call`, under the handler of failed allocations.
 void emit_backend_kernel(const Compiled& c, std::ostream& r, const std::string& suffix, const BackendCall& call);
+
+// ---------------------------------------------------------------- the cuSPARSE backend (aten_cusparse.cpp)
+// The call of a CUDA adapter (after its output is allocated, before the launch) that hands the op
+// to cuSPARSE when that backend is selected and returns its output; "" for an op that is neither
+// a cuSPARSE SpMM nor an SDDMM (cusparse_form, ir.h).
+std::string cusparse_dispatch(const Compiled& c);
 
 // ---------------------------------------------------------------- autograd (aten_autograd.cpp)
 std::string join_args(const std::vector<const SchemaArg*>& args, const std::function<std::string(const std::string&)>& wrap);

@@ -602,6 +602,25 @@ struct Family {
 };
 Family compile_family(const OpSpec& user_op, Target target = Target::Cpu);
 
+// An op that is one cuSPARSE generic-API call (aten_cusparse.cpp; the CUDA adapters hand it to
+// cuSPARSE when that backend is selected):
+//   SpMM   Y(a,f) = A(i,j) [* edge operands on A] * X(b,f) with {a, b} = {i, j}: op(A) = A where a
+//          is A's row, A^T (transpose) where it is A's column;
+//   SDDMM  E(i,j) on A = A(i,j) [* edge operands on A] * U(i,k) * V(j,k).
+// `values`: A (where it has values) and the edge operands, whose product is each entry's value
+// (none: 1). A sum over one csr operand (not `single`), row-major 2-D dense operands and output,
+// no accumulation-precision tensors; nullopt for anything else.
+struct CusparseForm {
+  enum class Kind { SpMM, SDDMM };
+  Kind kind = Kind::SpMM;
+  const TensorDecl* sparse = nullptr;
+  bool transpose = false;
+  std::vector<const TensorDecl*> values;
+  const TensorDecl* dense0 = nullptr;  // SpMM: X; SDDMM: U (indexed by A's row)
+  const TensorDecl* dense1 = nullptr;  // SDDMM: V (indexed by A's column)
+};
+std::optional<CusparseForm> cusparse_form(const OpSpec& s);
+
 std::vector<GeneratedFile> emit_op_cpu(const Family& f);     // <op>_kernel.h, <op>_cpu.cpp
 std::vector<GeneratedFile> emit_op_cuda(const Family& f);    // <op>_cuda.h, <op>_cuda.cu
 // The kernel files of a family for its target (emit_op_cpu for cpu).

@@ -377,3 +377,47 @@ TEST(Cuda, SddmmSpmmRegLanes) {
   EXPECT_NE(h.find("k_.form = runtime::cuda::Form::RegLanes;"), std::string::npos) << h;
   EXPECT_NE(h.find("k_.lane_gcd = runtime::cuda::gcd_of(n_f, n_k);"), std::string::npos) << h;
 }
+
+// The ops the cuSPARSE backend takes (cusparse_form): SpMM where the output is indexed by the csr
+// operand's row, SpMM of A^T where by its column, SDDMM where it lives on the operand; the entry
+// values are the operand's values and the edge operands. Anything else keeps its kernels.
+TEST(Cuda, CusparseForms) {
+  auto forms = [](const std::string& op) {
+    std::string out;
+    const Family f = compile_family(load_spec(kOps + "/" + op + ".spec"), Target::Cuda);
+    for (auto& c : f.ops) {
+      const auto form = cusparse_form(c->spec);
+      out += c->spec.name + ": ";
+      if (!form) {
+        out += "-\n";
+        continue;
+      }
+      out += form->kind == CusparseForm::Kind::SpMM ? (form->transpose ? "spmm^T" : "spmm") : "sddmm";
+      out += " values(";
+      for (size_t k = 0; k < form->values.size(); ++k) out += (k ? "," : "") + form->values[k]->name;
+      out += ") " + form->dense0->name + (form->dense1 ? "," + form->dense1->name : "") + "\n";
+    }
+    return out;
+  };
+  EXPECT_EQ(forms("spmm"), R"(spmm: spmm values(A) X
+spmm_grad_edge_weight: sddmm values() GY,X
+spmm_grad_x: spmm^T values(A) GY
+spmm_grad_edge_weight_grad_x: spmm^T values(GDA) GY
+spmm_grad_edge_weight_grad_grad: spmm values(GDA) X
+spmm_grad_x_grad_edge_weight: sddmm values() GY,GDX
+spmm_grad_x_grad_grad: spmm values(A) GDX
+)");
+  const std::string sddmm = R"(sddmm: sddmm values(A) U,V
+sddmm_grad_edge_weight: sddmm values(GE) U,V
+sddmm_grad_u: spmm values(GE,A) V
+sddmm_grad_v: spmm^T values(GE,A) U
+)";  // the first order (the second follows the same rules)
+  EXPECT_EQ(forms("sddmm").substr(0, sddmm.size()), sddmm);
+  // Reductions other than a sum, counts, heads, several dense factors, accumulation-precision
+  // operands: none.
+  for (const std::string op : {"spmm_mean", "spmm_max", "spmm_heads", "sddmm_heads", "sddmm_add", "sddmm_spmm", "gcn", "gat", "edge_softmax"}) {
+    const std::string text = forms(op);
+    EXPECT_EQ(text.find("spmm values"), std::string::npos) << text;
+    EXPECT_EQ(text.find("sddmm values"), std::string::npos) << text;
+  }
+}

@@ -6,8 +6,10 @@
 // the forcing of the environment and deterministic algorithms.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -193,4 +195,149 @@ TEST(CudaAdapters, DeterministicAlgorithmsAvoidAtomics) {
   EXPECT_EQ(launches("spmm pos_split_atomic "), atomic);
   EXPECT_EQ(launches("spmm pos_split "), plain + 1);
   EXPECT_TRUE(at::allclose(y, at::mm(dense(g, g.weight), x), 1e-12, 1e-12));
+}
+
+// ---------------------------------------------------------------- the cuSPARSE backend
+// torch/cuda/cusparse_backend.h through this library's host cuSPARSE (cusparse_host.cpp): the ops
+// the generator found to be a cuSPARSE SpMM or SDDMM hand their calls to it while the backend is
+// selected ("<op> cusparse 0 0" launches), and keep their generated kernels where it would not do.
+namespace {
+
+namespace ca = gnnfuse::cuda_adapter;
+
+constexpr int kCsrAlg3 = 12;  // CUSPARSE_SPMM_CSR_ALG3 (cusparse.h), in the launch counts' key
+
+// The backend selected for a scope.
+class ScopedBackend {
+ public:
+  explicit ScopedBackend(ca::Backend b) : was_(ca::backend()) { ca::set_backend(b); }
+  ~ScopedBackend() { ca::set_backend(was_); }
+
+ private:
+  ca::Backend was_;
+};
+
+at::Tensor sddmm_reference(const Graph& g, const at::Tensor& w, const at::Tensor& u, const at::Tensor& v) {
+  const at::Tensor rp = g.rowptr.to(at::kLong), cl = g.col.to(at::kLong);
+  const at::Tensor rows = at::repeat_interleave(at::arange(rp.size(0) - 1, at::kLong), rp.diff());
+  at::Tensor out = (u.index_select(0, rows) * v.index_select(0, cl)).sum(1);
+  return w.defined() ? out * w : out;
+}
+
+}  // namespace
+
+TEST(CudaAdapters, CusparseBackendSpmmAndSddmm) {
+  const ScopedBackend cusparse(ca::Backend::Cusparse);
+  for (auto itype : {at::kInt, at::kLong}) {
+    const Graph g = graph(itype);
+    const at::Tensor x = at::randn({g.cols, 5}, at::kDouble);
+    const int64_t spmm_before = launches("spmm cusparse "), sddmm_before = launches("sddmm cusparse ");
+    EXPECT_TRUE(at::allclose(gnnfuse::spmm(g.rowptr, g.col, g.weight, x), at::mm(dense(g, g.weight), x), 1e-12, 1e-12));
+    EXPECT_TRUE(at::allclose(gnnfuse::spmm(g.rowptr, g.col, std::nullopt, x), at::mm(dense(g, at::Tensor()), x), 1e-12, 1e-12));
+    EXPECT_EQ(launches("spmm cusparse "), spmm_before + 2);
+    const at::Tensor u = at::randn({7, 4}, at::kDouble), v = at::randn({g.cols, 4}, at::kDouble);
+    EXPECT_TRUE(at::allclose(gnnfuse::sddmm(g.rowptr, g.col, g.weight, u, v), sddmm_reference(g, g.weight, u, v), 1e-12, 1e-12));
+    EXPECT_TRUE(at::allclose(gnnfuse::sddmm(g.rowptr, g.col, std::nullopt, u, v), sddmm_reference(g, at::Tensor(), u, v), 1e-12, 1e-12));
+    EXPECT_EQ(launches("sddmm cusparse "), sddmm_before + 2);
+  }
+}
+
+TEST(CudaAdapters, CusparseBackendRunsTheDerivedAdjoints) {
+  // The gradient of x is op(A) = A^T (the CSR arrays, no CSC view); that of the weights an SDDMM.
+  const ScopedBackend cusparse(ca::Backend::Cusparse);
+  const Graph g = graph();
+  const at::Tensor x = at::randn({g.cols, 3}, at::kDouble).requires_grad_();
+  const at::Tensor w = g.weight.clone().requires_grad_();
+  const at::Tensor gy = at::randn({7, 3}, at::kDouble);
+  const int64_t gx = launches("spmm_grad_x cusparse "), gw = launches("spmm_grad_edge_weight cusparse ");
+  gnnfuse::spmm(g.rowptr, g.col, w, x).backward(gy);
+  EXPECT_EQ(launches("spmm_grad_x cusparse 0 "), gx + 1);
+  EXPECT_EQ(launches("spmm_grad_edge_weight cusparse "), gw + 1);
+  EXPECT_TRUE(at::allclose(x.grad(), at::mm(dense(g, g.weight).t(), gy), 1e-12, 1e-12));
+  EXPECT_TRUE(at::allclose(w.grad(), sddmm_reference(g, at::Tensor(), gy, x.detach()), 1e-12, 1e-12));
+  // Under deterministic algorithms the forward takes CUSPARSE_SPMM_CSR_ALG3 (the one that repeats
+  // bitwise) and the transposed product keeps its generated kernel (ALG3 has no A^T).
+  const bool was = at::globalContext().deterministicAlgorithms();
+  at::globalContext().setDeterministicAlgorithms(true, false);
+  x.mutable_grad() = at::Tensor();
+  const int64_t alg3 = launches("spmm cusparse " + std::to_string(kCsrAlg3) + " ");
+  gnnfuse::spmm(g.rowptr, g.col, w, x).backward(gy);
+  at::globalContext().setDeterministicAlgorithms(was, false);
+  EXPECT_EQ(launches("spmm cusparse " + std::to_string(kCsrAlg3) + " "), alg3 + 1);
+  EXPECT_EQ(launches("spmm_grad_x cusparse "), gx + 1);
+  EXPECT_TRUE(at::allclose(x.grad(), at::mm(dense(g, g.weight).t(), gy), 1e-12, 1e-12));
+}
+
+TEST(CudaAdapters, CusparseBackendKeepsTheGeneratedKernelsWhereItWouldNotDo) {
+  const ScopedBackend cusparse(ca::Backend::Cusparse);
+  const Graph g = graph();
+  const at::Tensor u = at::randn({7, 4}, at::kDouble), v = at::randn({g.cols, 4}, at::kDouble);
+  const int64_t sddmm_before = launches("sddmm cusparse ");
+  // bfloat16 SDDMM: CUSPARSE_STATUS_NOT_SUPPORTED (cuSPARSE has it for BSR only).
+  const at::Tensor bf = gnnfuse::sddmm(g.rowptr, g.col, std::nullopt, u.to(at::kBFloat16), v.to(at::kBFloat16));
+  EXPECT_EQ(launches("sddmm cusparse "), sddmm_before);
+  EXPECT_TRUE(at::allclose(bf.to(at::kDouble), sddmm_reference(g, at::Tensor(), u, v), 5e-2, 5e-2));
+  // float16 SDDMM with a scale: the dot product would round before the scale.
+  const at::Tensor half = gnnfuse::sddmm(g.rowptr, g.col, g.weight.to(at::kHalf), u.to(at::kHalf), v.to(at::kHalf));
+  EXPECT_EQ(launches("sddmm cusparse "), sddmm_before);
+  EXPECT_TRUE(at::allclose(half.to(at::kDouble), sddmm_reference(g, g.weight, u, v), 1e-2, 1e-2));
+  // float16 SDDMM without one, and float16 SpMM (a float compute type): cuSPARSE's.
+  const at::Tensor plain = gnnfuse::sddmm(g.rowptr, g.col, std::nullopt, u.to(at::kHalf), v.to(at::kHalf));
+  EXPECT_EQ(launches("sddmm cusparse "), sddmm_before + 1);
+  EXPECT_TRUE(at::allclose(plain.to(at::kDouble), sddmm_reference(g, at::Tensor(), u, v), 1e-2, 1e-2));
+  const int64_t spmm_before = launches("spmm cusparse ");
+  const at::Tensor xh = at::randn({g.cols, 8}, at::kHalf).requires_grad_();
+  const at::Tensor yh = gnnfuse::spmm(g.rowptr, g.col, g.weight.to(at::kHalf), xh);
+  EXPECT_EQ(launches("spmm cusparse "), spmm_before + 1);
+  EXPECT_TRUE(at::allclose(yh.to(at::kDouble), at::mm(dense(g, g.weight.to(at::kHalf).to(at::kDouble)), xh.detach().to(at::kDouble)), 1e-2, 1e-2));
+  // ... but not its transposed form (cuSPARSE's mixed precision has none).
+  const int64_t gx = launches("spmm_grad_x cusparse ");
+  yh.backward(at::ones_like(yh));
+  EXPECT_EQ(launches("spmm_grad_x cusparse "), gx);
+  // An offset operand (aligned to its element, as cuSPARSE asks): cuSPARSE's, and right.
+  const at::Tensor buffer = at::randn({g.cols * 4 + 1}, at::kFloat);
+  const at::Tensor x = buffer.slice(0, 1).view({g.cols, 4});
+  const at::Tensor y = gnnfuse::spmm(g.rowptr, g.col, g.weight.to(at::kFloat), x);
+  EXPECT_EQ(launches("spmm cusparse "), spmm_before + 2);
+  EXPECT_TRUE(at::allclose(y.to(at::kDouble), at::mm(dense(g, g.weight), x.to(at::kDouble)), 1e-5, 1e-5));
+}
+
+TEST(CudaAdapters, CusparseBackendClearsItsOutputs) {
+  // The host cuSPARSE reads C whatever beta is: an output handed over uninitialised (here: NaN)
+  // would show.
+  const Graph g = graph();
+  const at::Tensor x = at::randn({g.cols, 5}, at::kDouble);
+  at::Tensor out = at::full({7, 5}, std::nan(""), at::kDouble);
+  ASSERT_TRUE(ca::cusparse_spmm("spmm", g.rowptr, g.col, {g.weight}, false, 7, g.cols, x, out));
+  EXPECT_TRUE(at::allclose(out, at::mm(dense(g, g.weight), x), 1e-12, 1e-12));
+  const at::Tensor u = at::randn({7, 3}, at::kDouble), v = at::randn({g.cols, 3}, at::kDouble);
+  at::Tensor e = at::full({g.col.size(0)}, std::nan(""), at::kDouble);
+  ASSERT_TRUE(ca::cusparse_sddmm("sddmm", g.rowptr, g.col, {}, 7, g.cols, u, v, e));
+  EXPECT_TRUE(at::allclose(e, sddmm_reference(g, at::Tensor(), u, v), 1e-12, 1e-12));
+}
+
+TEST(CudaAdapters, CusparseBackendThreadChoice) {
+  // A thread's own choice goes before the process-wide one, for that thread only.
+  const ScopedBackend generated(ca::Backend::Generated);
+  const Graph g = graph();
+  const at::Tensor x = at::randn({g.cols, 2}, at::kDouble);
+  const int64_t before = launches("spmm cusparse ");
+  EXPECT_EQ(ca::set_thread_backend(ca::Backend::Cusparse), std::nullopt);
+  gnnfuse::spmm(g.rowptr, g.col, g.weight, x);
+  std::thread other([&] { gnnfuse::spmm(g.rowptr, g.col, g.weight, x); });
+  other.join();
+  EXPECT_EQ(ca::set_thread_backend(std::nullopt), ca::Backend::Cusparse);
+  EXPECT_EQ(launches("spmm cusparse "), before + 1);
+}
+
+TEST(CudaAdapters, CusparseBackendSelection) {
+  EXPECT_EQ(ca::to_string(ca::parse_backend("cusparse")), "cusparse");
+  EXPECT_EQ(ca::to_string(ca::parse_backend("generated")), "generated");
+  EXPECT_THROW(ca::parse_backend("cuSPARSE"), std::invalid_argument);
+  // The generated kernels when it is not selected.
+  const ScopedBackend generated(ca::Backend::Generated);
+  const Graph g = graph();
+  const int64_t before = launches("spmm cusparse ");
+  gnnfuse::spmm(g.rowptr, g.col, g.weight, at::randn({g.cols, 2}, at::kDouble));
+  EXPECT_EQ(launches("spmm cusparse "), before);
 }

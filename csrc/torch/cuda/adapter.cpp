@@ -241,8 +241,7 @@ void run_config(const char* op, const at::Tensor& like, const rc::LaunchConfig& 
 #endif
   std::ostringstream key;
   key << op << " " << rc::to_string(cfg.variant) << " " << (cfg.kernels.empty() ? 0 : cfg.kernels[0].group) << " " << cfg.lowering;
-  std::lock_guard<std::mutex> lock(counts_mutex);
-  ++counts[key.str()];
+  count_launch(key.str());
 }
 
 // ---------------------------------------------------------------- autotune
@@ -362,6 +361,7 @@ std::map<std::string, std::string> autotune_table() {
 void launch(const char* op, const at::Tensor& like, rc::Request req,
             const std::function<void(const rc::LaunchConfig&, const rc::Env&)>& run) {
   req.deterministic = at::globalContext().deterministicAlgorithms();
+  (void)backend();  // a bad GNNFUSE_CUDA_BACKEND raises in every op, not only in those cuSPARSE takes
   apply_forcing(req);
   // Not under deterministic algorithms: variants free of atomics still sum in different orders,
   // and a choice by timing would differ from run to run.
@@ -386,6 +386,11 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
 std::map<std::string, int64_t> launch_counts() {
   std::lock_guard<std::mutex> lock(counts_mutex);
   return counts;
+}
+
+void count_launch(const std::string& key) {
+  std::lock_guard<std::mutex> lock(counts_mutex);
+  ++counts[key];
 }
 
 }  // namespace gnnfuse::cuda_adapter

@@ -31,6 +31,7 @@
 #endif
 
 #include "runtime/cuda_launch.h"
+#include "torch/cuda/cusparse_backend.h"
 
 // The dispatch key the CUDA adapters register at.
 #if defined(GNNFUSE_CUDA_EMULATED)
@@ -89,5 +90,7 @@ std::map<std::string, std::string> autotune_table();
 // library loaded (tests: that a forced variant ran); also the op gnnfuse::_cuda_launch_counts() ->
 // str, one "<key> <count>" per line.
 std::map<std::string, int64_t> launch_counts();
+// One more launch under `key` (the cuSPARSE backend counts "<op> cusparse <algorithm> 0").
+void count_launch(const std::string& key);
 
 }  // namespace gnnfuse::cuda_adapter
