@@ -15,12 +15,12 @@ from ._library import library_path, load_library as _load_library
 
 _load_library()
 
-from . import cluster, ops, sparse  # noqa: E402
+from . import backends, cluster, ops, sparse  # noqa: E402
 from .graph import Graph, to_graph  # noqa: E402
 from .ops import edge_softmax, gat, gcn, graph_attention, sddmm, sddmm_spmm, spmm  # noqa: E402
 from .sparse import coarsen, spgemm  # noqa: E402
 
-__all__ = ["Graph", "to_graph", "nn", "ops", "cluster", "sparse", "spgemm", "coarsen", "spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "library_path", "__version__"]
+__all__ = ["Graph", "to_graph", "nn", "ops", "backends", "cluster", "sparse", "spgemm", "coarsen", "spmm", "sddmm", "sddmm_spmm", "edge_softmax", "gat", "graph_attention", "gcn", "library_path", "__version__"]
 
 
 def __getattr__(name: str):

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import backends as _backends
 from .graph import SPARSE_LAYOUTS, Graph, GraphLike, implicit_weights, is_convertible, resolve, to_graph
 from .utils import gcn_norm_edges
 
@@ -130,7 +131,9 @@ def _check_floating(fn: str, name: str, t: Tensor) -> None:
 _REDUCE_OPS = {"sum": "spmm", "add": "spmm", "mean": "spmm_mean", "max": "spmm_max", "min": "spmm_min"}
 
 
-def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: str = "sum") -> Tensor:
+def spmm(
+    graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: str = "sum", backend: Optional[str] = None
+) -> Tensor:
     """Sparse-dense product: ``Y[i, f] = reduce_{j -> i} w_ij * x[j, f]``.
 
     Args:
@@ -140,6 +143,10 @@ def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, redu
         reduce: ``"sum"`` (``"add"``), ``"mean"`` (sum over the in-degree), ``"max"`` or
             ``"min"`` (a row without edges gives 0, as in PyG; the gradient goes to the
             chosen edge, the first one on ties).
+        backend: CUDA tensors only: ``"cusparse"`` runs this call's forward (``reduce="sum"``)
+            through cuSPARSE's SpMM, ``"generated"`` through the generated kernels, on the
+            calling thread; None (default): the process-wide choice (:mod:`gnnfuse.backends`),
+            which the backward follows.
 
     Returns:
         ``[num_nodes, F]``.
@@ -150,7 +157,7 @@ def spmm(graph: GraphLike, x: Tensor, edge_weight: Optional[Tensor] = None, redu
     _check_rows("spmm", graph, x=(x, True))
     rowptr, col, w, _ = resolve(graph, edge_weight, x.size(0), "spmm", x.dtype)
     colptr, row, perm = _csc_for(graph, w, x)
-    out = getattr(torch.ops.gnnfuse, op)(rowptr, col, w, x, colptr, row, perm)
+    out = _backends.call_with("spmm", backend, lambda: getattr(torch.ops.gnnfuse, op)(rowptr, col, w, x, colptr, row, perm))
     return out[0] if reduce in ("max", "min") else out
 
 
@@ -188,7 +195,7 @@ def edge_softmax(graph: GraphLike, score: Tensor, num_nodes: Optional[int] = Non
 
 
 def sddmm(
-    graph: GraphLike, u: Tensor, v: Tensor, edge_weight: Optional[Tensor] = None, op: str = "dot"
+    graph: GraphLike, u: Tensor, v: Tensor, edge_weight: Optional[Tensor] = None, op: str = "dot", backend: Optional[str] = None
 ) -> Tensor:
     """Sampled dense-dense operation, one value per edge ``e = j -> i``:
 
@@ -202,6 +209,10 @@ def sddmm(
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
+        backend: CUDA tensors only: ``"cusparse"`` runs this call's forward (2-D ``op="dot"``)
+            through cuSPARSE's SDDMM, ``"generated"`` through the generated kernels, on the
+            calling thread; None (default): the process-wide choice (:mod:`gnnfuse.backends`),
+            which the backward follows.
 
     Returns:
         per-edge values in CSR order (``edge_index`` order for an ``edge_index`` graph).
@@ -213,6 +224,15 @@ def sddmm(
     _check_rows("sddmm", graph, u=(u, False), v=(v, True))
     rowptr, col, w, perm = resolve(graph, edge_weight, u.size(0), "sddmm", u.dtype)
     colptr, row, cperm = _csc_for(graph, w, u, v)
+    out = _backends.call_with("sddmm", backend, lambda: _sddmm_call(op, rowptr, col, w, u, v, colptr, row, cperm, edge_weight))
+    if perm is not None:
+        # CSR position p holds input edge perm[p]: scatter back to input order.
+        out = torch.index_copy(torch.empty_like(out), 0, perm, out)
+    return out
+
+
+def _sddmm_call(op: str, rowptr: Tensor, col: Tensor, w: Optional[Tensor], u: Tensor, v: Tensor, colptr: Optional[Tensor],
+                row: Optional[Tensor], cperm: Optional[Tensor], edge_weight: Optional[Tensor]) -> Tensor:
     if op == "dot" and u.dim() == 3:
         if edge_weight is not None:
             raise ValueError("gnnfuse.sddmm: multi-head op='dot' (3-D u, v) takes no edge_weight")
@@ -221,9 +241,6 @@ def sddmm(
         out = torch.ops.gnnfuse.sddmm(rowptr, col, w, u, v, colptr, row, cperm)
     else:
         out = getattr(torch.ops.gnnfuse, "sddmm_" + op)(rowptr, col, u, v, colptr, row, cperm)
-    if perm is not None:
-        # CSR position p holds input edge perm[p]: scatter back to input order.
-        out = torch.index_copy(torch.empty_like(out), 0, perm, out)
     return out
 
 

@@ -103,6 +103,19 @@ FORCED_SUBSET = [
 ]
 # The register forms are main's newest kernels: their runs add the second-order derived ops too.
 REGISTER_SUBSET = FORCED_SUBSET + ["test_autograd.py::test_gradgradcheck"]
+# Under the cuSPARSE backend (GNNFUSE_CUDA_BACKEND=cusparse: the host cuSPARSE of the emulated
+# library): the ops it takes (spmm, sddmm, scaled_spmm and their first and second order adjoints)
+# and the layers over them; float16/bfloat16 (its SpMM; its SDDMM hands back to the kernels).
+CUSPARSE_SUBSET = [
+    "test_ops.py::test_spmm",
+    "test_ops.py::test_sddmm",
+    "test_ops.py::test_opcheck",
+    "test_autograd.py::test_gradcheck",
+    "test_autograd.py::test_gradgradcheck",
+    "test_autograd.py::test_scaled_spmm_fp64_reference",
+    "test_low_precision.py::test_low_precision_sparse_products",
+    "test_nn.py::test_gcnconv_matches_pyg",
+]
 # The op, layer and autograd test files, whole (GNNFUSE_CUDA_EMU_FULL=1).
 FULL_FILES = ["test_ops.py", "test_reductions.py", "test_attention.py", "test_gcn.py", "test_nn.py", "test_autograd.py",
               "test_low_precision.py", "test_layer_inputs.py", "test_reliability.py"]
@@ -135,6 +148,9 @@ RUNS = [
     ("reg_lanes-g2-reverse", _forced("reg_lanes", "2", "reverse"), False, FORCED_SUBSET, "not int32"),
     ("pos_lanes-reverse", _forced("pos_lanes", order="reverse"), False, REGISTER_SUBSET, "not int32"),
     ("pos_lanes_atomic-random", _forced("pos_lanes_atomic", order="random:5"), False, FORCED_SUBSET, "not gradcheck and not int32"),
+    ("cusparse", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, False, CUSPARSE_SUBSET, ""),
+    ("cusparse-deterministic", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, True,
+     CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
 ]
 if FULL:
     RUNS.append(("full-decision", {}, False, FULL_FILES, ""))
@@ -142,7 +158,8 @@ if FULL:
 
 def _env(extra):
     env = dict(os.environ)
-    for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER"):
+    for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER",
+              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_AUTOTUNE"):
         env.pop(k, None)
     env.update(extra)
     env["GNNFUSE_LIBRARY"] = EMU

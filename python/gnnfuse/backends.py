@@ -1,0 +1,119 @@
+"""Which kernels gnnfuse's CUDA ops run: the generated ones (the default) or cuSPARSE.
+
+With ``"cusparse"``, every op the generator finds to be one cuSPARSE SpMM or SDDMM (``spmm`` with
+``reduce="sum"``, ``sddmm`` with ``op="dot"``, ``scaled_spmm`` and the gradients derived from
+them, first and second order) calls cuSPARSE's generic API instead of its generated kernel; the
+other ops keep their generated kernels. The setting is process-wide (like
+``torch.backends.cuda.preferred_blas_library``) and read at every call, forward and backward
+alike, so it holds under ``torch.compile`` and ``torch.export`` too (set it before the calls).
+``GNNFUSE_CUDA_BACKEND=cusparse`` sets it at start-up. The ``backend=`` argument of
+:func:`gnnfuse.spmm` and :func:`gnnfuse.sddmm` chooses for one call's forward, on the calling
+thread only.
+
+Where cuSPARSE would not do, a call keeps the generated kernel: a transposed product (the
+gradient of ``x``) under ``torch.use_deterministic_algorithms(True)`` (cuSPARSE repeats bitwise
+only with ``CUSPARSE_SPMM_CSR_ALG3``, which the non-transposed products then use) or in
+float16/bfloat16 (cuSPARSE's mixed precision has no transposed form); 16-bit entry values that
+are a product of several factors (edge weights times a scale: rounded before cuSPARSE sees them),
+16-bit weighted SDDMM; types cuSPARSE does not support (bfloat16 SDDMM).
+
+>>> import gnnfuse
+>>> with gnnfuse.backends.cuda_backend("cusparse"):
+...     y = gnnfuse.spmm(g, x)          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator, Optional, TypeVar
+
+import torch
+
+BACKENDS = ("generated", "cusparse")
+T = TypeVar("T")
+
+
+def _has_cuda_ops() -> bool:
+    return hasattr(torch.ops.gnnfuse, "_cuda_backend")
+
+
+def _read() -> str:
+    return str(torch.ops.gnnfuse._cuda_backend()) if _has_cuda_ops() else "generated"
+
+
+# The library's process-wide setting as last read or set here: what compiled code compares a
+# backend= argument with (torch.compile does not call into the library to read it). Set it through
+# set_cuda_backend, not the private op, so that this stays right.
+try:
+    _current = _read()
+except RuntimeError:  # a bad GNNFUSE_CUDA_BACKEND: raised again by the first CUDA op
+    _current = "generated"
+
+
+def get_cuda_backend() -> str:
+    """The process-wide backend of the CUDA ops: ``"generated"`` or ``"cusparse"``."""
+    global _current
+    if torch.compiler.is_compiling():
+        return _current
+    _current = _read()
+    return _current
+
+
+def set_cuda_backend(name: str) -> None:
+    """Selects the kernels of the CUDA ops for the whole process (see the module doc).
+
+    Raises ``ValueError`` for a name other than ``"generated"`` or ``"cusparse"``, and
+    ``RuntimeError`` where cuSPARSE is not available (a build without CUDA kernels or without
+    cuSPARSE's header; a machine whose cuSPARSE library cannot be opened).
+    """
+    global _current
+    if name not in BACKENDS:
+        raise ValueError(f"gnnfuse.set_cuda_backend: backend must be one of {BACKENDS}, got {name!r}")
+    if torch.compiler.is_compiling():
+        raise RuntimeError("gnnfuse.set_cuda_backend: call it outside the compiled region (the setting is process-wide)")
+    if not _has_cuda_ops():
+        if name != "generated":
+            raise RuntimeError("gnnfuse.set_cuda_backend: this build of gnnfuse has no CUDA kernels, so no cusparse backend")
+        _current = "generated"
+        return
+    torch.ops.gnnfuse._cuda_set_backend(name)
+    _current = name
+
+
+@contextlib.contextmanager
+def cuda_backend(name: str) -> Iterator[None]:
+    """``set_cuda_backend(name)`` for the ``with`` block (process-wide, forward and backward
+    alike), the previous backend restored after it. A backward called after the block runs under
+    the backend current then.
+    """
+    previous = get_cuda_backend()
+    set_cuda_backend(name)
+    try:
+        yield
+    finally:
+        set_cuda_backend(previous)
+
+
+def call_with(fn: str, backend: Optional[str], call: Callable[[], T]) -> T:
+    """``call()`` under the functional ops' ``backend=`` argument: this thread's choice for the
+    call (the process-wide one for None). Under torch.compile it must be the process-wide one."""
+    if backend is None:
+        return call()
+    if backend not in BACKENDS:
+        raise ValueError(f"gnnfuse.{fn}: backend must be one of {BACKENDS} or None, got {backend!r}")
+    if torch.compiler.is_compiling():
+        if backend != _current:
+            raise RuntimeError(
+                f"gnnfuse.{fn}: backend={backend!r} differs from the process-wide CUDA backend {_current!r}, "
+                f"which a compiled graph cannot change: call gnnfuse.backends.set_cuda_backend({backend!r}) "
+                f"before compiling")
+        return call()
+    if not _has_cuda_ops():
+        if backend != "generated":
+            raise RuntimeError(f"gnnfuse.{fn}: backend={backend!r}: this build of gnnfuse has no CUDA kernels")
+        return call()
+    previous = str(torch.ops.gnnfuse._cuda_set_thread_backend(backend))
+    try:
+        return call()
+    finally:
+        torch.ops.gnnfuse._cuda_set_thread_backend(previous)
