@@ -353,18 +353,25 @@ def issue25_summary(rows):
     return out
 
 
-def bench_device(args):
-    """The layers on a device (or on CPU tensors with --dry-run): see the module's docstring."""
+def open_device(tool: str, device_name: str, dry_run: bool):
+    """(gnnfuse, device, is_cuda) of a device benchmark: the package imported, CPU tensors for a
+    dry run, an error naming `tool` where torch sees no GPU."""
     gnnfuse, err = import_gnnfuse()
     if gnnfuse is None:
         raise SystemExit(f"cannot import gnnfuse: {err}")
+    device = torch.device("cpu" if dry_run else device_name)
+    cuda = device.type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit(f"{tool}: --device {device_name} but torch sees no GPU (use --dry-run to check the script)")
+    return gnnfuse, device, cuda
+
+
+def bench_device(args):
+    """The layers on a device (or on CPU tensors with --dry-run): see the module's docstring."""
+    gnnfuse, device, cuda = open_device("bench_layers", args.device, args.dry_run)
     import torch_geometric
     import torch_geometric.nn as pyg
 
-    device = torch.device("cpu" if args.dry_run else args.device)
-    cuda = device.type == "cuda"
-    if cuda and not torch.cuda.is_available():
-        raise SystemExit("bench_layers: --device cuda but torch sees no GPU (use --dry-run to check the script)")
     kernels = has_cuda_kernels()
     print(f"# library {gnnfuse.library_path()}: CUDA kernels {'registered' if kernels else 'NOT registered'}")
     if cuda and not kernels:

@@ -114,6 +114,22 @@ def compare(spec, dtype, itype, device, tol):
     return max(err, gerr) / scale, f"value {err:.2e}, gradients {gerr:.2e}"
 
 
+def check_op(spec, dt, device, label=""):
+    """compare() for both index dtypes, one line each; the number of failures."""
+    dtype = getattr(torch, dt)
+    tol = {"float64": 1e-10, "float32": 1e-4}.get(dt, 2e-2)
+    failed = 0
+    for itype in (torch.int32, torch.int64):
+        try:
+            rel, what = compare(spec, dtype, itype, device, tol)
+            ok = rel <= tol
+        except Exception as e:  # noqa: BLE001  (reported, counted)
+            ok, what = False, f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {label}{spec['op']} {dt} {str(itype)[6:]}: {what}", flush=True)
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -126,16 +142,7 @@ def main():
     failed = 0
     for s in specs:
         for dt in opts.dtypes.split(","):
-            dtype = getattr(torch, dt)
-            tol = 1e-10 if dtype == torch.float64 else 1e-4
-            for itype in (torch.int32, torch.int64):
-                try:
-                    rel, what = compare(s, dtype, itype, opts.device, tol)
-                    ok = rel <= tol
-                except Exception as e:  # noqa: BLE001  (reported, counted)
-                    ok, what = False, f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-                failed += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {s['op']} {dt} {str(itype)[6:]}: {what}", flush=True)
+            failed += check_op(s, dt, opts.device)
     # Mixed devices, determinism, a side stream (spmm).
     spmm = next((s for s in specs if s["op"] == "spmm"), None)
     if spmm is not None and opts.device != "cpu":
@@ -162,6 +169,46 @@ def main():
             ok = torch.allclose(y.cpu(), d[0].cpu())
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} spmm on a side stream")
+    # The cuSPARSE backend (gnnfuse.backends): the ops it takes, forward and backward, against the
+    # CPU kernels; the deterministic choice keeps the transposed products on the generated kernels.
+    if (opts.device != "cpu" or "cuda_emu" in gnnfuse.library_path()) and hasattr(torch.ops.gnnfuse, "_cuda_set_backend"):
+        try:
+            gnnfuse.backends.set_cuda_backend("cusparse")
+        except RuntimeError as e:
+            failed += 1
+            print(f"FAIL cusparse backend: {str(e).splitlines()[0][:300]}")
+        else:
+            for s in specs:
+                if s["op"] not in ("spmm", "sddmm", "scaled_spmm"):
+                    continue
+                for dt in ("float64", "float32", "float16", "bfloat16"):
+                    failed += check_op(s, dt, opts.device, "cusparse ")
+            # Bitwise repeatable under deterministic algorithms (CUSPARSE_SPMM_CSR_ALG3), and no
+            # stale NaN of the caching allocator in an output (freed NaN memory is reused first).
+            spmm_spec = next((s for s in specs if s["op"] == "spmm"), None)
+            if spmm_spec is not None:
+                a = arguments(spmm_spec, torch.float32, torch.int64)
+                args = [a["rowptr"].to(opts.device), a["col"].to(opts.device), a["edge_weight"].to(opts.device), a["x"].to(opts.device)]
+                torch.use_deterministic_algorithms(True)
+                d = [torch.ops.gnnfuse.spmm(*args) for _ in range(2)]
+                torch.use_deterministic_algorithms(False)
+                ok = torch.equal(d[0], d[1])
+                failed += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} cusparse deterministic spmm bitwise equal twice")
+                del d
+                nan = torch.full((1 << 20,), float("nan"), device=opts.device)
+                del nan
+                y = torch.ops.gnnfuse.spmm(*args)
+                ok = bool(torch.isfinite(y).all())
+                failed += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} cusparse spmm output after freed NaN memory is finite")
+            gnnfuse.backends.set_cuda_backend("generated")
+            used = [l for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines() if " cusparse " in l]
+            tested = {s["op"] for s in specs}
+            expect = [k for op, k in (("spmm", "spmm_grad_x cusparse"), ("sddmm", "sddmm cusparse")) if op in tested]
+            ok = all(any(l.startswith(k) for l in used) for k in expect)
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} cusparse backend ran: {len(used)} ops")
     if hasattr(torch.ops.gnnfuse, "_cuda_launch_counts"):
         print(torch.ops.gnnfuse._cuda_launch_counts().strip())
         print("graph statistics computed:", torch.ops.gnnfuse._cuda_graph_stats_computed())

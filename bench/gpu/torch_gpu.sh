@@ -1,11 +1,12 @@
 #!/bin/bash
 # On a lent GPU (H100/H200: torch with CUDA, nvcc, cmake, ninja, torch_geometric, no internet): the
 # PyTorch-level path. Builds libgnnfuse with its CUDA kernels for this device's architecture only,
-# checks every op on the device against the CPU kernels (scripts/cuda_ops_smoke.py), then runs
-# bench/bench_layers.py --device cuda (our GCNConv / GATConv against PyG's, eager, then under
+# checks every op on the device against the CPU kernels (scripts/cuda_ops_smoke.py: also the cuSPARSE
+# backend), times SpMM and SDDMM against the cuSPARSE backend, torch.sparse and PyG
+# (bench/bench_ops_device.py), then runs bench/bench_layers.py --device cuda (our GCNConv / GATConv against PyG's, eager, then under
 # torch.compile in a second process). Stages are chosen by name, each checks the time left.
 #
-# usage: bench/gpu/torch_gpu.sh [build] [smoke] [bench] [compile]   (none named: all four)
+# usage: bench/gpu/torch_gpu.sh [build] [smoke] [ops] [bench] [compile]   (none named: all five)
 #          [--budget-s S]      the whole call's seconds (default 540), stages start only with time left
 #          [--build-dir DIR]   default build/torch-gpu (ignored by git: kept between calls on a warm machine)
 #          [--arch A]          GNNFUSE_CUDA_GENCODE (default: the device's, 90a on an H100/H200)
@@ -13,22 +14,27 @@
 #          [--npz PATH]        bench_gpu.py --export-npz's graphs (default: the first .gpu*/graphs.npz)
 #          [--graphs "A B"]    eager graphs (default: pubmed rmat-20-16 soc-Slashdot0902 ca-HepPh copter2 rmat-18-16)
 #          [--compile-graphs "A B"]  graphs of the compiled rows (default: rmat-20-16 soc-Slashdot0902 pubmed)
+#          [--ops-graphs "A B"]   graphs of the ops stage (default: pubmed ca-HepPh soc-Slashdot0902 rmat-20-16)
+#          [--ops-s S]         the ops stage's seconds at most (default 120)
 #          [--compile-share F] the part of the time left after the eager run's start kept for compile (default 0.5)
 #          [--autotune]        GNNFUSE_CUDA_AUTOTUNE=1 for the benchmarks
 #          [--dry-run]         no GPU: skip build and smoke, bench_layers.py --dry-run on small R-MAT graphs
 #                              (GNNFUSE_LIBRARY or build/libgnnfuse.so), for checking this script
 # Results under $OUT (the device tool's folder) or bench/results/gpu-layers-run: device.txt,
-# build.log, smoke.log, layers-eager.{log,json}, layers-compile.{log,json} (7 files: the tool
-# brings back at most 8). The last lines printed are the tables and the issue 25 summary.
+# build.log, smoke.log, ops.json (its table is printed), layers-eager.{log,json},
+# layers-compile.{log,json} (8 files: the tool brings back at most 8). The last lines printed are the tables and the issue 25 summary.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 budget=540 bdir="" arch="" jobs=$(nproc) npz="" dry=0 autotune=0 share=0.5
 graphs="pubmed rmat-20-16 soc-Slashdot0902 ca-HepPh copter2 rmat-18-16"
 cgraphs="rmat-20-16 soc-Slashdot0902 pubmed"
+ograph="pubmed ca-HepPh soc-Slashdot0902 rmat-20-16" ops_s=120
 stages=()
 while [[ $# -gt 0 ]]; do
   case $1 in
-    build|smoke|bench|compile) stages+=("$1"); shift ;;
+    build|smoke|ops|bench|compile) stages+=("$1"); shift ;;
+    --ops-graphs) ograph=$2; shift 2 ;;
+    --ops-s) ops_s=$2; shift 2 ;;
     --budget-s) budget=$2; shift 2 ;;
     --build-dir) bdir=$2; shift 2 ;;
     --arch) arch=$2; shift 2 ;;
@@ -42,7 +48,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "torch_gpu.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[[ ${#stages[@]} -eq 0 ]] && stages=(build smoke bench compile)
+[[ ${#stages[@]} -eq 0 ]] && stages=(build smoke ops bench compile)
 want() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 bdir=${bdir:-$root/build/torch-gpu}
 res=${OUT:-$root/bench/results/gpu-layers-run}
@@ -59,8 +65,8 @@ status=0
 
 if [[ $dry == 1 ]]; then
   lib=${GNNFUSE_LIBRARY:-$root/build/libgnnfuse.so}
-  graphs="rmat-7-4 rmat-8-8" cgraphs="rmat-7-4"
-  stages=($(for s in "${stages[@]}"; do [[ $s == bench || $s == compile ]] && echo "$s"; done))
+  graphs="rmat-7-4 rmat-8-8" cgraphs="rmat-7-4" ograph="rmat-7-4"
+  stages=($(for s in "${stages[@]}"; do [[ $s == ops || $s == bench || $s == compile ]] && echo "$s"; done))
   bench_flags=(--dry-run --threads 1 --min-reps 1 --min-time 0 --compile-backend aot_eager)
   echo "dry run: $lib, stages ${stages[*]}" | tee "$res/device.txt"
 else
@@ -90,12 +96,17 @@ if want build; then
   # at most for the same target.
   tarch=$(echo "$arch" | sed -E 's/^([0-9]+)([0-9])([af]?)$/\1.\2\3/')
   stamp "build: libgnnfuse with GNNFUSE_CUDA=ON for sm_$arch (TORCH_CUDA_ARCH_LIST=$tarch) in $bdir, $jobs jobs"
-  { TORCH_CUDA_ARCH_LIST=$tarch cmake -S "$root" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # cusparse.h (the cuSPARSE backend): the toolkit's or the wheel's beside torch, which CMake finds;
+  # else the copy a machine with internet fetched into build/_deps/cusparse (carry it: no internet here)
+  cs_flags=()
+  [[ -f $root/build/_deps/cusparse/cusparse.h ]] && cs_flags=(-DGNNFUSE_CUSPARSE_INCLUDE_DIR="$root/build/_deps/cusparse")
+  [[ -f /usr/local/cuda/include/cusparse.h ]] && cs_flags=()
+  { TORCH_CUDA_ARCH_LIST=$tarch cmake -S "$root" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cs_flags[@]}" \
       -DPython_EXECUTABLE="$py" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
       -DGNNFUSE_CUDA=ON -DGNNFUSE_CUDA_GENCODE="$arch" -DBUILD_TESTS=OFF -DGNNFUSE_CUDA_EMULATED=OFF \
       -DGNNFUSE_CUDA_GATES=OFF -DGNNFUSE_USE_CCACHE=OFF
     echo "cmake rc=$?"; } > "$res/build.log" 2>&1
-  grep -E "gnnfuse: CUDA kernels in libgnnfuse|PyTorch: CUDA detected|Added CUDA NVCC flags|cmake rc=" "$res/build.log"
+  grep -E "gnnfuse: CUDA kernels in libgnnfuse|gnnfuse: cusparse.h|cuSPARSE backend|PyTorch: CUDA detected|Added CUDA NVCC flags|cmake rc=" "$res/build.log"
   if ! grep -q "CUDA kernels in libgnnfuse: ON" "$res/build.log"; then
     echo "configure failed or CUDA off:"; grep -B2 -A8 -m3 "Error" "$res/build.log" | head -40
     stamp "done (no build)"; exit 1
@@ -112,7 +123,7 @@ if want build; then
   stamp "built $(du -h "$lib" | cut -f1) $lib"
 fi
 
-if [[ $dry == 0 && ! -f $lib ]] && { want smoke || want bench || want compile; }; then
+if [[ $dry == 0 && ! -f $lib ]] && { want smoke || want ops || want bench || want compile; }; then
   echo "no $lib: run the build stage first (a fresh machine keeps nothing)"; exit 1
 fi
 export GNNFUSE_LIBRARY=$lib
@@ -140,6 +151,22 @@ else
   echo "no graphs.npz (--npz): real graphs only where the datasets are (bench/datasets.py), R-MAT generated"
 fi
 [[ $autotune == 1 ]] && export GNNFUSE_CUDA_AUTOTUNE=1
+
+if want ops; then  # SpMM / SDDMM: generated, the cuSPARSE backend, torch.sparse, PyG
+  t=$(( $(left) / 4 < ops_s ? $(left) / 4 : ops_s ))
+  if (( t > 20 )); then
+    stamp "bench_ops_device.py (budget $t s): $ograph"
+    ops_flags=(--device cuda --min-reps 10 --min-time 0.2)
+    [[ $dry == 1 ]] && ops_flags=(--dry-run --min-reps 2 --min-time 0 --features 8 32)
+    # shellcheck disable=SC2086
+    timeout $((t + 30)) "$py" "$root/bench/bench_ops_device.py" "${ops_flags[@]}" "${npz_flags[@]}" --budget-s "$t" \
+      --graphs $ograph --out "$res/ops.json" 2>&1 | grep -v -i "warn"
+    r=${PIPESTATUS[0]}
+    [[ $r != 0 ]] && { echo "bench_ops_device.py rc=$r (124: killed at its timeout; 1: failed rows)"; status=1; }
+  else
+    echo "ops: out of time"
+  fi
+fi
 
 run_layers() {  # run_layers TAG SECONDS ARGS...
   local tag=$1 t=$2; shift 2
