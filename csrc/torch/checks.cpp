@@ -17,10 +17,13 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/_assert_async.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 namespace gnnfuse::checks {
@@ -49,11 +52,23 @@ bool on_device(const at::Tensor& t) {
   return !t.device().is_cpu() || forced;
 }
 
+std::atomic<CaptureProbe> capture_probe{nullptr};
+
+// Under capture: `bad` (a boolean tensor of any shape on the device) asserted all false there.
+void assert_none(const char* op, const at::Tensor& bad, const std::string& what) {
+  const std::string msg = std::string("gnnfuse::") + op + ": " + what + " (checked on the device during CUDA graph capture)";
+  at::_assert_async(bad.any().logical_not(), msg);
+}
+
 // The host copy of t (t itself on the CPU), contiguous.
-at::Tensor host(const at::Tensor& t) { return t.cpu().contiguous(); }
+at::Tensor host(const at::Tensor& t) {
+  no_capture(t, "a host copy");
+  return t.cpu().contiguous();
+}
 
 // The values of a small device tensor of int64 verdicts, read back (the synchronisation).
 std::vector<int64_t> read_back(const std::vector<at::Tensor>& parts) {
+  no_capture(parts.front(), "a read-back");
   std::vector<at::Tensor> flat;
   for (auto& p : parts) flat.push_back(p.reshape({-1}).to(at::kLong));
   const at::Tensor h = at::cat(flat).cpu();
@@ -259,6 +274,27 @@ void csc_values(const char* op, const char* const names[5], const index_t* rowpt
 
 }  // namespace
 
+CaptureProbe set_capture_probe(CaptureProbe probe) { return capture_probe.exchange(probe); }
+
+bool capturing(const at::Tensor& like) {
+  const CaptureProbe probe = capture_probe.load();
+  return probe != nullptr && like.defined() && probe(like);
+}
+
+void no_capture(const at::Tensor& like, const char* what) {
+  TORCH_INTERNAL_ASSERT(!capturing(like), "gnnfuse: ", what, " while the current stream is being captured into a CUDA graph");
+}
+
+namespace {
+
+// The row of each position 0..nnz-1 of a valid pointer array (searchsorted: no synchronisation).
+at::Tensor row_of_positions(const at::Tensor& ptr, int64_t nnz) {
+  return at::searchsorted(ptr, at::arange(nnz, ptr.options()), /*out_int32=*/false, /*right=*/true).sub_(1);
+}
+
+}  // namespace
+
+
 void all_given(const char* op, const char* const names[3], bool a, bool b, bool c) {
   const bool given[3] = {a, b, c};
   for (int k = 0; k < 3; ++k)
@@ -287,6 +323,30 @@ void csc_shapes(const char* op, const char* const names[5], const at::Tensor& ro
   else nonempty(op, names[0], colptr);
 }
 
+namespace {
+
+// csc()'s value checks asserted on the device (under capture): the column pointers, perm a
+// permutation of the positions, and entry q of column c the CSR entry perm[q]: in column c and in
+// row row[q].
+void csc_on_device_async(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
+                         const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm) {
+  const int64_t nnz = col.numel(), cols = colptr.numel() - 1;
+  at::Tensor bad = colptr.select(0, 0).ne(0).logical_or(colptr.select(0, -1).ne(nnz));
+  if (cols > 0) bad = bad.logical_or(colptr.slice(0, 1, cols + 1).lt(colptr.slice(0, 0, cols)).any());
+  assert_none(op, bad, std::string("argument '") + names[0] + "' must be valid column pointers (0 first, non-decreasing, nnz last)");
+  if (nnz == 0) return;
+  assert_none(op, perm.lt(0).logical_or(perm.ge(nnz)), std::string("argument '") + names[2] + "' must hold positions in [0, nnz)");
+  const at::Tensor covered = at::zeros({nnz}, perm.options().dtype(at::kBool)).index_fill_(0, perm, true);
+  assert_none(op, covered.logical_not(), std::string("argument '") + names[2] + "' must be a permutation of the CSR positions");
+  const at::Tensor p = perm.clamp(0, nnz - 1);  // (an out-of-range perm is reported above)
+  const at::Tensor wrong = col.index_select(0, p).to(at::kLong).ne(row_of_positions(colptr, nnz))
+                               .logical_or(row.to(at::kLong).ne(row_of_positions(rowptr, nnz).index_select(0, p)));
+  assert_none(op, wrong, std::string("arguments '") + names[0] + "', '" + names[1] + "', '" + names[2] +
+                             "' must be the CSC view of the CSR matrix (entry q of column c is CSR entry perm[q], of column c, in row row[q])");
+}
+
+}  // namespace
+
 void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
          const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm, int64_t num_cols) {
   csc_shapes(op, names, rowptr, col, colptr, row, perm, c10::SymInt(num_cols));
@@ -294,6 +354,10 @@ void csc(const char* op, const char* const names[5], const at::Tensor& rowptr, c
   // CPU the view is checked on a host copy (its consistency with the CSR is a walk of both).
   if (rowptr.device().is_meta()) return;  // no values (tracing)
   if (cache::lookup("checks::csc", {rowptr, col, colptr, row, perm}, {}).has_value()) return;
+  if (capturing(rowptr)) {
+    csc_on_device_async(op, names, rowptr, col, colptr, row, perm);
+    return;
+  }
   const at::Tensor rp = host(rowptr), cl = host(col), cp = host(colptr), rw = host(row), pm = host(perm);
   AT_DISPATCH_INDEX_TYPES(rowptr.scalar_type(), "gnnfuse::checks::csc", [&] {
     csc_values<index_t>(op, names, rp.const_data_ptr<index_t>(), rowptr.numel() - 1, cl.const_data_ptr<index_t>(),
@@ -370,6 +434,16 @@ void csr_on_device(const char* op, const char* rowptr_arg, const char* col_arg, 
   // Non-decreasing by comparing neighbours (a difference could wrap around in the index dtype).
   std::vector<at::Tensor> parts = {rowptr.select(0, 0).ne(0).logical_or(rowptr.select(0, -1).ne(nnz))};
   if (n > 1) parts.push_back(rowptr.slice(0, 1, n).lt(rowptr.slice(0, 0, n - 1)).any());
+  if (capturing(rowptr)) {  // asserted on the device, remembered nowhere
+    assert_none(op, n > 1 ? parts[0].logical_or(parts[1]) : parts[0],
+                std::string("argument '") + rowptr_arg + "' must be valid row pointers for '" + col_arg +
+                    "' (0 first, non-decreasing, its length last)");
+    if (nnz > 0) {
+      const at::Tensor bad = num_cols >= 0 ? col.lt(0).logical_or(col.ge(num_cols)) : col.lt(0);
+      assert_none(op, bad, std::string("argument '") + col_arg + "' must hold column indices in [0, " + std::to_string(num_cols) + ")");
+    }
+    return;
+  }
   if (nnz > 0) {
     const auto [lo, hi] = at::aminmax(col);
     parts.push_back(lo);
@@ -407,7 +481,7 @@ void csr(const char* op, const char* rowptr_arg, const char* col_arg, const at::
     fail(op, rowptr_arg, "must have at least one element (got an empty tensor)");
   }
   if (rowptr.device().is_meta()) return;  // no values (tracing)
-  if (on_device(rowptr)) {
+  if (on_device(rowptr) || capturing(rowptr)) {
     csr_on_device(op, rowptr_arg, col_arg, rowptr, col, num_cols, bound);
     return;
   }
@@ -444,6 +518,15 @@ void sorted_values(const char* op, const char* rowptr_arg, const char* col_arg, 
 
 void csr_sorted(const char* op, const char* rowptr_arg, const char* col_arg, const at::Tensor& rowptr, const at::Tensor& col) {
   if (rowptr.device().is_meta() || already_checked(rowptr, col, kSortedMark)) return;
+  const int64_t nnz = col.numel();
+  if (capturing(rowptr)) {
+    if (nnz < 2) return;
+    const at::Tensor r = row_of_positions(rowptr, nnz);
+    const at::Tensor same_row = r.slice(0, 1, nnz).eq(r.slice(0, 0, nnz - 1));
+    assert_none(op, same_row.logical_and(col.slice(0, 1, nnz).le(col.slice(0, 0, nnz - 1))),
+                std::string("argument '") + col_arg + "' must hold sorted, distinct columns in every row of '" + rowptr_arg + "'");
+    return;
+  }
   // Off the CPU: on a host copy, once per pattern.
   const at::Tensor rowptr_c = host(rowptr);
   const at::Tensor col_c = host(col);
@@ -457,6 +540,11 @@ void one_per_row(const char* op, const char* rowptr_arg, const at::Tensor& rowpt
   // num_cols value under which a checked `single` pattern is remembered in the csr() cache.
   constexpr int64_t kSingleMark = std::numeric_limits<int64_t>::min() + 1;
   if (rowptr.device().is_meta() || already_checked(rowptr, col, kSingleMark)) return;
+  if (capturing(rowptr)) {
+    assert_none(op, rowptr.ne(at::arange(rowptr.numel(), rowptr.options())),
+                std::string("argument '") + rowptr_arg + "' must be 0, 1, ..., n (one entry per row)");
+    return;
+  }
   if (on_device(rowptr)) {  // rowptr == arange(n): one comparison on the device
     const int64_t n = rowptr.numel();
     if (read_back({rowptr.ne(at::arange(n, rowptr.options())).any()})[0] == 0) {
@@ -508,6 +596,13 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
          " edges when int32, use int64 (got ", num_edges, " edges)");
   }
   if (num_edges == 0) return;
+  if (capturing(edge_index)) {
+    const at::Tensor bad = edge_index.lt(0).any().logical_or(edge_index.select(0, 0).ge(num_nodes).any())
+                               .logical_or(edge_index.select(0, 1).ge(num_dst_nodes).any());
+    assert_none(op, bad, "argument 'edge_index' must hold sources in [0, " + std::to_string(num_nodes) + ") and targets in [0, " +
+                             std::to_string(num_dst_nodes) + ")");
+    return;
+  }
   if (on_device(edge_index)) {  // sources below num_nodes, targets below num_dst_nodes
     const auto [lo, hi] = at::aminmax(edge_index, 1);
     const std::vector<int64_t> v = read_back({lo, hi});  // min src, min dst, max src, max dst
@@ -559,6 +654,10 @@ void positions(const char* op, const char* arg, const at::Tensor& t, int64_t ndi
 
 void position_values(const char* op, const char* arg, const at::Tensor& t, int64_t nnz) {
   if (t.device().is_meta() || t.numel() == 0) return;  // Meta first: no symbolic size read
+  if (capturing(t)) {
+    assert_none(op, t.lt(-1).logical_or(t.ge(nnz)), std::string("argument '") + arg + "' must hold positions in [-1, " + std::to_string(nnz) + ")");
+    return;
+  }
   if (on_device(t)) {
     const auto [lo, hi] = at::aminmax(t);
     const std::vector<int64_t> v = read_back({lo, hi});

@@ -25,6 +25,21 @@
 
 namespace gnnfuse::checks {
 
+// CUDA graph capture. A value check that reads a verdict back (a synchronisation) cannot run
+// while the current stream is being captured (torch.cuda.graph, torch.compile's
+// mode="reduce-overhead"): then the checks of a pattern not checked before compute their verdict
+// on the device and assert it there (at::_assert_async: an invalid input stops the graph's replay
+// with a device-side assert naming the op), remembering nothing. The CUDA adapters install the
+// probe (the current stream's capture status); without one nothing is ever captured. The probe of
+// the emulated library answers a switch (gnnfuse::_cuda_simulate_capture), and a read-back or a
+// host copy of a tensor under a simulated capture raises, so the tests find any that is left.
+using CaptureProbe = bool (*)(const at::Tensor& like);
+CaptureProbe set_capture_probe(CaptureProbe probe);  // returns the previous one
+bool capturing(const at::Tensor& like);
+// Raises (an internal error naming `what`) when `like`'s stream is being captured: before a
+// synchronisation.
+void no_capture(const at::Tensor& like, const char* what);
+
 // A CSR matrix over target rows (see docs/CONTRACTS.md):
 //  - rowptr and col are 1-D, int32 or int64, of the same dtype, on the same device;
 //  - rowptr.numel() >= 1, rowptr[0] == 0, rowptr is non-decreasing,

@@ -16,6 +16,7 @@
 
 #include "../cpp/expect_error.h"
 #include "gnnfuse/ops.h"
+#include "torch/checks.h"
 #include "torch/cuda/adapter.h"
 
 using gnnfuse::testing::expect_error;
@@ -340,4 +341,49 @@ TEST(CudaAdapters, CusparseBackendSelection) {
   const int64_t before = launches("spmm cusparse ");
   gnnfuse::spmm(g.rowptr, g.col, g.weight, at::randn({g.cols, 2}, at::kDouble));
   EXPECT_EQ(launches("spmm cusparse "), before);
+}
+
+// ---------------------------------------------------------------- CUDA graph capture
+// A probe that says every stream is being captured (torch/checks.h): the value checks of a
+// pattern not seen before compute their verdict on the device and assert it there
+// (at::_assert_async, which on the CPU raises at once), a read-back or a host copy would raise,
+// the graph statistics take their bound instead of a read-back, and nothing is remembered.
+TEST(CudaAdapters, ChecksUnderCaptureAssertOnTheDevice) {
+  namespace checks = gnnfuse::checks;
+  struct Restore {
+    checks::CaptureProbe was;
+    ~Restore() { checks::set_capture_probe(was); }
+  } restore{checks::set_capture_probe([](const at::Tensor&) { return true; })};
+  const Graph g = graph();
+  const at::Tensor rowptr = g.rowptr.clone(), col = g.col.clone();  // not in any cache
+  const at::Tensor x = at::randn({g.cols, 4}, at::kDouble).requires_grad_();
+  const auto [colptr, row, perm] =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("gnnfuse::csr_transpose", "")
+          .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, int64_t)>()
+          .call(rowptr, col, g.cols);
+  const int64_t stats = ca::graph_stats_computed();
+  const at::Tensor y = gnnfuse::spmm(rowptr, col, g.weight, x, colptr, row, perm);
+  y.backward(at::ones_like(y));  // the CSC view, walked by the gradient of x
+  EXPECT_TRUE(at::allclose(y, at::mm(dense(g, g.weight), x.detach()), 1e-12, 1e-12));
+  EXPECT_TRUE(at::allclose(x.grad(), at::mm(dense(g, g.weight).t(), at::ones({7, 4}, at::kDouble)), 1e-12, 1e-12));
+  EXPECT_EQ(ca::graph_stats_computed(), stats);
+  const char* captured = "(checked on the device during CUDA graph capture)";
+  at::Tensor bad_rowptr = rowptr.clone();
+  bad_rowptr[2] = 4;  // 0, 2, 4, 3, ...: out of order
+  expect_error([&] { gnnfuse::spmm(bad_rowptr, col, g.weight, x.detach()); },
+               {"gnnfuse::spmm: argument 'rowptr' must be valid row pointers", captured});
+  at::Tensor bad_col = col.clone();
+  bad_col[3] = g.cols;
+  expect_error([&] { gnnfuse::spmm(rowptr, bad_col, g.weight, x.detach()); },
+               {"gnnfuse::spmm: argument 'col' must hold column indices in [0, 6)", captured});
+  at::Tensor bad_perm = perm.clone();
+  bad_perm[0] = perm[1].item<int64_t>();  // a position twice
+  expect_error([&] { gnnfuse::spmm(rowptr, col, g.weight, x.detach(), colptr, row, bad_perm); },
+               {"argument 'perm' must be a permutation of the CSR positions", captured});
+  at::Tensor swapped = perm.clone();
+  swapped[0] = perm[1].item<int64_t>();
+  swapped[1] = perm[0].item<int64_t>();  // a permutation, not the CSC view's
+  expect_error([&] { gnnfuse::spmm(rowptr, col, g.weight, x.detach(), colptr, row, swapped); },
+               {"must be the CSC view of the CSR matrix", captured});
 }

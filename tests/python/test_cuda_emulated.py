@@ -148,6 +148,9 @@ RUNS = [
     ("reg_lanes-g2-reverse", _forced("reg_lanes", "2", "reverse"), False, FORCED_SUBSET, "not int32"),
     ("pos_lanes-reverse", _forced("pos_lanes", order="reverse"), False, REGISTER_SUBSET, "not int32"),
     ("pos_lanes_atomic-random", _forced("pos_lanes_atomic", order="random:5"), False, FORCED_SUBSET, "not gradcheck and not int32"),
+    # As if every call were captured into a CUDA graph (GNNFUSE_SIMULATE_CAPTURE: checks asserted
+    # on the device, graph statistics bounded, a read-back or host copy raising): no op syncs.
+    ("capture", {"GNNFUSE_SIMULATE_CAPTURE": "1"}, True, FORCED_SUBSET, "not int32"),
     ("cusparse", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, False, CUSPARSE_SUBSET, ""),
     ("cusparse-deterministic", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, True,
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
@@ -159,7 +162,7 @@ if FULL:
 def _env(extra):
     env = dict(os.environ)
     for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER",
-              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_AUTOTUNE"):
+              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE"):
         env.pop(k, None)
     env.update(extra)
     env["GNNFUSE_LIBRARY"] = EMU

@@ -183,3 +183,31 @@ def test_compiled_backend_argument_follows_the_environment():
     proc = subprocess.run([sys.executable, "-c", _COMPILED], cwd=_HERE, env=_env({"GNNFUSE_CUDA_BACKEND": "cusparse"}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+_CAPTURED = r"""
+import torch, gnnfuse
+rowptr = torch.tensor([0, 2, 3, 3, 9]); col = torch.tensor([0, 1, 2, 0, 1, 2, 3, 4, 5])
+x = torch.randn(6, 3, dtype=torch.float64)
+def cusparse_calls():
+    return sum(int(l.rsplit(" ", 1)[1]) for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines() if " cusparse " in l)
+y0 = torch.ops.gnnfuse.spmm(rowptr, col, None, x)    # captured, no handle on this thread yet
+assert cusparse_calls() == 0
+torch.ops.gnnfuse._cuda_simulate_capture(False)
+y1 = torch.ops.gnnfuse.spmm(rowptr, col, None, x)    # the handle is made
+torch.ops.gnnfuse._cuda_simulate_capture(True)
+y2 = torch.ops.gnnfuse.spmm(rowptr, col, None, x)    # captured, with a handle
+assert cusparse_calls() == 2, torch.ops.gnnfuse._cuda_launch_counts()
+torch.testing.assert_close(y0, y1); torch.testing.assert_close(y1, y2)
+print("OK")
+"""
+
+
+@pytest.mark.skipif(EMU is None or _ON_EMU, reason="needs libgnnfuse_cuda_emu.so, run from the ordinary library")
+def test_no_cusparse_handle_is_made_during_capture():
+    """Making a cuSPARSE handle allocates, which a CUDA graph capture forbids: a thread's first
+    call under capture keeps the generated kernels; once the handle exists, captured calls use it."""
+    proc = subprocess.run([sys.executable, "-c", _CAPTURED], cwd=_HERE,
+                          env=_env({"GNNFUSE_CUDA_BACKEND": "cusparse", "GNNFUSE_SIMULATE_CAPTURE": "1"}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -27,6 +27,7 @@
 #endif
 
 #include "runtime/cpu.h"
+#include "torch/checks.h"
 
 namespace gnnfuse::cuda_adapter {
 
@@ -88,6 +89,12 @@ rc::GraphStats graph_stats(const at::Tensor& ptr, const at::Tensor& idx) {
         return g;
       }
   }
+  // While a CUDA graph is captured the longest row cannot be read back: its bound, nnz (the
+  // decision then takes the nonzero-balanced forms, right for any graph), not remembered.
+  if (checks::capturing(ptr)) {
+    g.max_row = g.nnz;
+    return g;
+  }
   g.max_row = compute_max_row(ptr);
   std::lock_guard<std::mutex> lock(stats_mutex);
   ++stats_computed;
@@ -111,6 +118,30 @@ int64_t graph_stats_computed() {
   std::lock_guard<std::mutex> lock(stats_mutex);
   return stats_computed;
 }
+
+// ---------------------------------------------------------------- CUDA graph capture
+namespace {
+
+#if defined(GNNFUSE_CUDA_EMULATED)
+// gnnfuse::_cuda_simulate_capture, or GNNFUSE_SIMULATE_CAPTURE=1 from the start (tests).
+std::atomic<bool> simulated_capture{[] {
+  const char* v = std::getenv("GNNFUSE_SIMULATE_CAPTURE");
+  return v != nullptr && std::string(v) == "1";
+}()};
+bool stream_capturing(const at::Tensor&) { return simulated_capture.load(); }
+#else
+bool stream_capturing(const at::Tensor& like) {
+  if (!like.is_cuda()) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(like.device().index()).stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+#endif
+
+// The checks' probe (torch/checks.h), installed when the adapters load.
+[[maybe_unused]] const bool capture_probe_installed = (checks::set_capture_probe(&stream_capturing), true);
+
+}  // namespace
 
 // ---------------------------------------------------------------- forcing from the environment
 namespace {
@@ -366,7 +397,7 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
   // Not under deterministic algorithms: variants free of atomics still sum in different orders,
   // and a choice by timing would differ from run to run.
   rc::LaunchConfig cfg;
-  if (req.force_variant < 0 && !req.deterministic && autotune_on()) {
+  if (req.force_variant < 0 && !req.deterministic && autotune_on() && !checks::capturing(like)) {  // (timing synchronises)
     rc::Request tuned_req = req;
     tuned_req.force_variant = tuned_variant(op, like, req, run);
     try {
@@ -413,6 +444,11 @@ std::string autotune_table_text() {
 
 void set_autotune_op(bool on) { gnnfuse::cuda_adapter::set_autotune(on); }
 
+#if defined(GNNFUSE_CUDA_EMULATED)
+// Tests: every later call behaves as if its stream were being captured into a CUDA graph.
+void simulate_capture_op(bool on) { gnnfuse::cuda_adapter::simulated_capture.store(on); }
+#endif
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
@@ -420,4 +456,7 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("_cuda_graph_stats_computed() -> int", &graph_stats_computed_op);
   m.def("_cuda_autotune_table() -> str", &autotune_table_text);
   m.def("_cuda_set_autotune(bool on) -> ()", &set_autotune_op);
+#if defined(GNNFUSE_CUDA_EMULATED)
+  m.def("_cuda_simulate_capture(bool on) -> ()", &simulate_capture_op);
+#endif
 }

@@ -16,6 +16,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "torch/checks.h"
 #include "torch/cuda/adapter.h"
 
 #if __has_include(<cusparse.h>)
@@ -152,12 +153,14 @@ void check(const char* op, const char* call, cusparseStatus_t s) {
 }
 
 // One handle per thread and device, made at first use and kept (cuSPARSE's handles are not
-// thread-safe to share; creating one per call costs far more than a call).
+// thread-safe to share; creating one per call costs far more than a call); nullptr where there is
+// none yet and the stream is being captured (the call then keeps the generated kernels).
 cusparseHandle_t handle(const char* op, const at::Tensor& like) {
   thread_local std::vector<cusparseHandle_t> handles;
   const size_t d = like.is_cuda() ? static_cast<size_t>(like.device().index()) : 0;
   if (handles.size() <= d) handles.resize(d + 1, nullptr);
   if (!handles[d]) {
+    if (checks::capturing(like)) return nullptr;  // (creating one allocates: not while a CUDA graph is captured)
     cusparseHandle_t created = nullptr;
     check(op, "cusparseCreate", api().cusparseCreate(&created));
     handles[d] = created;
@@ -247,6 +250,7 @@ bool cusparse_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor& c
   const cudaDataType compute = vt == CUDA_R_64F ? CUDA_R_64F : CUDA_R_32F;
   const cusparseSpMMAlg_t alg = deterministic() ? CUSPARSE_SPMM_CSR_ALG3 : CUSPARSE_SPMM_ALG_DEFAULT;
   const cusparseHandle_t h = handle(op, x);
+  if (!h) return false;
   Descriptors d;
   check(op, "cusparseCreateCsr",
         api().cusparseCreateCsr(&d.sparse, rows, cols, nnz, mut(rowptr), mut(col), mut(vals), index_type(rowptr), index_type(col),
@@ -285,6 +289,7 @@ bool cusparse_sddmm(const char* op, const at::Tensor& rowptr, const at::Tensor& 
   }
   const cudaDataType compute = vt == CUDA_R_64F ? CUDA_R_64F : CUDA_R_32F;
   const cusparseHandle_t h = handle(op, u);
+  if (!h) return false;
   out.zero_();  // beta = 0, but C's values are in/out: no uninitialised memory in them
   Descriptors d;
   check(op, "cusparseCreateCsr",
