@@ -24,6 +24,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
 
 namespace gnnfuse::checks {
@@ -55,9 +56,21 @@ bool on_device(const at::Tensor& t) {
 std::atomic<CaptureProbe> capture_probe{nullptr};
 
 // Under capture: `bad` (a boolean tensor of any shape on the device) asserted all false there.
+// (On a GPU the message must stay under 255 characters: what is cut to fit.)
 void assert_none(const char* op, const at::Tensor& bad, const std::string& what) {
-  const std::string msg = std::string("gnnfuse::") + op + ": " + what + " (checked on the device during CUDA graph capture)";
-  at::_assert_async(bad.any().logical_not(), msg);
+  const std::string head = std::string("gnnfuse::") + op + ": ";
+  const std::string tail = " (checked on the device during CUDA graph capture)";
+  constexpr size_t kMaxMessage = 254;
+  const size_t room = kMaxMessage > head.size() + tail.size() ? kMaxMessage - head.size() - tail.size() : 0;
+  const std::string body = what.size() <= room ? what : what.substr(0, room >= 3 ? room - 3 : 0) + "...";
+  at::_assert_async(bad.any().logical_not(), (head + body + tail).substr(0, kMaxMessage));
+}
+
+// t >= bound, elementwise, without the bound wrapping in t's (index) dtype: all false where the
+// bound is past the dtype's largest value.
+at::Tensor at_least(const at::Tensor& t, int64_t bound) {
+  if (t.scalar_type() == at::kInt && bound > std::numeric_limits<int32_t>::max()) return at::zeros_like(t, t.options().dtype(at::kBool));
+  return t.ge(bound);
 }
 
 // The host copy of t (t itself on the CPU), contiguous.
@@ -331,7 +344,7 @@ namespace {
 void csc_on_device_async(const char* op, const char* const names[5], const at::Tensor& rowptr, const at::Tensor& col,
                          const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm) {
   const int64_t nnz = col.numel(), cols = colptr.numel() - 1;
-  at::Tensor bad = colptr.select(0, 0).ne(0).logical_or(colptr.select(0, -1).ne(nnz));
+  at::Tensor bad = colptr.select(0, 0).ne(0).logical_or(colptr.select(0, -1).to(at::kLong).ne(nnz));
   if (cols > 0) bad = bad.logical_or(colptr.slice(0, 1, cols + 1).lt(colptr.slice(0, 0, cols)).any());
   assert_none(op, bad, std::string("argument '") + names[0] + "' must be valid column pointers (0 first, non-decreasing, nnz last)");
   if (nnz == 0) return;
@@ -432,15 +445,15 @@ void csr_on_device(const char* op, const char* rowptr_arg, const char* col_arg, 
     return;
   const int64_t n = rowptr.numel();
   // Non-decreasing by comparing neighbours (a difference could wrap around in the index dtype).
-  std::vector<at::Tensor> parts = {rowptr.select(0, 0).ne(0).logical_or(rowptr.select(0, -1).ne(nnz))};
+  std::vector<at::Tensor> parts = {rowptr.select(0, 0).ne(0).logical_or(rowptr.select(0, -1).to(at::kLong).ne(nnz))};
   if (n > 1) parts.push_back(rowptr.slice(0, 1, n).lt(rowptr.slice(0, 0, n - 1)).any());
   if (capturing(rowptr)) {  // asserted on the device, remembered nowhere
     assert_none(op, n > 1 ? parts[0].logical_or(parts[1]) : parts[0],
                 std::string("argument '") + rowptr_arg + "' must be valid row pointers for '" + col_arg +
                     "' (0 first, non-decreasing, its length last)");
-    if (nnz > 0) {
-      const at::Tensor bad = num_cols >= 0 ? col.lt(0).logical_or(col.ge(num_cols)) : col.lt(0);
-      assert_none(op, bad, std::string("argument '") + col_arg + "' must hold column indices in [0, " + std::to_string(num_cols) + ")");
+    if (nnz > 0 && num_cols >= 0) {  // (unbound columns are not checked, as off capture)
+      assert_none(op, col.lt(0).logical_or(at_least(col, num_cols)),
+                  std::string("argument '") + col_arg + "' must hold column indices in [0, " + std::to_string(num_cols) + ")");
     }
     return;
   }
@@ -597,8 +610,8 @@ void edge_index(const char* op, const at::Tensor& edge_index, int64_t num_nodes,
   }
   if (num_edges == 0) return;
   if (capturing(edge_index)) {
-    const at::Tensor bad = edge_index.lt(0).any().logical_or(edge_index.select(0, 0).ge(num_nodes).any())
-                               .logical_or(edge_index.select(0, 1).ge(num_dst_nodes).any());
+    const at::Tensor bad = edge_index.lt(0).any().logical_or(at_least(edge_index.select(0, 0), num_nodes).any())
+                               .logical_or(at_least(edge_index.select(0, 1), num_dst_nodes).any());
     assert_none(op, bad, "argument 'edge_index' must hold sources in [0, " + std::to_string(num_nodes) + ") and targets in [0, " +
                              std::to_string(num_dst_nodes) + ")");
     return;

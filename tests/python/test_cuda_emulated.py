@@ -281,3 +281,48 @@ def test_autotune_is_off_under_deterministic_algorithms():
     assert proc.stdout.split("TABLE")[1].split("COUNTS")[0].strip() == "", proc.stdout
     counts = [l.split() for l in proc.stdout.split("COUNTS")[1].strip().splitlines() if l.startswith("spmm ")]
     assert len(counts) == 1 and int(counts[0][-1]) == 3, proc.stdout
+
+
+_CAPTURE_VERDICTS = r"""
+import torch, gnnfuse
+ops = torch.ops.gnnfuse
+T = torch.tensor
+def verdict(fn):
+    try:
+        fn()
+        return "accept"
+    except RuntimeError as e:
+        return "reject"
+i32 = dict(dtype=torch.int32)
+cases = {
+    # edge_softmax leaves its columns unbound (num_cols < 0): not checked, captured or not
+    "unbound negative column": lambda: ops.edge_softmax(T([0, 2, 3]), T([-1, 5, -7]), torch.randn(3, dtype=torch.float64)),
+    # an int32 index under a bound past int32's range (the bound must not wrap)
+    "int32 edge_index, 2^31 nodes": lambda: ops.validate_edge_index(T([[0, 1], [1, 0]], **i32), 2**31),
+    "int32 edge_index, 2^32 + 1 nodes": lambda: ops.validate_edge_index(T([[0, 1], [1, 0]], **i32), 2**32 + 1),
+    "int32 edge_index out of range": lambda: ops.validate_edge_index(T([[0, 5], [1, 0]], **i32), 3),
+    "int32 rowptr not ending at nnz": lambda: ops.spmm(T([0, 1, 3], **i32), T([0, 1], **i32), None, torch.randn(2, 2)),
+    "int32 column past x": lambda: ops.spmm(T([0, 1, 2], **i32), T([0, 2], **i32), None, torch.randn(2, 2)),
+    "valid int32 with empty rows": lambda: ops.spmm(T([0, 0, 2, 2], **i32), T([1, 1], **i32), None, torch.randn(2, 2)),
+}
+for name, fn in cases.items():
+    ops._cuda_simulate_capture(False)
+    eager = verdict(fn)
+    ops._cuda_simulate_capture(True)
+    captured = verdict(fn)
+    ops._cuda_simulate_capture(False)
+    print(f"{name}: {eager} {captured}")
+"""
+
+
+def test_checks_under_capture_give_the_eager_verdicts():
+    """The checks asserted on the device under capture accept and refuse what the eager checks do:
+    unbound columns unchecked, int32 indices under bounds past int32's range (no wrapped bound)."""
+    proc = subprocess.run([sys.executable, "-c", _CAPTURE_VERDICTS], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verdicts = dict(line.split(": ") for line in proc.stdout.strip().splitlines())
+    assert len(verdicts) == 7, proc.stdout
+    for name, pair in verdicts.items():
+        eager, captured = pair.split()
+        assert eager == captured, f"{name}: eager {eager}, under capture {captured}"
+    assert verdicts["int32 edge_index out of range"] == "reject reject" and verdicts["unbound negative column"] == "accept accept"
