@@ -18,6 +18,11 @@
 //   GNNFUSE_UNROLL                    before a loop: #pragma unroll (nvcc; nothing for g++)
 //   GNNFUSE_DEVICE_CHECK(cond, msg)   a device-side check: __trap() on the GPU, an exception
 //                                     naming the kernel, block and thread in the emulator
+// and the Tensor-Core wrappers, warp-wide D = A B + C with f32 accumulators (PTX mma.sync; an
+// exact warp collective in the emulator), fragments in registers as the PTX ISA lays them out:
+//   gnnfuse_mma_m16n8k16_f16f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4])
+//   gnnfuse_mma_m16n8k16_bf16f32(d, a, b, c)   the same with bf16 pairs in a and b
+//   gnnfuse_mma_m16n8k8_tf32f32(d, a, b, c)    m16n8k8, one tf32 (an f32's top 19 bits) per register
 // `__shared__` itself is never spelled: g++ would read it as nothing (one array per thread);
 // the emulator makes it a compile error. docs/SIMT.md has the rest (semantics, limits).
 #pragma once
@@ -42,6 +47,25 @@
   do {                                  \
     if (!(cond)) __trap();              \
   } while (0)
+
+// Tensor Cores: mma.sync.aligned.<shape>.row.col.f32.<type>.<type>.f32 by inline PTX (sm_80 and
+// later; __trap() below). Every lane of the warp calls it at the same point; d may be c.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define GNNFUSE_MMA_PTX(name, instruction)                                                            \
+  GNNFUSE_DEVICE void name(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) { \
+    asm volatile(instruction " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n" \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),      \
+                   "f"(c[1]), "f"(c[2]), "f"(c[3]));                                                 \
+  }
+#else
+#define GNNFUSE_MMA_PTX(name, instruction)                                                            \
+  GNNFUSE_DEVICE void name(float*, const unsigned*, const unsigned*, const float*) { __trap(); }
+#endif
+GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k16_f16f32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k16_bf16f32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k8_tf32f32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+#undef GNNFUSE_MMA_PTX
 
 #elif defined(GNNFUSE_SIMT_EMU)
 

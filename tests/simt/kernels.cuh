@@ -289,6 +289,53 @@ inline void launch_low_precision(int blocks, int threads, int n, const __half* a
                  dot);
 }
 
+// ---------------------------------------------------------------- Tensor Cores
+// variant 0: gnnfuse_mma_m16n8k16_f16f32, 1: _bf16f32, 2: gnnfuse_mma_m16n8k8_tf32f32. Thread i
+// (warp w, lane l) takes its fragment registers a[4i..4i+3], b[2i..2i+1], c[4i..4i+3] as they
+// are (the test lays the matrices out), accumulates `repeats` products into its c in place
+// (D = C + repeats A B) and writes d[4i..4i+3]. Lanes from `lanes` on return first.
+GNNFUSE_GLOBAL void mma_fragments(int variant, int lanes, int repeats, const unsigned* a, const unsigned* b,
+                                  const float* c, float* d) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (int(threadIdx.x % 32) >= lanes) return;
+  unsigned ra[4], rb[2];
+  float acc[4];
+  GNNFUSE_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    ra[r] = a[4 * i + r];
+    acc[r] = c[4 * i + r];
+  }
+  rb[0] = b[2 * i];
+  rb[1] = b[2 * i + 1];
+  for (int n = 0; n < repeats; ++n) {
+    if (variant == 0)
+      gnnfuse_mma_m16n8k16_f16f32(acc, ra, rb, acc);
+    else if (variant == 1)
+      gnnfuse_mma_m16n8k16_bf16f32(acc, ra, rb, acc);
+    else
+      gnnfuse_mma_m16n8k8_tf32f32(acc, ra, rb, acc);
+  }
+  GNNFUSE_UNROLL
+  for (int r = 0; r < 4; ++r) d[4 * i + r] = acc[r];
+}
+inline void launch_mma_fragments(int variant, int threads, int lanes, int repeats, const unsigned* a,
+                                 const unsigned* b, const float* c, float* d) {
+  GNNFUSE_LAUNCH(mma_fragments, 1, threads, 0, 0, variant, lanes, repeats, a, b, c, d);
+}
+
+// Odd and even lanes reach the mma at two call sites (mma.sync.aligned: undefined on a GPU).
+GNNFUSE_GLOBAL void mma_divergent_sites(float* d) {
+  const unsigned a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+  const float c[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  float r[4];
+  if (threadIdx.x % 2)
+    gnnfuse_mma_m16n8k16_f16f32(r, a, b, c);
+  else
+    gnnfuse_mma_m16n8k16_f16f32(r, a, b, c);
+  d[threadIdx.x] = r[0];
+}
+inline void launch_mma_divergent_sites(float* d) { GNNFUSE_LAUNCH(mma_divergent_sites, 1, 32, 0, 0, d); }
+
 // ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
 // Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's
 // nonzeros for a tile of T features, the partial sums reduced by a __shfl_down_sync tree over

@@ -29,6 +29,8 @@ void* launchers[] = {
     reinterpret_cast<void*>(&launch_atomics),
     reinterpret_cast<void*>(&launch_checked_gather),
     reinterpret_cast<void*>(&launch_low_precision),
+    reinterpret_cast<void*>(&launch_mma_fragments),
+    reinterpret_cast<void*>(&launch_mma_divergent_sites),
     reinterpret_cast<void*>(&launch_spmm),
 };
 

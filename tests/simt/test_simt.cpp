@@ -574,6 +574,192 @@ TEST(SimtLowPrecision, HalfAndBfloat16Arithmetic) {
   EXPECT_EQ(double(dot), dot_expect);  // sums of multiples of 1/64 well inside fp32
 }
 
+// ---------------------------------------------------------------- Tensor Cores
+// The fragment layouts of the PTX ISA, written out here as the ISA states them (9.7.14.5.7
+// "Matrix Fragments for mma.m16n8k8", 9.7.14.5.8 "... for mma.m16n8k16 with floating point
+// type"), apart from the emulator's own (mma.cpp): element i of lane `lane` is (row, col).
+struct Cell {
+  int row, col;
+};
+int group_id(int lane) { return lane >> 2; }
+int thread_in_group(int lane) { return lane % 4; }
+// m16n8k16 .f16/.bf16 A (16x16), a0..a7 two per register, low half first.
+Cell a_m16n8k16(int lane, int i) {
+  const int g = group_id(lane), t = thread_in_group(lane);
+  const int row = ((0 <= i && i < 2) || (4 <= i && i < 6)) ? g : g + 8;
+  const int col = i < 4 ? t * 2 + (i & 0x1) : t * 2 + (i & 0x1) + 8;
+  return {row, col};
+}
+// m16n8k16 .f16/.bf16 B (16x8), b0..b3.
+Cell b_m16n8k16(int lane, int i) {
+  const int t = thread_in_group(lane);
+  return {i < 2 ? t * 2 + (i & 0x1) : t * 2 + (i & 0x1) + 8, group_id(lane)};
+}
+// m16n8k8 .tf32 A (16x8), a0..a3 one per register.
+Cell a_m16n8k8_tf32(int lane, int i) {
+  const int g = group_id(lane), t = thread_in_group(lane);
+  return {(i == 0 || i == 2) ? g : g + 8, (i == 0 || i == 1) ? t : t + 4};
+}
+// m16n8k8 .tf32 B (8x8), b0, b1.
+Cell b_m16n8k8_tf32(int lane, int i) {
+  const int t = thread_in_group(lane);
+  return {i == 0 ? t : t + 4, group_id(lane)};
+}
+// C and D (16x8 .f32) of both shapes, c0..c3.
+Cell c_m16n8(int lane, int i) {
+  const int g = group_id(lane), t = thread_in_group(lane);
+  return {i < 2 ? g : g + 8, t * 2 + (i & 0x1)};
+}
+
+unsigned f16_bits(float v) {
+  const __half h = __float2half_rn(v);
+  unsigned short raw;
+  std::memcpy(&raw, &h, sizeof raw);
+  return raw;
+}
+unsigned bf16_bits(float v) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(v);
+  unsigned short raw;
+  std::memcpy(&raw, &h, sizeof raw);
+  return raw;
+}
+unsigned f32_bits(float v) {
+  unsigned raw;
+  std::memcpy(&raw, &v, sizeof raw);
+  return raw;
+}
+
+// One warp's problem: dense A (16xK), B (Kx8), C (16x8), their fragments, the expected D.
+struct MmaCase {
+  int variant, k;
+  std::vector<float> a, b, c;  // row-major
+  std::vector<unsigned> frag_a, frag_b;
+  std::vector<float> frag_c;
+};
+
+// Distinct values on grids fine enough to tell every element apart and coarse enough that every
+// product and partial sum is exact in float (so any accumulation order gives the same bits):
+// A a permutation of multiples of 1/16 in [-8, 8), B of multiples of 1/8 in [-8, 8) (exact in
+// f16, bf16 and tf32), C multiples of 1/4 (zero_c: zeros). `salt` varies the permutations.
+MmaCase make_mma_case(int variant, bool zero_c, unsigned salt, unsigned tf32_low_bits = 0) {
+  MmaCase m;
+  m.variant = variant;
+  m.k = variant == 2 ? 8 : 16;
+  const int k = m.k;
+  m.a.resize(16 * k);
+  m.b.resize(k * 8);
+  m.c.resize(16 * 8);
+  for (int e = 0; e < 16 * k; ++e) m.a[e] = float(int((unsigned(e) * 97u + salt) % 256u) - 128) / 16;
+  for (int e = 0; e < k * 8; ++e) m.b[e] = float(int((unsigned(e) * 37u + salt) % 128u) - 64) / 8;
+  for (int e = 0; e < 16 * 8; ++e) m.c[e] = zero_c ? 0.0f : float(int((unsigned(e) * 53u + salt) % 128u) - 64) / 4;
+  m.frag_a.assign(32 * 4, 0);
+  m.frag_b.assign(32 * 2, 0);
+  m.frag_c.assign(32 * 4, 0.0f);
+  std::mt19937 rng(salt);
+  for (int lane = 0; lane < 32; ++lane) {
+    if (variant == 2) {
+      for (int i = 0; i < 4; ++i) {
+        const Cell e = a_m16n8k8_tf32(lane, i);
+        m.frag_a[4 * lane + i] = f32_bits(m.a[e.row * k + e.col]) | (rng() & tf32_low_bits);
+      }
+      for (int i = 0; i < 2; ++i) {
+        const Cell e = b_m16n8k8_tf32(lane, i);
+        m.frag_b[2 * lane + i] = f32_bits(m.b[e.row * 8 + e.col]) | (rng() & tf32_low_bits);
+      }
+    } else {
+      unsigned (*bits16)(float) = variant == 0 ? f16_bits : bf16_bits;
+      for (int i = 0; i < 8; ++i) {
+        const Cell e = a_m16n8k16(lane, i);
+        m.frag_a[4 * lane + i / 2] |= bits16(m.a[e.row * k + e.col]) << (16 * (i % 2));
+      }
+      for (int i = 0; i < 4; ++i) {
+        const Cell e = b_m16n8k16(lane, i);
+        m.frag_b[2 * lane + i / 2] |= bits16(m.b[e.row * 8 + e.col]) << (16 * (i % 2));
+      }
+    }
+    for (int i = 0; i < 4; ++i) {
+      const Cell e = c_m16n8(lane, i);
+      m.frag_c[4 * lane + i] = m.c[e.row * 8 + e.col];
+    }
+  }
+  return m;
+}
+
+// Runs `warps` cases (one per warp) with `repeats` products and compares every lane's d, gathered
+// by the documented layout, with C + repeats A B computed densely.
+void check_mma(const std::vector<MmaCase>& cases, int repeats) {
+  const int warps = int(cases.size()), variant = cases[0].variant;
+  std::vector<unsigned> a, b;
+  std::vector<float> c, d(std::size_t(warps) * 32 * 4, -1234.5f);
+  for (const MmaCase& m : cases) {
+    a.insert(a.end(), m.frag_a.begin(), m.frag_a.end());
+    b.insert(b.end(), m.frag_b.begin(), m.frag_b.end());
+    c.insert(c.end(), m.frag_c.begin(), m.frag_c.end());
+  }
+  launch_mma_fragments(variant, warps * 32, 32, repeats, a.data(), b.data(), c.data(), d.data());
+  for (int w = 0; w < warps; ++w) {
+    const MmaCase& m = cases[w];
+    float expect[16][8];
+    for (int row = 0; row < 16; ++row)
+      for (int col = 0; col < 8; ++col) {
+        double s = 0;
+        for (int kk = 0; kk < m.k; ++kk) s += double(m.a[row * m.k + kk]) * m.b[kk * 8 + col];
+        expect[row][col] = float(m.c[row * 8 + col] + repeats * s);
+      }
+    std::set<std::pair<int, int>> seen;
+    for (int lane = 0; lane < 32; ++lane)
+      for (int i = 0; i < 4; ++i) {
+        const Cell e = c_m16n8(lane, i);
+        seen.insert({e.row, e.col});
+        ASSERT_EQ(d[(std::size_t(w) * 32 + lane) * 4 + i], expect[e.row][e.col])
+            << "variant " << variant << " warp " << w << " lane " << lane << " d" << i << " = D[" << e.row << "]["
+            << e.col << "]";
+      }
+    ASSERT_EQ(seen.size(), 128u);  // the layout covers D once
+  }
+}
+
+TEST(SimtMma, FragmentsFollowThePtxLayouts) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    check_mma({make_mma_case(variant, true, 0)}, 1);
+    check_mma({make_mma_case(variant, false, 0)}, 1);
+  }
+}
+
+TEST(SimtMma, AccumulatesInPlaceAndWarpsAreIndependent) {
+  for (simt::Order order : kOrders) {
+    OrderScope scope(order, 11);
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(variant);
+      // d = c, three times: D = C + 3 A B; three warps with their own matrices.
+      check_mma({make_mma_case(variant, false, 1), make_mma_case(variant, false, 5), make_mma_case(variant, true, 9)},
+                3);
+    }
+  }
+}
+
+TEST(SimtMma, Tf32ReadsTheTop19BitsOfARegister) {
+  // The low 13 bits of every A and B register set at random: the same D as without them.
+  check_mma({make_mma_case(2, false, 3, 0x1fffu)}, 1);
+}
+
+TEST(SimtMma, TheWholeWarpAtOneCallSite) {
+  const MmaCase m = make_mma_case(0, false, 0);
+  std::vector<float> d(32 * 4);
+  // Lanes 16-31 return before the mma.
+  expect_error_naming<simt::DivergentCollective>(
+      [&] { launch_mma_fragments(0, 32, 16, 1, m.frag_a.data(), m.frag_b.data(), m.frag_c.data(), d.data()); },
+      {"gnnfuse_mma_m16n8k16_f16f32", "has exited"});
+  // A block of 16 threads has no whole warp.
+  expect_error_naming<simt::DivergentCollective>(
+      [&] { launch_mma_fragments(1, 16, 32, 1, m.frag_a.data(), m.frag_b.data(), m.frag_c.data(), d.data()); },
+      {"gnnfuse_mma_m16n8k16_bf16f32", "past the block's 16 threads"});
+  // Two call sites (mma.sync.aligned).
+  expect_error_naming<simt::DivergentCollective>([&] { launch_mma_divergent_sites(d.data()); },
+                                                 {"gnnfuse_mma_m16n8k16_f16f32", "kernels.cuh"});
+}
+
 // ---------------------------------------------------------------- SpMM
 struct Csr {
   int rows = 0, cols = 0;

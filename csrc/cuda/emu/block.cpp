@@ -43,6 +43,11 @@ bool is_shuffle(Collective k) {
          k == Collective::shfl_xor;
 }
 
+bool is_mma(Collective k) {
+  return k == Collective::mma_m16n8k16_f16f32 || k == Collective::mma_m16n8k16_bf16f32 ||
+         k == Collective::mma_m16n8k8_tf32f32;
+}
+
 const char* collective_name(Collective k) {
   switch (k) {
     case Collective::syncwarp: return "__syncwarp";
@@ -54,6 +59,9 @@ const char* collective_name(Collective k) {
     case Collective::shfl_down: return "__shfl_down_sync";
     case Collective::shfl_xor: return "__shfl_xor_sync";
     case Collective::activemask: return "__activemask";
+    case Collective::mma_m16n8k16_f16f32: return "gnnfuse_mma_m16n8k16_f16f32";
+    case Collective::mma_m16n8k16_bf16f32: return "gnnfuse_mma_m16n8k16_bf16f32";
+    case Collective::mma_m16n8k8_tf32f32: return "gnnfuse_mma_m16n8k8_tf32f32";
   }
   return "?";
 }
@@ -76,6 +84,13 @@ std::string hex(unsigned v) {
 
 bool same_site(const Fiber& a, const Fiber& b) {
   return a.line == b.line && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
+}
+
+// Lanes waiting at collectives that complete together: the same kind, mask and size, and for
+// mma (.aligned: one instruction for the whole warp) the same call site.
+bool same_collective(const Fiber& a, const Fiber& b) {
+  return a.call.kind == b.call.kind && a.call.mask == b.call.mask && a.call.size == b.call.size &&
+         (!is_mma(a.call.kind) || same_site(a, b));
 }
 
 // What a fiber waits at, for messages.
@@ -225,6 +240,15 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
       else
         std::memset(f.result, 0xFF, size);
     }
+  } else if (is_mma(kind)) {
+    // The whole warp (the wrappers' mask): each lane's operands are in its own frame.
+    const MmaOperands* operands[32];
+    float* d[32];
+    for (unsigned l = 0; l < 32; ++l) {
+      operands[l] = static_cast<const MmaOperands*>(lanes(l).call.value);
+      d[l] = static_cast<float*>(lanes(l).call.result);
+    }
+    warp_mma(kind, operands, d);
   }
   for (unsigned m = mask; m; m &= m - 1) {
     Fiber& f = lanes(__builtin_ctz(m));
@@ -275,10 +299,7 @@ bool Worker::resolve() {
       const CollectiveCall& c = lanes(l).call;
       if ((c.mask & waiting) != c.mask) continue;
       bool same = true;
-      for (unsigned n = c.mask; n && same; n &= n - 1) {
-        const CollectiveCall& o = lanes(__builtin_ctz(n)).call;
-        same = o.kind == c.kind && o.mask == c.mask && o.size == c.size;
-      }
+      for (unsigned n = c.mask; n && same; n &= n - 1) same = same_collective(lanes(__builtin_ctz(n)), lanes(l));
       if (!same) continue;
       resolve_group(warp, c.mask);
       released |= c.mask;
@@ -328,8 +349,7 @@ void Worker::diagnose() {
     if (f.state != State::collective) continue;
     for (unsigned m = f.call.mask; m; m &= m - 1) {
       const Fiber& g = lane_of(f, __builtin_ctz(m));
-      if (g.state == State::collective &&
-          (g.call.kind != f.call.kind || g.call.mask != f.call.mask || g.call.size != f.call.size))
+      if (g.state == State::collective && !same_collective(g, f))
         fail<DivergentCollective>(*this, f, "divergent warp collective: " + waits(f, __builtin_ctz(m)));
     }
   }

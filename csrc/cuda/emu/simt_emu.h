@@ -137,7 +137,9 @@ enum class BarrierKind : unsigned char { plain, count, all, any };
 int barrier(BarrierKind kind, int predicate, const char* file, int line);
 
 enum class Collective : unsigned char {
-  syncwarp, ballot, any, all, shfl_idx, shfl_up, shfl_down, shfl_xor, activemask
+  syncwarp, ballot, any, all, shfl_idx, shfl_up, shfl_down, shfl_xor, activemask,
+  // Tensor-Core mma.sync (gnnfuse_mma_*): the whole warp, at one call site (.aligned).
+  mma_m16n8k16_f16f32, mma_m16n8k16_bf16f32, mma_m16n8k8_tf32f32
 };
 struct CollectiveCall {
   Collective kind;
@@ -152,6 +154,17 @@ struct CollectiveCall {
 };
 // Ballot/any/all/activemask: the result; shuffles write call.result.
 unsigned collective(const CollectiveCall& call);
+
+// A lane's operands of an mma collective (call.value; call.result is its float d[4]). They stay
+// in the lane's frame while it waits, and the warp's D is computed from every lane's A, B and C
+// before any lane's d is written (d may be c).
+struct MmaOperands {
+  const unsigned* a;  // 4 registers
+  const unsigned* b;  // 2 registers
+  const float* c;     // 4 accumulators
+};
+// The warp's D = A B + C of an mma collective from its lanes' operands (mma.cpp).
+void warp_mma(Collective kind, const MmaOperands* const operands[32], float* const d[32]);
 
 template <class T>
 T shuffle(Collective kind, unsigned mask, const T& value, int operand, int width, const char* file,

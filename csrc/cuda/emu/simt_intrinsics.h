@@ -94,6 +94,23 @@ GNNFUSE_SIMT_SHUFFLES(__nv_bfloat16)
 GNNFUSE_SIMT_SHUFFLES(__nv_bfloat162)
 #undef GNNFUSE_SIMT_SHUFFLES
 
+// ---------------------------------------------------------------- Tensor Cores
+// The gnnfuse_mma_* wrappers of cuda/simt.cuh (PTX mma.sync.aligned ... .row.col, f32
+// accumulators): a collective of the whole warp (every lane at the same call site), which
+// gathers every lane's fragments by the layouts of the PTX ISA and computes D = A B + C in
+// float (cuda/emu/mma.cpp; docs/SIMT.md says what matches a GPU bit for bit).
+#define GNNFUSE_SIMT_MMA(name, kind)                                                              \
+  inline void name(float d[4], const unsigned a[4], const unsigned b[2], const float c[4],        \
+                   GNNFUSE_SIMT_SITE) {                                                           \
+    const ::gnnfuse::simt::detail::MmaOperands operands{a, b, c};                                 \
+    ::gnnfuse::simt::detail::collective({::gnnfuse::simt::detail::Collective::kind, 0xffffffffu, 0, \
+                                         32, 0, &operands, d, GNNFUSE_SIMT_AT});                  \
+  }
+GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k16_f16f32, mma_m16n8k16_f16f32)
+GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k16_bf16f32, mma_m16n8k16_bf16f32)
+GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k8_tf32f32, mma_m16n8k8_tf32f32)
+#undef GNNFUSE_SIMT_MMA
+
 // ---------------------------------------------------------------- memory
 template <class T>
 inline T __ldg(const T* p) {
