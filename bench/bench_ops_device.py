@@ -33,21 +33,20 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_layers import load_graph, open_device, rel_err  # noqa: E402
+from bench_layers import load_graph, median_time, open_device, rel_err  # noqa: E402
 from bench_ops import git_commit  # noqa: E402
 
 
-def median_ms(fn, sync, min_reps: int, min_time: float, max_reps: int = 100) -> tuple[float, int]:
-    fn()
-    sync()  # warm-up: workspaces, descriptors, the caching allocator
-    times = []
-    start = time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - start < min_time and len(times) < max_reps):
-        t0 = time.perf_counter()
+def median_ms(fn, sync, min_reps: int, min_time: float) -> tuple[float, int]:
+    """bench_layers.median_time of synchronized runs after one warm-up run (workspaces,
+    descriptors, the caching allocator), in milliseconds; and the rep count."""
+    def run():
         fn()
         sync()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times), len(times)
+
+    run()
+    seconds, reps = median_time(run, min_reps, min_time)
+    return 1e3 * seconds, reps
 
 
 def copy_gbs(device, sync, nbytes: int = 1 << 28) -> float:

@@ -206,6 +206,20 @@ struct Scalars {  // alpha = 1, beta = 0 in the compute type
 
 void* mut(const at::Tensor& t) { return const_cast<void*>(t.const_data_ptr()); }
 
+// A cuSPARSE call with its workspace: `size(&bytes)` (its _bufferSize), then `call(buffer)` with
+// the buffer from the caching allocator on `like`'s device; false where the size query answers
+// CUSPARSE_STATUS_NOT_SUPPORTED, a raise naming the op for any other failure.
+template <typename Size, typename Call>
+bool with_workspace(const char* op, const char* size_name, const char* call_name, const at::Tensor& like, Size size, Call call) {
+  size_t bytes = 0;
+  const cusparseStatus_t st = size(&bytes);
+  if (st == CUSPARSE_STATUS_NOT_SUPPORTED) return false;
+  check(op, size_name, st);
+  const at::Tensor buffer = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+  check(op, call_name, call(bytes ? buffer.mutable_data_ptr() : nullptr));
+  return true;
+}
+
 // "<op> cusparse <algorithm> 0" (CUSPARSE_SPMM_CSR_ALG3 is 12; the defaults are 0).
 void count(const char* op, int alg = 0) { count_launch(std::string(op) + " cusparse " + std::to_string(alg) + " 0"); }
 
@@ -258,16 +272,13 @@ bool cusparse_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor& c
   check(op, "cusparseCreateDnMat", api().cusparseCreateDnMat(&d.a, in_rows, f, f, mut(x), vt, CUSPARSE_ORDER_ROW));
   check(op, "cusparseCreateDnMat", api().cusparseCreateDnMat(&d.b, out_rows, f, f, out.mutable_data_ptr(), vt, CUSPARSE_ORDER_ROW));
   const cusparseOperation_t op_a = transpose ? CUSPARSE_OPERATION_TRANSPOSE : CUSPARSE_OPERATION_NON_TRANSPOSE;
+  const auto nt = CUSPARSE_OPERATION_NON_TRANSPOSE;
   const Scalars s(compute);
-  size_t bytes = 0;
-  const cusparseStatus_t st =
-      api().cusparseSpMM_bufferSize(h, op_a, CUSPARSE_OPERATION_NON_TRANSPOSE, s.alpha(), d.sparse, d.a, s.beta(), d.b, compute, alg, &bytes);
-  if (st == CUSPARSE_STATUS_NOT_SUPPORTED) return false;
-  check(op, "cusparseSpMM_bufferSize", st);
-  const at::Tensor buffer = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
-  check(op, "cusparseSpMM",
-        api().cusparseSpMM(h, op_a, CUSPARSE_OPERATION_NON_TRANSPOSE, s.alpha(), d.sparse, d.a, s.beta(), d.b, compute, alg,
-                           bytes ? buffer.mutable_data_ptr() : nullptr));
+  const bool ran = with_workspace(
+      op, "cusparseSpMM_bufferSize", "cusparseSpMM", x,
+      [&](size_t* bytes) { return api().cusparseSpMM_bufferSize(h, op_a, nt, s.alpha(), d.sparse, d.a, s.beta(), d.b, compute, alg, bytes); },
+      [&](void* buffer) { return api().cusparseSpMM(h, op_a, nt, s.alpha(), d.sparse, d.a, s.beta(), d.b, compute, alg, buffer); });
+  if (!ran) return false;
   count(op, static_cast<int>(alg));
   return true;
 }
@@ -300,15 +311,12 @@ bool cusparse_sddmm(const char* op, const at::Tensor& rowptr, const at::Tensor& 
   check(op, "cusparseCreateDnMat", api().cusparseCreateDnMat(&d.b, k, cols, k, mut(v), vt, CUSPARSE_ORDER_COL));
   const auto nt = CUSPARSE_OPERATION_NON_TRANSPOSE;
   const Scalars s(compute);
-  size_t bytes = 0;
-  const cusparseStatus_t st =
-      api().cusparseSDDMM_bufferSize(h, nt, nt, s.alpha(), d.a, d.b, s.beta(), d.sparse, compute, CUSPARSE_SDDMM_ALG_DEFAULT, &bytes);
-  if (st == CUSPARSE_STATUS_NOT_SUPPORTED) return false;
-  check(op, "cusparseSDDMM_bufferSize", st);
-  const at::Tensor buffer = at::empty({static_cast<int64_t>(bytes)}, u.options().dtype(at::kByte));
-  check(op, "cusparseSDDMM",
-        api().cusparseSDDMM(h, nt, nt, s.alpha(), d.a, d.b, s.beta(), d.sparse, compute, CUSPARSE_SDDMM_ALG_DEFAULT,
-                            bytes ? buffer.mutable_data_ptr() : nullptr));
+  const auto alg = CUSPARSE_SDDMM_ALG_DEFAULT;
+  const bool ran = with_workspace(
+      op, "cusparseSDDMM_bufferSize", "cusparseSDDMM", u,
+      [&](size_t* bytes) { return api().cusparseSDDMM_bufferSize(h, nt, nt, s.alpha(), d.a, d.b, s.beta(), d.sparse, compute, alg, bytes); },
+      [&](void* buffer) { return api().cusparseSDDMM(h, nt, nt, s.alpha(), d.a, d.b, s.beta(), d.sparse, compute, alg, buffer); });
+  if (!ran) return false;
   if (!factors.empty()) out.mul_(product(factors));
   count(op);
   return true;
