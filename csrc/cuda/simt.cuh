@@ -23,6 +23,8 @@
 //   gnnfuse_mma_m16n8k16_f16f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4])
 //   gnnfuse_mma_m16n8k16_bf16f32(d, a, b, c)   the same with bf16 pairs in a and b
 //   gnnfuse_mma_m16n8k8_tf32f32(d, a, b, c)    m16n8k8, one tf32 (an f32's top 19 bits) per register
+//   gnnfuse_cvt_rna_tf32(float x) -> unsigned   x rounded to tf32 (to nearest, ties away from
+//                                               zero: cvt.rna.tf32.f32), the register of an operand
 // `__shared__` itself is never spelled: g++ would read it as nothing (one array per thread);
 // the emulator makes it a compile error. docs/SIMT.md has the rest (semantics, limits).
 #pragma once
@@ -66,6 +68,16 @@ GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k16_f16f32, "mma.sync.aligned.m16n8k16.row.col.
 GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k16_bf16f32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k8_tf32f32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
 #undef GNNFUSE_MMA_PTX
+GNNFUSE_DEVICE unsigned gnnfuse_cvt_rna_tf32(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+#else
+  __trap();
+  return 0u;
+#endif
+}
 
 #elif defined(GNNFUSE_SIMT_EMU)
 

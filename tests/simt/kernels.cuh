@@ -336,6 +336,13 @@ GNNFUSE_GLOBAL void mma_divergent_sites(float* d) {
 }
 inline void launch_mma_divergent_sites(float* d) { GNNFUSE_LAUNCH(mma_divergent_sites, 1, 32, 0, 0, d); }
 
+// x[i] rounded to tf32 by gnnfuse_cvt_rna_tf32 (cvt.rna.tf32.f32), the register's bits.
+GNNFUSE_GLOBAL void cvt_tf32(int n, const float* x, unsigned* out) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = gnnfuse_cvt_rna_tf32(x[i]);
+}
+inline void launch_cvt_tf32(int n, const float* x, unsigned* out) { GNNFUSE_LAUNCH(cvt_tf32, (n + 31) / 32, 32, 0, 0, n, x, out); }
+
 // ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
 // Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's
 // nonzeros for a tile of T features, the partial sums reduced by a __shfl_down_sync tree over

@@ -31,6 +31,7 @@ void* launchers[] = {
     reinterpret_cast<void*>(&launch_low_precision),
     reinterpret_cast<void*>(&launch_mma_fragments),
     reinterpret_cast<void*>(&launch_mma_divergent_sites),
+    reinterpret_cast<void*>(&launch_cvt_tf32),
     reinterpret_cast<void*>(&launch_spmm),
 };
 

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <csignal>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
+#include <utility>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -742,6 +745,30 @@ TEST(SimtMma, AccumulatesInPlaceAndWarpsAreIndependent) {
 TEST(SimtMma, Tf32ReadsTheTop19BitsOfARegister) {
   // The low 13 bits of every A and B register set at random: the same D as without them.
   check_mma({make_mma_case(2, false, 3, 0x1fffu)}, 1);
+}
+
+// cvt.rna.tf32.f32: to nearest on the 10 mantissa bits tf32 keeps, ties away from zero (in
+// magnitude, for either sign), the low 13 bits cleared; overflow to infinity; inf and NaN kept.
+TEST(SimtMma, Tf32RoundingIsToNearestTiesAway) {
+  const std::vector<std::pair<unsigned, unsigned>> cases = {
+      {0x3f800000u, 0x3f800000u},  // 1
+      {0x3f801000u, 0x3f802000u},  // 1 + 2^-11: a tie, away from zero
+      {0xbf801000u, 0xbf802000u},  // -(1 + 2^-11)
+      {0x3f800fffu, 0x3f800000u},  // just below the tie: down
+      {0x3f801001u, 0x3f802000u},  // just above: up
+      {0x3f803000u, 0x3f804000u},  // 1 + 3 * 2^-11: a tie from an odd last bit, still away
+      {0x3fffffffu, 0x40000000u},  // carries into the exponent
+      {0x7f7fffffu, 0x7f800000u},  // the largest float: to infinity
+      {0x7f800000u, 0x7f800000u},  // inf
+      {0xff800000u, 0xff800000u},  // -inf
+  };
+  std::vector<float> x;
+  for (auto [in, want] : cases) x.push_back(simt::detail::bits<float>(in));
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<unsigned> out(x.size());
+  launch_cvt_tf32(static_cast<int>(x.size()), x.data(), out.data());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(out[i], cases[i].second) << std::hex << cases[i].first;
+  EXPECT_TRUE(std::isnan(simt::detail::bits<float>(out.back())));
 }
 
 TEST(SimtMma, TheWholeWarpAtOneCallSite) {

@@ -228,6 +228,13 @@ inline int __float_as_int(float x) { return ::gnnfuse::simt::detail::bits<int>(x
 inline unsigned __float_as_uint(float x) { return ::gnnfuse::simt::detail::bits<unsigned>(x); }
 inline float __int_as_float(int x) { return ::gnnfuse::simt::detail::bits<float>(x); }
 inline float __uint_as_float(unsigned x) { return ::gnnfuse::simt::detail::bits<float>(x); }
+// cvt.rna.tf32.f32: to nearest, ties away from zero, on the 10 mantissa bits tf32 keeps (the low 13
+// bits of the result are zero); infinities and NaNs pass unchanged (a NaN's payload may differ on a GPU).
+inline unsigned gnnfuse_cvt_rna_tf32(float x) {
+  const unsigned u = ::gnnfuse::simt::detail::bits<unsigned>(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) return u;
+  return (u + 0x1000u) & 0xffffe000u;
+}
 inline long long __double_as_longlong(double x) { return ::gnnfuse::simt::detail::bits<long long>(x); }
 inline double __longlong_as_double(long long x) { return ::gnnfuse::simt::detail::bits<double>(x); }
 
