@@ -7,7 +7,8 @@
 //   SDDMM  E(i,j) on A = A(i,j) [* edge operands on A] * U(i,k) * V(j,k).
 // The entry values are the product of A's values (where it has them) and the edge operands: one
 // array for cuSPARSE (an elementwise product first where there are several; SDDMM scales its
-// output by them instead). Anything else (reductions other than sum, heads, accumulation-precision
+// output by them instead). The SpMM forms then try the Tensor-Core SpMM (torch/cuda/tensor_cores.h:
+// its own mode, auto by default), whatever the backend. Anything else (reductions other than sum, heads, accumulation-precision
 // operands, more dense factors, constants or functions) keeps the generated kernels.
 #include <sstream>
 
@@ -111,6 +112,12 @@ std::string cusparse_dispatch(const Compiled& c) {
     l << "cuda_adapter::cusparse_sddmm(\"" << s.name << "\", " << a.rowptr << "_c, " << a.col << "_c, " << values << ", " << extents
       << ", " << form->dense0->arg << "_c, " << form->dense1->arg << "_c, out))\n";
   l << "    return out;\n";
+  if (form->kind == CusparseForm::Kind::SpMM) {
+    l << "  // the Tensor-Core SpMM where its mode chooses it (torch/cuda/tensor_cores.h)\n";
+    l << "  if (cuda_adapter::tensor_core_spmm(\"" << s.name << "\", " << a.rowptr << "_c, " << a.col << "_c, " << values << ", "
+      << (form->transpose ? "true" : "false") << ", " << extents << ", " << form->dense0->arg << "_c, out))\n";
+    l << "    return out;\n";
+  }
   return l.str();
 }
 

@@ -117,3 +117,55 @@ def call_with(fn: str, backend: Optional[str], call: Callable[[], T]) -> T:
         return call()
     finally:
         torch.ops.gnnfuse._cuda_set_thread_backend(previous)
+
+
+# ---------------------------------------------------------------- Tensor Cores
+TENSOR_CORE_MODES = ("auto", "on", "off")
+
+
+def get_cuda_tensor_cores() -> str:
+    """The Tensor-Core SpMM's mode: ``"auto"`` (the default), ``"on"`` or ``"off"``."""
+    if not hasattr(torch.ops.gnnfuse, "_cuda_tensor_cores"):
+        return "off"
+    return str(torch.ops.gnnfuse._cuda_tensor_cores())
+
+
+def set_cuda_tensor_cores(mode: str) -> str:
+    """Selects where the CUDA SpMMs (``spmm`` with ``reduce="sum"``, ``scaled_spmm``, the gradients
+    of their features, which walk the transposed graph, and those of ``sddmm``'s inputs) run on
+    Tensor Cores (``mma.sync``, fp32 accumulation; csrc/cuda/tc_spmm.h), for the whole process, and
+    returns the previous mode:
+
+    - ``"auto"``: float16 and bfloat16 features (float32 as tf32 where
+      ``torch.backends.cuda.matmul.allow_tf32`` is set) with at least 32 columns, on graphs whose
+      row windows of 16 nodes share neighbours (each row of ``x`` a window gathers used by at least
+      1.5 of its edges on average); elsewhere the CUDA-core kernels, which gather per edge;
+    - ``"on"``: wherever the Tensor-Core kernel can run (float32 as tf32 even where PyTorch does not
+      allow tf32; never float64);
+    - ``"off"``: never.
+
+    ``GNNFUSE_CUDA_TENSOR_CORES`` sets it at start-up. Read at every call, forward and backward.
+    The Tensor-Core kernel multiplies dense 16-row tiles: an inf or NaN in a row of ``x`` reaches
+    every output row of the 16-row window that reads it (0 * inf = NaN), not only the rows with
+    that edge; with finite inputs both paths agree within the dtype's rounding.
+    """
+    if mode not in TENSOR_CORE_MODES:
+        raise ValueError(f"gnnfuse.set_cuda_tensor_cores: mode must be one of {TENSOR_CORE_MODES}, got {mode!r}")
+    if torch.compiler.is_compiling():
+        raise RuntimeError("gnnfuse.set_cuda_tensor_cores: call it outside the compiled region (the setting is process-wide)")
+    if not hasattr(torch.ops.gnnfuse, "_cuda_set_tensor_cores"):
+        if mode == "on":
+            raise RuntimeError("gnnfuse.set_cuda_tensor_cores: this build of gnnfuse has no CUDA kernels")
+        return "off"
+    return str(torch.ops.gnnfuse._cuda_set_tensor_cores(mode))
+
+
+@contextlib.contextmanager
+def cuda_tensor_cores(mode: str) -> Iterator[None]:
+    """``set_cuda_tensor_cores(mode)`` for the ``with`` block, the previous mode restored after it."""
+    previous = set_cuda_tensor_cores(mode)
+    try:
+        yield
+    finally:
+        if previous in TENSOR_CORE_MODES and hasattr(torch.ops.gnnfuse, "_cuda_set_tensor_cores"):
+            torch.ops.gnnfuse._cuda_set_tensor_cores(previous)

@@ -343,6 +343,74 @@ TEST(CudaAdapters, CusparseBackendSelection) {
   EXPECT_EQ(launches("spmm cusparse "), before);
 }
 
+// ---------------------------------------------------------------- the Tensor-Core SpMM
+namespace {
+
+// The Tensor-Core mode for a scope.
+class ScopedTensorCores {
+ public:
+  explicit ScopedTensorCores(ca::TensorCores m) : was_(ca::set_tensor_cores(m)) {}
+  ~ScopedTensorCores() { ca::set_tensor_cores(was_); }
+
+ private:
+  ca::TensorCores was_;
+};
+
+double rel_err(const at::Tensor& got, const at::Tensor& want) {
+  return (got.to(at::kDouble) - want).abs().max().item<double>() / std::max(want.abs().max().item<double>(), 1e-30);
+}
+
+}  // namespace
+
+// Forced: forward (windows of the rows) and the gradient of x (windows of the columns, the
+// transposed view) in float16, bfloat16 and float32 as tf32, each within a few ulps of the dtype
+// of float64 (fp32 accumulation; the emulator's mma follows the PTX ISA's layouts, SimtMma).
+TEST(CudaAdapters, TensorCoreSpmmForwardAndTransposed) {
+  const ScopedTensorCores on(ca::TensorCores::On);
+  for (auto itype : {at::kInt, at::kLong}) {
+    const Graph g = graph(itype);
+    for (auto dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
+      const double eps = dtype == at::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      for (int64_t f : {1, 20, 129}) {
+        const at::Tensor w = g.weight.to(dtype);
+        const at::Tensor x = at::randn({g.cols, f}, at::kDouble).to(dtype).requires_grad_();
+        const at::Tensor gy = at::randn({7, f}, at::kDouble).to(dtype);
+        const int64_t fwd = launches("spmm tensor_cores "), bwd = launches("spmm_grad_x tensor_cores ");
+        const at::Tensor y = gnnfuse::spmm(g.rowptr, g.col, w, x);
+        y.backward(gy);
+        EXPECT_EQ(launches("spmm tensor_cores "), fwd + 1);
+        EXPECT_EQ(launches("spmm_grad_x tensor_cores "), bwd + 1);
+        const at::Tensor a = dense(g, w.to(at::kDouble));
+        EXPECT_EQ(y.scalar_type(), dtype);
+        EXPECT_LE(rel_err(y, at::mm(a, x.detach().to(at::kDouble))), 4 * eps) << dtype << " f=" << f;
+        EXPECT_LE(rel_err(x.grad(), at::mm(a.t(), gy.to(at::kDouble))), 4 * eps) << dtype << " f=" << f;
+      }
+    }
+  }
+}
+
+// auto: not for float64, not below 32 columns, not for float32 unless tf32 is allowed; off: never.
+TEST(CudaAdapters, TensorCoreSpmmChoice) {
+  EXPECT_EQ(ca::to_string(ca::parse_tensor_cores("auto")), "auto");
+  EXPECT_THROW(ca::parse_tensor_cores("always"), std::invalid_argument);
+  const Graph g = graph();
+  const int64_t before = launches("spmm tensor_cores ");
+  {
+    const ScopedTensorCores on(ca::TensorCores::On);
+    gnnfuse::spmm(g.rowptr, g.col, g.weight, at::randn({g.cols, 40}, at::kDouble));
+  }
+  {
+    const ScopedTensorCores off(ca::TensorCores::Off);
+    gnnfuse::spmm(g.rowptr, g.col, g.weight.to(at::kHalf), at::randn({g.cols, 40}, at::kHalf));
+  }
+  {
+    const ScopedTensorCores automatic(ca::TensorCores::Auto);
+    gnnfuse::spmm(g.rowptr, g.col, g.weight.to(at::kHalf), at::randn({g.cols, 8}, at::kHalf));
+    gnnfuse::spmm(g.rowptr, g.col, g.weight.to(at::kFloat), at::randn({g.cols, 40}, at::kFloat));
+  }
+  EXPECT_EQ(launches("spmm tensor_cores "), before);
+}
+
 // ---------------------------------------------------------------- CUDA graph capture
 // A probe that says every stream is being captured (torch/checks.h): the value checks of a
 // pattern not seen before compute their verdict on the device and assert it there

@@ -116,6 +116,14 @@ CUSPARSE_SUBSET = [
     "test_low_precision.py::test_low_precision_sparse_products",
     "test_nn.py::test_gcnconv_matches_pyg",
 ]
+# Under the Tensor-Core SpMM forced (GNNFUSE_CUDA_TENSOR_CORES=on: the emulator's mma, the PTX
+# ISA's fragment layouts): the low-precision battery of the SpMM forms (spmm sum forward and the
+# gradient of its features through the transposed view; sddmm's gradients of u and v) within a
+# multiple of PyTorch's same-precision error, and the layers against PyG.
+TENSOR_CORE_SUBSET = [
+    "test_low_precision.py::test_low_precision_within_a_multiple_of_torch_error",
+    "test_low_precision.py::test_layers_in_low_precision_against_pyg",
+]
 # The op, layer and autograd test files, whole (GNNFUSE_CUDA_EMU_FULL=1).
 FULL_FILES = ["test_ops.py", "test_reductions.py", "test_attention.py", "test_gcn.py", "test_nn.py", "test_autograd.py",
               "test_low_precision.py", "test_layer_inputs.py", "test_reliability.py"]
@@ -154,6 +162,7 @@ RUNS = [
     ("cusparse", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, False, CUSPARSE_SUBSET, ""),
     ("cusparse-deterministic", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, True,
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
+    ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET, "spmm_sum or sddmm_dot or GCNConv"),
 ]
 if FULL:
     RUNS.append(("full-decision", {}, False, FULL_FILES, ""))
@@ -162,7 +171,7 @@ if FULL:
 def _env(extra):
     env = dict(os.environ)
     for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER",
-              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE"):
+              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_TENSOR_CORES", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE"):
         env.pop(k, None)
     env.update(extra)
     env["GNNFUSE_LIBRARY"] = EMU

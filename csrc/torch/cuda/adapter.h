@@ -32,6 +32,7 @@
 
 #include "runtime/cuda_launch.h"
 #include "torch/cuda/cusparse_backend.h"
+#include "torch/cuda/tensor_cores.h"
 
 // The dispatch key the CUDA adapters register at.
 #if defined(GNNFUSE_CUDA_EMULATED)

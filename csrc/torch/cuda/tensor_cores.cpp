@@ -1,0 +1,295 @@
+// The Tensor-Core SpMM of the CUDA adapters (tensor_cores.h): the mode, the condensed view of a
+// sparse pattern (built with ATen on the operands' device, cached), the choice and the launch of
+// cuda/tc_spmm.cu's kernel. Built into libgnnfuse with CUDA and into libgnnfuse_cuda_emu.so
+// (GNNFUSE_CUDA_EMULATED: CPU tensors, the kernel run by the SIMT emulator).
+#include "torch/cuda/tensor_cores.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <c10/core/UndefinedTensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/library.h>
+
+#if !defined(GNNFUSE_CUDA_EMULATED)
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "cuda/tc_spmm.h"
+#include "torch/checks.h"
+#include "torch/cuda/adapter.h"
+
+namespace gnnfuse::cuda_adapter {
+
+namespace {
+
+TensorCores initial_mode() {
+  const char* v = std::getenv("GNNFUSE_CUDA_TENSOR_CORES");
+  if (v == nullptr || *v == '\0') return TensorCores::Auto;
+  return parse_tensor_cores(v);  // a bad value raises at the first CUDA SpMM
+}
+
+std::atomic<int> mode_{-1};  // -1: not read yet
+
+// ---------------------------------------------------------------- the condensed view
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+struct View {
+  int64_t windows = 0, blocks = 0, nnz = 0, k = 0;
+  at::Tensor block_ptr, block_cols, entry_ptr, entry_place, entry_src;  // tc_spmm.h
+  // Entries per condensed column: how many times a row of x gathered once is used.
+  double reuse() const { return blocks == 0 ? 0.0 : double(nnz) / double(blocks * k); }
+};
+
+struct ViewEntry {
+  WeakImpl ptr_impl;
+  const void* ptr_data;
+  int64_t ptr_version;
+  const void* col_data;
+  int64_t col_version, nnz, rows, cols;
+  bool transpose;
+  int k;
+  c10::Device device;
+  std::shared_ptr<const View> view;
+};
+
+constexpr size_t kViews = 16;  // views remembered (each holds about 9 bytes per entry)
+std::mutex views_mutex;
+std::vector<ViewEntry> views;
+size_t views_next = 0;
+int64_t views_built = 0;
+
+bool matches(const ViewEntry& e, const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
+  if (e.ptr_impl.expired() || e.ptr_data != rowptr.const_data_ptr() || e.ptr_version != rowptr._version() ||
+      e.col_data != col.const_data_ptr() || e.col_version != col._version() || e.nnz != col.size(0) || e.rows != rows ||
+      e.cols != cols || e.transpose != transpose || e.k != k || e.device != rowptr.device())
+    return false;
+  return e.ptr_impl.lock().get() == rowptr.unsafeGetTensorImpl();
+}
+
+// The view of op(A) (A: rows x cols in CSR) for blocks of k columns (tc_spmm.h). Every step is an
+// ATen op on the pattern's device; the sizes (pairs, blocks) are read back.
+std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
+  auto v = std::make_shared<View>();
+  const int64_t nnz = col.size(0);
+  const int64_t out_rows = transpose ? cols : rows, in_rows = transpose ? rows : cols;
+  v->windows = (out_rows + 15) / 16;
+  v->nnz = nnz;
+  v->k = k;
+  const auto i32 = rowptr.options().dtype(at::kInt);
+  const auto i64 = rowptr.options().dtype(at::kLong);
+  if (nnz == 0) {
+    v->block_ptr = at::zeros({v->windows + 1}, i32);
+    v->entry_ptr = at::zeros({1}, i32);
+    v->block_cols = at::empty({0}, i32);
+    v->entry_place = at::empty({0}, rowptr.options().dtype(at::kByte));
+    v->entry_src = at::empty({0}, i32);
+    return v;
+  }
+  const at::Tensor ptr = rowptr.to(at::kLong), c = col.to(at::kLong);
+  const at::Tensor row_of = at::repeat_interleave(ptr.slice(0, 1) - ptr.slice(0, 0, rows), std::optional<int64_t>(nnz));
+  const at::Tensor orow = transpose ? c : row_of, icol = transpose ? row_of : c;
+  // Sorted by (window, condensed column, row in the window), CSR order among equals (stable):
+  // the entries of a block are contiguous, duplicates of one place adjacent and summed in CSR order.
+  const at::Tensor key = (orow.div(16, "floor") * in_rows + icol) * 16 + orow.remainder(16);
+  auto [skey, order] = key.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const at::Tensor pkey = skey.div(16, "floor");  // window * in_rows + column
+  at::Tensor first = at::ones({nnz}, rowptr.options().dtype(at::kBool));
+  if (nnz > 1) first.slice(0, 1).copy_(pkey.slice(0, 1) != pkey.slice(0, 0, nnz - 1));
+  const at::Tensor pair_of = first.cumsum(0) - 1;  // each entry's (window, column) pair
+  const at::Tensor pairs = pkey.masked_select(first);
+  const at::Tensor pair_win = pairs.div(in_rows, "floor"), pair_col = pairs.remainder(in_rows);
+  const at::Tensor win_pairs = at::bincount(pair_win, {}, v->windows);
+  const at::Tensor win_first = win_pairs.cumsum(0) - win_pairs;
+  const at::Tensor pair_local = at::arange(pairs.size(0), i64) - win_first.index_select(0, pair_win);
+  const at::Tensor win_blocks = (win_pairs + (k - 1)).div(k, "floor");
+  const at::Tensor block_ptr = at::cat({at::zeros({1}, i64), win_blocks.cumsum(0)});
+  v->blocks = block_ptr[-1].item<int64_t>();
+  const at::Tensor pair_block = block_ptr.index_select(0, pair_win) + pair_local.div(k, "floor");
+  const at::Tensor pair_k = pair_local.remainder(k);
+  at::Tensor block_cols = at::full({v->blocks * k}, -1, i32);
+  block_cols.index_put_({pair_block * k + pair_k}, pair_col.to(at::kInt));
+  const at::Tensor entry_block = pair_block.index_select(0, pair_of);
+  v->entry_place = (skey.remainder(16) * k + pair_k.index_select(0, pair_of)).to(at::kByte);
+  v->entry_src = order.to(at::kInt);
+  v->entry_ptr = at::cat({at::zeros({1}, i64), at::bincount(entry_block, {}, v->blocks).cumsum(0)}).to(at::kInt);
+  v->block_ptr = block_ptr.to(at::kInt);
+  v->block_cols = block_cols;
+  return v;
+}
+
+std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
+  {
+    std::lock_guard<std::mutex> lock(views_mutex);
+    for (const ViewEntry& e : views)
+      if (matches(e, rowptr, col, transpose, rows, cols, k)) return e.view;
+  }
+  // Building reads sizes back (synchronisations): not while a CUDA graph is captured.
+  if (checks::capturing(rowptr)) return nullptr;
+  std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
+  std::lock_guard<std::mutex> lock(views_mutex);
+  ++views_built;
+  if (rowptr.is_inference()) return v;  // no version counter: not remembered
+  ViewEntry e{WeakImpl(rowptr.getIntrusivePtr()), rowptr.const_data_ptr(), rowptr._version(), col.const_data_ptr(), col._version(),
+              col.size(0), rows, cols, transpose, k, rowptr.device(), v};
+  for (ViewEntry& old : views)
+    if (old.ptr_impl.expired()) {
+      old = std::move(e);
+      return v;
+    }
+  if (views.size() < kViews) {
+    views.push_back(std::move(e));
+  } else {
+    views[views_next] = std::move(e);
+    views_next = (views_next + 1) % kViews;
+  }
+  return v;
+}
+
+std::optional<cuda::TcType> tc_type(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return cuda::TcType::Half;
+    case at::kBFloat16: return cuda::TcType::BFloat16;
+    case at::kFloat: return cuda::TcType::Float32;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+TensorCores tensor_cores() {
+  int m = mode_.load();
+  if (m < 0) {
+    m = static_cast<int>(initial_mode());
+    int expected = -1;
+    mode_.compare_exchange_strong(expected, m);
+    m = mode_.load();
+  }
+  return static_cast<TensorCores>(m);
+}
+
+TensorCores set_tensor_cores(TensorCores mode) {
+  const TensorCores previous = tensor_cores();
+  mode_.store(static_cast<int>(mode));
+  return previous;
+}
+
+std::string to_string(TensorCores mode) {
+  switch (mode) {
+    case TensorCores::Auto: return "auto";
+    case TensorCores::On: return "on";
+    case TensorCores::Off: return "off";
+  }
+  return "auto";
+}
+
+TensorCores parse_tensor_cores(const std::string& name) {
+  if (name == "auto") return TensorCores::Auto;
+  if (name == "on") return TensorCores::On;
+  if (name == "off") return TensorCores::Off;
+  throw std::invalid_argument("the Tensor-Core mode must be auto, on or off, got '" + name + "'");
+}
+
+int64_t tensor_core_views_built() {
+  std::lock_guard<std::mutex> lock(views_mutex);
+  return views_built;
+}
+
+bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor& col, std::initializer_list<at::Tensor> values,
+                      bool transpose, int64_t rows, int64_t cols, const at::Tensor& x, at::Tensor& out) {
+  TensorCores mode;
+  try {
+    mode = tensor_cores();
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK(false, "gnnfuse::", op, ": GNNFUSE_CUDA_TENSOR_CORES: ", e.what());
+  }
+  if (mode == TensorCores::Off) return false;
+  const auto type = tc_type(x.scalar_type());
+  if (!type) return false;
+  const bool forced = mode == TensorCores::On;
+  if (*type == cuda::TcType::Float32 && !forced && !at::globalContext().allowTF32CuBLAS()) return false;
+  const int64_t f = x.size(1), nnz = col.size(0);
+  const int64_t out_rows = transpose ? cols : rows, in_rows = transpose ? rows : cols;
+  if (!forced && f < kTcMinF) return false;
+  constexpr int64_t kInt32 = int64_t(1) << 31;
+  if (nnz >= kInt32 || in_rows >= kInt32 || out_rows >= kInt32 || !x.is_contiguous() || !out.is_contiguous()) return false;
+  std::vector<at::Tensor> factors;
+  for (const at::Tensor& v : values)
+    if (v.defined()) {
+      if (v.scalar_type() != x.scalar_type() || !v.is_contiguous() || v.dim() != 1 || v.size(0) != nnz) return false;
+      factors.push_back(v);
+    }
+  if (factors.size() > 3) return false;
+  const int k = cuda::tc_k(*type);
+  const std::shared_ptr<const View> view = cached_view(rowptr, col, transpose, rows, cols, k);
+  if (!view) return false;
+  if (!forced && view->reuse() < kTcMinReuse) return false;
+  if (out.numel() == 0) return true;
+  if (nnz == 0 || in_rows == 0) {
+    out.zero_();
+    return true;
+  }
+  cuda::TcSpmmArgs a;
+  a.out_rows = out_rows;
+  a.f = f;
+  a.in_rows = in_rows;
+  a.windows = view->windows;
+  a.block_ptr = view->block_ptr.const_data_ptr<int32_t>();
+  a.block_cols = view->block_cols.const_data_ptr<int32_t>();
+  a.entry_ptr = view->entry_ptr.const_data_ptr<int32_t>();
+  a.entry_place = view->entry_place.const_data_ptr<uint8_t>();
+  a.entry_src = view->entry_src.const_data_ptr<int32_t>();
+  for (size_t i = 0; i < factors.size(); ++i) a.values[i] = factors[i].const_data_ptr();
+  a.x = x.const_data_ptr();
+  a.out = out.mutable_data_ptr();
+#if defined(GNNFUSE_CUDA_EMULATED)
+  void* stream = nullptr;
+#else
+  void* stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+#endif
+  cuda::tc_spmm(*type, a, stream);
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+#endif
+  count_launch(std::string(op) + " tensor_cores " + std::to_string(cuda::tc_spmm_tiles(f) * 8) + " 0");
+  return true;
+}
+
+}  // namespace gnnfuse::cuda_adapter
+
+namespace {
+
+std::string set_tensor_cores_op(const std::string& name) {
+  namespace ca = gnnfuse::cuda_adapter;
+  try {
+    return ca::to_string(ca::set_tensor_cores(ca::parse_tensor_cores(name)));
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK(false, "gnnfuse::_cuda_set_tensor_cores: ", e.what());
+  }
+}
+
+std::string tensor_cores_op() {
+  namespace ca = gnnfuse::cuda_adapter;
+  try {
+    return ca::to_string(ca::tensor_cores());
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK(false, "gnnfuse::_cuda_tensor_cores: GNNFUSE_CUDA_TENSOR_CORES: ", e.what());
+  }
+}
+
+int64_t tensor_core_views_op() { return gnnfuse::cuda_adapter::tensor_core_views_built(); }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
+  m.def("_cuda_set_tensor_cores(str mode) -> str", &set_tensor_cores_op);
+  m.def("_cuda_tensor_cores() -> str", &tensor_cores_op);
+  m.def("_cuda_tensor_core_views() -> int", &tensor_core_views_op);
+}

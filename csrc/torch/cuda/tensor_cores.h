@@ -1,0 +1,50 @@
+// The Tensor-Core SpMM in the CUDA adapters (issue 26; the kernel: cuda/tc_spmm.h). The ops the
+// generator finds to be one SpMM (codegen cusparse_form: spmm, scaled_spmm, the gradients of their
+// features, whose op(A) = A^T walks the transposed view, and of sddmm's inputs) try it before their
+// generated kernels, in float16 and bfloat16 (fp32 accumulation), and in float32 as tf32 where
+// PyTorch allows tf32 for matrix products (torch.backends.cuda.matmul.allow_tf32).
+//
+// Mode (process-wide, read at every call; GNNFUSE_CUDA_TENSOR_CORES=auto|on|off at first use, or
+// set_tensor_cores / the op gnnfuse::_cuda_set_tensor_cores / gnnfuse.backends.set_cuda_tensor_cores):
+//   auto  where it is expected to win: 16-bit (or tf32-allowed float32) operands, F of at least
+//         kTcMinF, and a condensed view whose columns are read by at least kTcMinReuse entries on
+//         average (the rows of x a window gathers once, which CUDA-core kernels gather per entry);
+//   on    wherever it can run (any F, float32 as tf32 even where PyTorch does not allow tf32);
+//   off   never.
+// It cannot run on float64, with value factors of another dtype than x, or past int32 extents.
+//
+// The condensed view is built once per sparse pattern and direction (sorts and scans with ATen on
+// the operands' device, a few host synchronisations) and cached like the graph statistics (keyed
+// by the row pointers' TensorImpl, data, version; the columns' data and version). While a CUDA
+// graph is captured only a cached view is used (building one synchronises).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace gnnfuse::cuda_adapter {
+
+enum class TensorCores { Auto, On, Off };
+TensorCores tensor_cores();
+// Returns the previous mode.
+TensorCores set_tensor_cores(TensorCores mode);
+std::string to_string(TensorCores mode);
+// "auto", "on" or "off"; raises (std::invalid_argument) for anything else.
+TensorCores parse_tensor_cores(const std::string& name);
+
+// The thresholds of auto (issue 27 tunes them on a GPU).
+constexpr int64_t kTcMinF = 32;
+constexpr double kTcMinReuse = 1.5;
+
+// out[rows_of_op(A), F] = op(A) x as cusparse_spmm (cusparse_backend.h), on Tensor Cores where the
+// mode chooses them. out is overwritten. false: not chosen (the generated kernels run).
+bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor& col, std::initializer_list<at::Tensor> values,
+                      bool transpose, int64_t rows, int64_t cols, const at::Tensor& x, at::Tensor& out);
+
+// Condensed views built since the library loaded (tests: that the cache holds).
+int64_t tensor_core_views_built();
+
+}  // namespace gnnfuse::cuda_adapter

@@ -1,0 +1,183 @@
+"""The Tensor-Core SpMM (csrc/cuda/tc_spmm.h, csrc/torch/cuda/tensor_cores.h) through the emulated
+library, whose mma follows the PTX ISA's fragment layouts (tests/simt: SimtMma).
+
+The mode API on any build; through libgnnfuse_cuda_emu.so: the forced kernel against float64 on
+the edge-case graphs (empty rows, isolated nodes, self-loops, duplicate edges, power-law degrees,
+unsorted columns, row counts that are not a multiple of 16) at F in {1, 3, 32, 129}, float16,
+bfloat16 and float32 (tf32), with edge weights and scaled_spmm's two factors, forward and the
+gradient of the features (the transposed view); the choice of auto; the cache of views; capture.
+The op battery under the forced mode runs in test_cuda_emulated.py (its "tensor-cores" run).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gnnfuse
+from test_cuda_emulated import EMU, _HERE, _env
+
+_ON_EMU = gnnfuse.library_path().endswith("libgnnfuse_cuda_emu.so")
+needs_emu = pytest.mark.skipif(EMU is None or _ON_EMU, reason="needs libgnnfuse_cuda_emu.so, run from the ordinary library")
+
+
+def test_mode_names_are_checked():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        gnnfuse.backends.set_cuda_tensor_cores("always")
+    assert gnnfuse.backends.get_cuda_tensor_cores() in ("auto", "off")
+
+
+_COMMON = r"""
+import torch, gnnfuse
+from graphs import CASES, ref_csr
+def counts():
+    return {l.rsplit(" ", 1)[0]: int(l.rsplit(" ", 1)[1]) for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines()}
+def tc(op):
+    return sum(v for k, v in counts().items() if k.startswith(op + " tensor_cores "))
+def dense_of(rowptr, col, n, m, w):
+    rows = torch.repeat_interleave(torch.arange(n), rowptr.diff())
+    return torch.zeros(n, m, dtype=torch.float64).index_put_((rows, col.long()), w.double(), accumulate=True)
+def rel(got, want):
+    return (got.double() - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
+"""
+
+_FORCED = _COMMON + r"""
+torch.manual_seed(0)
+EPS = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 2.0 ** -11}  # tf32 keeps 10 bits
+assert gnnfuse.backends.set_cuda_tensor_cores("on") == "auto"
+# unsorted columns in a row, a duplicate edge and 37 rows (not a multiple of 16)
+extra = [("unsorted", torch.tensor([0, 3, 3, 6] + [6] * 34), torch.tensor([5, 1, 3, 5, 0, 5]), 37, 7)]
+names = ["empty_rows_isolated", "self_loops_duplicates", "power_law", "uniform"]
+for name in names:
+    case = CASES[name]
+    rowptr, col, perm = ref_csr(case.edge_index, case.num_nodes)
+    extra.append((name, rowptr, col, case.num_nodes, case.num_src_nodes))
+checked = 0
+for name, rowptr, col, n, m in extra:
+    for index in (torch.int64, torch.int32):
+        rp, cl = rowptr.to(index), col.to(index)
+        g = gnnfuse.Graph(rp, cl, n, m)
+        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+            for F in (1, 3, 32, 129):
+                w = (torch.rand(cl.numel(), dtype=torch.float64) + 0.5).to(dtype)
+                x = torch.randn(m, F, dtype=torch.float64).to(dtype).requires_grad_()
+                gy = torch.randn(n, F, dtype=torch.float64).to(dtype)
+                dense = dense_of(rp, cl, n, m, w)
+                before = (tc("spmm"), tc("spmm_grad_x"))
+                y = gnnfuse.spmm(g, x, w)
+                y.backward(gy)
+                assert tc("spmm") == before[0] + 1 and tc("spmm_grad_x") == before[1] + 1, (name, dtype, F, counts())
+                want, want_gx = dense @ x.detach().double(), dense.t() @ gy.double()
+                # each output sums products rounded once (fp32 accumulation): a few ulps of the dtype
+                assert y.dtype == dtype and rel(y, want) <= 4 * EPS[dtype], (name, dtype, F, rel(y, want))
+                assert rel(x.grad, want_gx) <= 4 * EPS[dtype], (name, dtype, F, rel(x.grad, want_gx))
+                checked += 1
+# scaled_spmm: two factors multiplied in float
+case = CASES["power_law"]
+rowptr, col, perm = ref_csr(case.edge_index, case.num_nodes)
+n, m = case.num_nodes, case.num_src_nodes
+for dtype in (torch.bfloat16, torch.float16):
+    a = torch.rand(col.numel(), dtype=torch.float64).to(dtype)
+    s = (torch.rand(col.numel(), dtype=torch.float64) + 0.5).to(dtype)
+    x = torch.randn(m, 40, dtype=torch.float64).to(dtype)
+    before = tc("scaled_spmm")
+    y = torch.ops.gnnfuse.scaled_spmm(rowptr, col, a, s, x)
+    assert tc("scaled_spmm") == before + 1, counts()
+    want = dense_of(rowptr, col, n, m, a.double() * s.double()) @ x.double()
+    assert rel(y, want) <= 4 * EPS[dtype], rel(y, want)
+# float64 never runs on Tensor Cores
+before = tc("spmm")
+gnnfuse.spmm(gnnfuse.Graph(rowptr, col, n, m), torch.randn(m, 32, dtype=torch.float64))
+assert tc("spmm") == before
+print("OK", checked)
+"""
+
+
+@needs_emu
+def test_forced_tensor_cores_against_float64():
+    proc = subprocess.run([sys.executable, "-c", _FORCED], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+_AUTO = _COMMON + r"""
+torch.manual_seed(1)
+from gnnfuse import backends
+assert backends.get_cuda_tensor_cores() == "auto"
+# a graph with locality: 64 nodes in 4 cliques of 16 (each window reads 16 rows 16 times each),
+# and one without: 64 rows each reading 4 distinct far-apart columns of 4096
+def csr(rows, cols, n):
+    order = torch.argsort(rows * 100000 + cols)
+    rows, cols = rows[order], cols[order]
+    rowptr = torch.zeros(n + 1, dtype=torch.int64)
+    rowptr[1:] = torch.cumsum(torch.bincount(rows, minlength=n), 0)
+    return rowptr, cols
+r = torch.arange(64).repeat_interleave(16); c = (r // 16) * 16 + torch.arange(16).repeat(64)
+local = gnnfuse.Graph(*csr(r, c, 64), 64, 64)
+r2 = torch.arange(64).repeat_interleave(4); c2 = torch.randperm(4096)[:256]
+scattered = gnnfuse.Graph(*csr(r2, c2, 64), 64, 4096)
+x = torch.randn(64, 64, dtype=torch.bfloat16)
+views = torch.ops.gnnfuse._cuda_tensor_core_views()
+before = tc("spmm")
+gnnfuse.spmm(local, x); gnnfuse.spmm(local, x)
+assert tc("spmm") == before + 2, counts()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1  # built once, then cached
+# narrow features, no reuse, float32 without tf32 allowed, float64: the CUDA-core kernels
+gnnfuse.spmm(local, torch.randn(64, 8, dtype=torch.bfloat16))
+gnnfuse.spmm(scattered, torch.randn(4096, 64, dtype=torch.bfloat16))
+assert not torch.backends.cuda.matmul.allow_tf32
+gnnfuse.spmm(local, x.float())
+gnnfuse.spmm(local, x.double())
+assert tc("spmm") == before + 2, counts()
+torch.backends.cuda.matmul.allow_tf32 = True
+gnnfuse.spmm(local, x.float())
+assert tc("spmm") == before + 3, counts()
+torch.backends.cuda.matmul.allow_tf32 = False
+# off, and the context manager restores the mode
+with backends.cuda_tensor_cores("off"):
+    gnnfuse.spmm(local, x)
+    assert backends.get_cuda_tensor_cores() == "off"
+assert backends.get_cuda_tensor_cores() == "auto"
+assert tc("spmm") == before + 3, counts()
+# an in-place change of the pattern is a new view (the version counter)
+rowptr, col = local.rowptr.clone(), local.col.clone()
+g = gnnfuse.Graph(rowptr, col, 64, 64)
+y0 = gnnfuse.spmm(g, x)
+views = torch.ops.gnnfuse._cuda_tensor_core_views()
+col[:16] = col[:16].flip(0)  # the same pattern, another order: a new view, the same result
+y1 = gnnfuse.spmm(g, x)
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1
+torch.testing.assert_close(y0, y1)
+# deterministic: no atomics, bitwise equal runs
+torch.use_deterministic_algorithms(True)
+assert torch.equal(gnnfuse.spmm(local, x), gnnfuse.spmm(local, x))
+torch.use_deterministic_algorithms(False)
+# under a (simulated) CUDA graph capture only a cached view is used: no new one is built
+torch.ops.gnnfuse._cuda_simulate_capture(True)
+other = gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64)
+n_tc, views = tc("spmm"), torch.ops.gnnfuse._cuda_tensor_core_views()
+gnnfuse.spmm(other, x)
+gnnfuse.spmm(local, x)
+torch.ops.gnnfuse._cuda_simulate_capture(False)
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc("spmm") == n_tc + 1, counts()
+print("OK")
+"""
+
+
+@needs_emu
+def test_auto_mode_choice_cache_and_capture():
+    proc = subprocess.run([sys.executable, "-c", _AUTO], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@needs_emu
+def test_bad_environment_value_names_the_variable():
+    probe = "import torch, gnnfuse\nprint(torch.ops.gnnfuse._cuda_tensor_cores())"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=_HERE, env=_env({"GNNFUSE_CUDA_TENSOR_CORES": "yes"}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "GNNFUSE_CUDA_TENSOR_CORES" in proc.stderr and "auto, on or off" in proc.stderr, proc.stderr[-2000:]
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=_HERE, env=_env({"GNNFUSE_CUDA_TENSOR_CORES": "on"}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "on", proc.stderr[-2000:]
