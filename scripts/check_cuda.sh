@@ -9,7 +9,8 @@
 # (LDL/STL), a 128-bit global load in every instance with a vector width VW_ > 1 that loads
 # tiles by it or that the launch may pick (a tiled kernel), SHFL in every kernel whose reduction
 # over lanes is a shuffle tree (cu::group_*) or the pos split's segmented reduction
-# (cu::segment_sums); BUILD/cuda_gates/sass_checks.txt lists them. With --emulated, then the op
+# (cu::segment_sums), HMMA in every kernel that issues mma (the Tensor-Core SpMM of
+# csrc/cuda/tc_spmm.cu, compiled and checked as the family tc_spmm); BUILD/cuda_gates/sass_checks.txt lists them. With --emulated, then the op
 # battery through the same kernels run on the CPU by the SIMT emulator
 # (tests/python/test_cuda_emulated.py against BUILD/libgnnfuse_cuda_emu.so, built if missing:
 # every family forward and backward under the launch decision and under each forced variant,
@@ -23,7 +24,8 @@
 #     --jobs   parallel nvcc (and cuobjdump) processes (default: the number of cores)
 #     --only   a subset of the families (the ctest gate compiles a representative subset)
 #     --emulated  also run the emulated op battery (scripts/run_tests.sh does)
-# Environment: NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc); CUOBJDUMP (a
+# Environment: GNNFUSE_CUDA_EMU_LIBRARY (the emulated library the battery runs; default
+# BUILD/libgnnfuse_cuda_emu.so, built if missing); NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc); CUOBJDUMP (a
 # cuobjdump with nvdisasm beside it or on PATH; default: the toolkit's, else the
 # nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels of CUOBJDUMP_WHEEL_VERSION, default
 # 13.2.86, fetched once into BUILD/cuda_tools/: PyPI has no 13.0 ones, and 13.2 reads nvcc
@@ -41,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$(cd "$2" && pwd)"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "check_cuda.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -85,6 +87,9 @@ fi
 # The CPU target's files hold the params structs the CUDA files include.
 "$gen" --out "$out" "${specs[@]}"
 "$gen" --target cuda --out "$out" "${specs[@]}"
+# The kernels written in csrc/cuda (the Tensor-Core SpMM), gated like a family: <name>_cuda.cu.
+library_kernels=(tc_spmm)
+for k in "${library_kernels[@]}"; do cp "$root/csrc/cuda/$k.cu" "$out/${k}_cuda.cu"; done
 
 gencode=()
 for a in "${archs[@]}"; do gencode+=(-gencode "arch=compute_${a#sm_},code=$a"); done
@@ -107,7 +112,7 @@ export nvcc root out logs
 export GENCODE="${gencode[*]}"
 
 t0=$(date +%s)
-fams=()
+fams=("${library_kernels[@]}")
 for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
 # Largest first (by the size of the generated source): the last jobs are the short ones, so the
 # cores stay busy to the end.
@@ -178,7 +183,7 @@ print(f"{len(kernels)} {spills} {max([r['regs'] for r in rows] or [0])}")
 EOF
 read -r kernels spills maxregs <"$logs/summary.txt"
 ops=0
-for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu"))); done
+for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu" || true))); done
 echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs; table: $table (at most $maxregs registers)"
 if [[ ${#skipped[@]} -gt 0 ]]; then echo "  skipped (symbolic, issue 26): ${skipped[*]}"; fi
 
@@ -231,7 +236,7 @@ emu_failed=0
 if [[ $emulated -eq 1 ]]; then
   py="${PYTHON:-$root/.venv/bin/python}"
   [[ -x "$py" ]] || py=python3
-  lib="$build/libgnnfuse_cuda_emu.so"
+  lib="${GNNFUSE_CUDA_EMU_LIBRARY:-$build/libgnnfuse_cuda_emu.so}"
   t3=$(date +%s)
   if [[ ! -f "$lib" ]] && ! cmake --build "$build" --target gnnfuse_cuda_emu --parallel "$jobs" >"$logs/emulated_build.log" 2>&1; then
     emu="emulated: not built (cmake --build $build --target gnnfuse_cuda_emu: $logs/emulated_build.log)"

@@ -25,6 +25,9 @@ is checked against what the generated source ``GENERATED/<family>_cuda.cu`` stat
                 reduction (``cu::segment_sums``). Entries broadcast by ``__shfl_sync`` (the
                 register forms' walks) are not checked: where a kernel does not use the
                 broadcast index, nvcc rightly drops the shuffle;
+  tensor-cores  a kernel that issues mma (calls ``gnnfuse_mma_*`` of cuda/simt.cuh, itself or through
+                a device function of the same source) has HMMA for every architecture: the
+                Tensor-Core SpMM (csrc/cuda/tc_spmm.cu, checked as the family ``tc_spmm``);
   present       every kernel of the source has SASS for every architecture of the object (else
                 the two checks above would pass by checking nothing).
 
@@ -46,13 +49,13 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 
-RULES = ("local-memory", "128-bit-loads", "shuffles", "present")
+RULES = ("local-memory", "128-bit-loads", "shuffles", "tensor-cores", "present")
 
 # ---------------------------------------------------------------- SASS
 # An instruction line of `cuobjdump -sass`: "        /*0a40*/   @!P0 LDG.E.128.CONSTANT R4, [R2.64] ;"
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?\w+\s+)?([A-Z][A-Z0-9_.]*)")
 # What a line must contain to matter (the others, most of them, are skipped unparsed).
-_INTEREST = re.compile(r"LDL|STL|LDG|LD\.|SHFL|Function : |^arch = ")
+_INTEREST = re.compile(r"LDL|STL|LDG|LD\.|SHFL|HMMA|Function : |^arch = ")
 _SAMPLES = 3  # SASS lines kept per kernel and kind, for the messages
 
 
@@ -67,6 +70,7 @@ class KernelSass:
     ld128: int = 0  # 128-bit global or generic loads
     loads: list[str] = field(default_factory=list)  # other global loads (the first few)
     shfl: int = 0
+    hmma: int = 0  # Tensor-Core mma (HMMA.16816.F32[.BF16], HMMA.1688.F32.TF32)
 
 
 def is_lmem(op: str) -> bool:
@@ -113,6 +117,8 @@ def parse_sass(lines) -> list[KernelSass]:
                 cur.loads.append(s)
         elif op.startswith("SHFL"):
             cur.shfl += 1
+        elif op.startswith("HMMA"):
+            cur.hmma += 1
     return out
 
 
@@ -161,7 +167,11 @@ def split_template(demangled: str) -> tuple[str, list[str]]:
 # A kernel of <family>_cuda.cu, as CudaPrinter prints it (kernel_head, pos_fixup):
 #   template <typename scalar_t, typename index_t, int VW_, int R_>
 #   GNNFUSE_GLOBAL void spmm_reg_lanes_k0(const spmm_params prm, ...) {
-_KERNEL = re.compile(r"template <([^>]*)>\s*\nGNNFUSE_GLOBAL void (\w+)\(")
+# (csrc/cuda's own kernels may have __launch_bounds__ before the name).
+_KERNEL = re.compile(r"template <([^>]*)>\s*\nGNNFUSE_GLOBAL void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(")
+# A device function (its name) whose body may issue mma.
+_DEVICE_FN = re.compile(r"GNNFUSE_DEVICE\s+[\w:<>]+\s+(\w+)\s*\(")
+_MMA = re.compile(r"\bgnnfuse_mma_\w+\(")
 _VECTOR_LOAD = re.compile(r"cu::load_tile<[^;]*?\bVWA?_>\(")
 # The shape of a variant's kernels for the launch decision (CudaPrinter::shape), kernel k of
 # variant FN (FN_k<k>) the k-th KernelShape of FN_shape:
@@ -184,6 +194,7 @@ class KernelSource:
     params: list[str]  # template parameter names, in order
     vector_loads: bool  # tiles loaded by VW_ (or VWA_) elements
     shuffles: str  # why it must shuffle ("" when it need not)
+    tensor_cores: bool = False  # it issues mma (gnnfuse_mma_*, directly or through a device function)
     tiled: bool = False  # its shape has a tiled or lane variable (tile_extent not 1): the launch may pick VW > 1
 
 
@@ -207,11 +218,20 @@ def parse_source(text: str) -> dict[str, KernelSource]:
     Raises ValueError where a kernel with VW_ has no shape (the source is not what this reads)."""
     kernels = {}
     code = re.sub(r"//[^\n]*", lambda m: " " * len(m.group()), text)  # comments out, offsets kept
+    mma_fns = set()
+    for m in _DEVICE_FN.finditer(code):
+        try:
+            if _MMA.search(_body(code, m.end())):
+                mma_fns.add(m.group(1))
+        except ValueError:  # a declaration without a body
+            pass
+    issues_mma = re.compile(r"\bgnnfuse_mma_\w+\(" + "".join(rf"|\b{f}\b" for f in sorted(mma_fns)))
     for m in _KERNEL.finditer(code):
         params = [p.split()[-1] for p in m.group(1).split(",")]
         body = _body(code, m.end())
         why = next((w for rx, w in _SHUFFLES if rx.search(body)), "")
-        kernels[m.group(2)] = KernelSource(m.group(2), params, bool(_VECTOR_LOAD.search(body)), why)
+        kernels[m.group(2)] = KernelSource(m.group(2), params, bool(_VECTOR_LOAD.search(body)), why,
+                                           tensor_cores=bool(issues_mma.search(body)))
     shaped = set()
     for m in _SHAPE.finditer(code):
         for k, b in enumerate(_KERNEL_SHAPE.finditer(_body(code, m.end()))):
@@ -275,8 +295,12 @@ def check_family(family: str, kernels: list[KernelSass], source: dict[str, Kerne
                 rules.append("shuffles")
                 if not k.shfl:
                     violation(label, k.arch, "shuffles", f"the source combines lanes by {src.shuffles}, but no SHFL")
+            if src.tensor_cores:
+                rules.append("tensor-cores")
+                if not k.hmma:
+                    violation(label, k.arch, "tensor-cores", "the source issues mma (gnnfuse_mma_*), but no HMMA")
         r.checks.update(rules)
-        r.report.append(f"{family} {label} {k.arch}: {' '.join(rules)}; {k.ld128} LDG.128, {k.shfl} SHFL, {k.lmem_count} LDL/STL")
+        r.report.append(f"{family} {label} {k.arch}: {' '.join(rules)}; {k.ld128} LDG.128, {k.shfl} SHFL, {k.hmma} HMMA, {k.lmem_count} LDL/STL")
     archs = sorted({k.arch for k in kernels})
     for name in sorted(source):
         for arch in archs or ["(none)"]:

@@ -235,3 +235,42 @@ def test_command_line(tmp_path, capsys):
     # a cuobjdump that fails is a tool failure (2), not a pass
     (tmp_path / "spmm.o").unlink()
     assert sc.main(args + ["spmm"]) == 2
+
+
+# csrc/cuda's Tensor-Core SpMM as the checker reads it (abridged): the mma in a device function,
+# the kernel with __launch_bounds__ calling it; a kernel of the same source that issues none.
+TC_SOURCE = """\
+template <typename T, int NT>
+GNNFUSE_DEVICE void block_mma(float (&acc)[NT][4], const float* at, const T* bt, int lane) {
+  gnnfuse_mma_m16n8k16_f16f32(acc[t], a, b, acc[t]);
+}
+
+template <typename T, int NT>
+GNNFUSE_GLOBAL void __launch_bounds__(kTcWarps * 32, 1) tc_spmm_kernel(TcSpmmArgs p, int64_t slabs) {
+  block_mma<T, NT>(acc, at, bt, lane);
+}
+
+template <typename T>
+GNNFUSE_GLOBAL void tc_fill(TcSpmmArgs p) {
+  p.out[0] = T(0);
+}
+"""
+
+
+def test_mma_without_hmma_fails():
+    src = sc.parse_source(TC_SOURCE)
+    assert sorted(src) == ["tc_fill", "tc_spmm_kernel"]
+    assert src["tc_spmm_kernel"].tensor_cores and not src["tc_fill"].tensor_cores
+
+    def tc_function(name, args, *instructions):
+        return function(name, args, *instructions).replace(mangled(name, args), f"_ZN7gnnfuse4cuda{len(name)}{name}I{args}EEvv")
+
+    def run(*functions):
+        kernels = sc.parse_sass(elf("sm_90a", *functions).splitlines(keepends=True))
+        return sc.check_family("tc_spmm", kernels, src, sc.demangle(k.mangled for k in kernels))
+
+    fill = tc_function("tc_fill", "f", "STG.E [R2.64], RZ ;")
+    good = run(tc_function("tc_spmm_kernel", "fLi8E", "HMMA.16816.F32 R4, R8, R12, R4 ;"), fill)
+    assert good.violations == [] and good.checks["tensor-cores"] == 1
+    bad = run(tc_function("tc_spmm_kernel", "fLi8E", "FFMA R4, R8, R12, R4 ;"), fill)
+    assert any("tc_spmm_kernel<float, 8> sm_90a tensor-cores" in v for v in bad.violations), bad.violations
