@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup_env.sh), then runs every test suite: the GoogleTest suites through
-# ctest, the CUDA gates (scripts/check_cuda.sh), then pytest. Exits non-zero if any fails.
+# ctest, then the CUDA gates (scripts/check_cuda.sh) beside pytest. Exits non-zero if any fails.
 # The tests build in build/, the folder setup_env.sh built the library in: reconfigured with the
 # tests and the emulated CUDA library, it compiles only what the tests add (a separate folder
 # compiled every generated kernel a second time, minutes of CI).
@@ -26,19 +26,36 @@ echo "== ctest (C++: tests/cpp, tests/codegen)"
 (cd "$BUILD" && ctest --output-on-failure --parallel 2) || failed+=(ctest)
 
 # The CUDA kernels (no GPU): nvcc under the gates, the SASS checks, and the op battery through
-# the SIMT emulator (tests/python/test_cuda_emulated.py, so pytest below leaves it out).
+# the SIMT emulator (tests/python/test_cuda_emulated.py, so pytest leaves it out), beside pytest:
+# pytest and the emulator keep about one core busy each, nvcc and cuobjdump whatever is free, so
+# on CI's 2 cores the two take minutes less together than one after the other. The battery runs
+# a copy of the emulated library (pytest's test_wheel.py reconfigures and rebuilds build/).
+# Each one's output is printed whole when both are done, pytest's last.
 pytest_extra=()
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+cuda_pid=""
+cuda_log="$BUILD/check_cuda.log"
 if [[ -x "$NVCC" && -f "$BUILD/libgnnfuse_cuda_emu.so" ]]; then
-  echo "== scripts/check_cuda.sh (nvcc gates, SASS checks, emulated op battery)"
-  NVCC="$NVCC" bash scripts/check_cuda.sh --build "$BUILD" --jobs 2 --emulated || failed+=(check_cuda)
+  mkdir -p "$BUILD/emulated_battery"
+  cp "$BUILD/libgnnfuse_cuda_emu.so" "$BUILD/emulated_battery/libgnnfuse_cuda_emu.so"
+  NVCC="$NVCC" GNNFUSE_CUDA_EMU_LIBRARY="$BUILD/emulated_battery/libgnnfuse_cuda_emu.so" \
+    bash scripts/check_cuda.sh --build "$BUILD" --jobs 2 --emulated >"$cuda_log" 2>&1 &
+  cuda_pid=$!
   pytest_extra=(--deselect tests/python/test_cuda_emulated.py)
+fi
+
+pytest_log="$BUILD/pytest.log"
+"$PY" -m pytest -q tests/python "${pytest_extra[@]}" >"$pytest_log" 2>&1 || failed+=(pytest)
+
+if [[ -n "$cuda_pid" ]]; then
+  echo "== scripts/check_cuda.sh (nvcc gates, SASS checks, emulated op battery)"
+  wait "$cuda_pid" || failed+=(check_cuda)
+  cat "$cuda_log"
 else
   echo "== scripts/check_cuda.sh skipped (no nvcc or no libgnnfuse_cuda_emu.so: CUDA's headers missing)"
 fi
-
 echo "== pytest (tests/python)"
-"$PY" -m pytest -q tests/python "${pytest_extra[@]}" || failed+=(pytest)
+cat "$pytest_log"
 
 # On success pytest's summary stays the last line of the output.
 if ((${#failed[@]} > 0)); then
