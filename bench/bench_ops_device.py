@@ -15,6 +15,11 @@ run: the memory-bandwidth floor of each op is bytes / copy bandwidth.
 Implementations (SpMM: sum with edge weights; SDDMM: weighted dot products in CSR order):
   gnnfuse            gnnfuse.spmm / gnnfuse.sddmm, the generated kernels (the run-time decision)
   gnnfuse[cusparse]  the same calls with backend="cusparse" (gnnfuse.backends)
+  gnnfuse[bf16]      SpMM in bfloat16 (x and weights; fp32 accumulation) on the CUDA-core kernels
+                     (Tensor Cores off)
+  gnnfuse[tc-bf16]   the same on the Tensor-Core SpMM (set_cuda_tensor_cores("on")); its row also has
+                     first_ms, a first call on a fresh copy of the graph (the condensed view built)
+  gnnfuse[tc-tf32]   float32 on the Tensor-Core SpMM as tf32
   torch.sparse       torch.sparse.mm of a sparse CSR tensor (a fresh cuSPARSE call per product)
   pyg                PyG's message passing: gather x[src] * w, scatter-add to dst
                      (torch_geometric.utils.scatter); SDDMM: (u[dst] * v[src]).sum(-1) * w
@@ -64,6 +69,10 @@ def implementations(gnnfuse, g, src, dst, n, w, csr, op: str):
     impls = {}
     if op == "spmm":
         impls["gnnfuse"] = lambda x: gnnfuse.spmm(g, x, w, backend="generated")
+        wb = w.to(torch.bfloat16)
+        impls["gnnfuse[bf16]"] = lambda x: gnnfuse.spmm(g, x, wb, backend="generated")
+        impls["gnnfuse[tc-bf16]"] = lambda x: gnnfuse.spmm(g, x, wb, backend="generated")
+        impls["gnnfuse[tc-tf32]"] = lambda x: gnnfuse.spmm(g, x, w, backend="generated")
         impls["gnnfuse[cusparse]"] = lambda x: gnnfuse.spmm(g, x, w, backend="cusparse")
         impls["torch.sparse"] = lambda x: torch.sparse.mm(csr, x)
         impls["pyg"] = lambda x: scatter(x[src] * w.unsqueeze(1), dst, dim=0, dim_size=n, reduce="sum")
@@ -72,6 +81,12 @@ def implementations(gnnfuse, g, src, dst, n, w, csr, op: str):
         impls["gnnfuse[cusparse]"] = lambda uv: gnnfuse.sddmm(g, uv[0], uv[1], w, backend="cusparse")
         impls["pyg"] = lambda uv: (uv[0][dst] * uv[1][src]).sum(-1) * w
     return impls
+
+
+# Per implementation: the dtype of its inputs, the Tensor-Core mode it runs under, the relative
+# error it must stay within against float64 (bf16 inputs carry 8 bits; tf32 10).
+SETTINGS = {"gnnfuse[bf16]": (torch.bfloat16, "off", 1e-2), "gnnfuse[tc-bf16]": (torch.bfloat16, "on", 1e-2),
+            "gnnfuse[tc-tf32]": (torch.float32, "on", 2e-3)}
 
 
 def main(argv=None):
@@ -130,16 +145,28 @@ def main(argv=None):
                     nbytes = (n + 1 + 2 * e) * rowptr.element_size() + 2 * 4 * e + 2 * 4 * n * f
                 for impl, fn in impls.items():
                     row = {"graph": name, "nodes": n, "edges": e, "op": op, "F": f, "impl": impl}
+                    dtype, mode, tol = SETTINGS.get(impl, (torch.float32, "auto", 1e-4))
+                    x_in = inp.to(dtype) if op == "spmm" else inp
                     try:
                         if impl == "gnnfuse[cusparse]" and cusparse_error:
                             raise RuntimeError(cusparse_error)
-                        out = fn(inp)
-                        row["rel_err"] = rel_err(ref, out)
-                        if not row["rel_err"] <= 1e-4:
-                            raise RuntimeError(f"differs from the float64 reference: relative error {row['rel_err']:.2e}")
-                        ms, reps = median_ms(lambda: fn(inp), sync, args.min_reps, args.min_time)
-                        row.update(ms=ms, reps=reps, gflops=2 * e * f / (ms * 1e-3) / 1e9, gbs=nbytes / (ms * 1e-3) / 1e9,
-                                   floor_ms=1e3 * nbytes / (bw * 1e9))
+                        with gnnfuse.backends.cuda_tensor_cores(mode):
+                            out = fn(x_in)
+                            row["rel_err"] = rel_err(ref, out.float())
+                            if not row["rel_err"] <= tol:
+                                raise RuntimeError(f"differs from the float64 reference: relative error {row['rel_err']:.2e}")
+                            ms, reps = median_ms(lambda: fn(x_in), sync, args.min_reps, args.min_time)
+                            if mode == "on":  # a first call on a fresh graph: the condensed view built, then the product
+                                fresh = gnnfuse.Graph(rowptr.clone(), col.clone(), n, n)
+                                wf = w.to(dtype)
+                                sync()
+                                t0 = time.perf_counter()
+                                gnnfuse.spmm(fresh, x_in, wf)
+                                sync()
+                                row["first_ms"] = 1e3 * (time.perf_counter() - t0)
+                        scale = x_in.element_size() / 4
+                        row.update(ms=ms, reps=reps, gflops=2 * e * f / (ms * 1e-3) / 1e9, gbs=nbytes * scale / (ms * 1e-3) / 1e9,
+                                   floor_ms=1e3 * nbytes * scale / (bw * 1e9))
                     except Exception as ex:  # noqa: BLE001  (recorded, the run goes on)
                         row["error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:300]}"
                     rows.append(row)
@@ -148,25 +175,27 @@ def main(argv=None):
                              if "ms" in row else f"FAIL {row['error']}"), flush=True)
     # geomeans of gnnfuse against each other implementation, per op
     summary = {}
+    pairs = [("gnnfuse", other) for other in ("gnnfuse[cusparse]", "torch.sparse", "pyg")]
+    pairs += [("gnnfuse[tc-bf16]", "gnnfuse[cusparse]"), ("gnnfuse[tc-bf16]", "gnnfuse[bf16]"), ("gnnfuse[tc-tf32]", "gnnfuse[cusparse]")]
     for op in args.ops:
-        for other in ("gnnfuse[cusparse]", "torch.sparse", "pyg"):
+        for ours, other in pairs:
             ratios = []
             for r in rows:
-                if r["op"] == op and r["impl"] == "gnnfuse" and "ms" in r:
+                if r["op"] == op and r["impl"] == ours and "ms" in r:
                     o = next((q for q in rows if q["op"] == op and q["impl"] == other and q["graph"] == r["graph"]
                               and q["F"] == r["F"] and "ms" in q), None)
                     if o:
                         ratios.append(o["ms"] / r["ms"])
             if ratios:
                 geo = statistics.geometric_mean(ratios)
-                summary[f"{op} gnnfuse vs {other}"] = {"geomean_speedup": geo, "min": min(ratios), "points": len(ratios)}
-                print(f"# {op}: gnnfuse {geo:.2f}x {other} (geomean of {len(ratios)}, min {min(ratios):.2f}x)")
+                summary[f"{op} {ours} vs {other}"] = {"geomean_speedup": geo, "min": min(ratios), "points": len(ratios)}
+                print(f"# {op}: {ours} {geo:.2f}x {other} (geomean of {len(ratios)}, min {min(ratios):.2f}x)")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({
             "device": dev_name, "dry_run": args.dry_run, "torch": torch.__version__, "cuda": torch.version.cuda,
             "commit": os.environ.get("GNNFUSE_COMMIT") or git_commit(), "library": gnnfuse.library_path(),
-            "copy_gbs": bw, "note": "medians of synchronized runs (ms), float32, int64 indices; checked against float64 first; "
+            "copy_gbs": bw, "note": "medians of synchronized runs (ms), float32 (bfloat16 for the [bf16] rows), int64 indices; checked against float64 first; "
             "floor_ms = minimal bytes / copy bandwidth", "summary": summary, "results": rows}, indent=1) + "\n")
     return 1 if any("error" in r and not r["error"].startswith("RuntimeError: " + (cusparse_error or "\0")) for r in rows) else 0
 

@@ -225,6 +225,30 @@ def main():
             ok = all(any(l.startswith(k) for l in used) for k in expect)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} cusparse backend ran: {len(used)} ops")
+    # The Tensor-Core SpMM forced (gnnfuse.backends.set_cuda_tensor_cores("on")): the SpMM forms in
+    # float16 and bfloat16, forward and backward, against the CPU kernels (on a GPU: the real mma's
+    # fragment layouts and rounding against the PTX ISA the emulator follows); float32 as tf32.
+    if (opts.device != "cpu" or "cuda_emu" in gnnfuse.library_path()) and hasattr(torch.ops.gnnfuse, "_cuda_set_tensor_cores"):
+        with gnnfuse.backends.cuda_tensor_cores("on"):
+            for s in specs:
+                if s["op"] not in ("spmm", "scaled_spmm"):
+                    continue
+                for dt in ("float16", "bfloat16"):
+                    failed += check_op(s, dt, opts.device, "tensor cores ")
+            spmm_spec = next((s for s in specs if s["op"] == "spmm"), None)
+            if spmm_spec is not None:
+                a = arguments(spmm_spec, torch.float32, torch.int64)
+                y = torch.ops.gnnfuse.spmm(a["rowptr"].to(opts.device), a["col"].to(opts.device), a["edge_weight"].to(opts.device),
+                                           a["x"].to(opts.device))
+                ref = torch.ops.gnnfuse.spmm(a["rowptr"], a["col"], a["edge_weight"].double(), a["x"].double())
+                err = ((y.cpu().double() - ref).abs().max() / ref.abs().max().clamp(min=1e-30)).item()
+                ok = err <= 4 * 2.0 ** -11
+                failed += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} tensor cores tf32 spmm: relative error {err:.2e}")
+        used = [l for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines() if " tensor_cores " in l]
+        ok = any(l.startswith("spmm tensor_cores") for l in used) and any(l.startswith("spmm_grad_x tensor_cores") for l in used)
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} tensor cores ran: {len(used)} ops")
     if hasattr(torch.ops.gnnfuse, "_cuda_launch_counts"):
         print(torch.ops.gnnfuse._cuda_launch_counts().strip())
         print("graph statistics computed:", torch.ops.gnnfuse._cuda_graph_stats_computed())
