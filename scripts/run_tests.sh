@@ -41,6 +41,7 @@ if [[ -x "$NVCC" && -f "$BUILD/libgnnfuse_cuda_emu.so" ]]; then
   NVCC="$NVCC" GNNFUSE_CUDA_EMU_LIBRARY="$BUILD/emulated_battery/libgnnfuse_cuda_emu.so" \
     bash scripts/check_cuda.sh --build "$BUILD" --jobs 2 --emulated >"$cuda_log" 2>&1 &
   cuda_pid=$!
+  trap '[[ -n "$cuda_pid" ]] && kill "$cuda_pid" 2>/dev/null; true' EXIT  # not left running if this script stops
   pytest_extra=(--deselect tests/python/test_cuda_emulated.py)
 fi
 
@@ -50,6 +51,7 @@ pytest_log="$BUILD/pytest.log"
 if [[ -n "$cuda_pid" ]]; then
   echo "== scripts/check_cuda.sh (nvcc gates, SASS checks, emulated op battery)"
   wait "$cuda_pid" || failed+=(check_cuda)
+  cuda_pid=""
   cat "$cuda_log"
 else
   echo "== scripts/check_cuda.sh skipped (no nvcc or no libgnnfuse_cuda_emu.so: CUDA's headers missing)"

@@ -150,6 +150,21 @@ col[:16] = col[:16].flip(0)  # the same pattern, another order: a new view, the 
 y1 = gnnfuse.spmm(g, x)
 assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1
 torch.testing.assert_close(y0, y1)
+# another column tensor under the same row pointers is another pattern (both arrays keyed by identity)
+views = torch.ops.gnnfuse._cuda_tensor_core_views()
+gnnfuse.spmm(gnnfuse.Graph(local.rowptr, local.col.clone(), 64, 64), x)
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1
+# inference tensors (no version counters): auto leaves them to the CUDA-core kernels; forced, the
+# view is built for the call and not remembered
+with torch.inference_mode():
+    inf = gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64)
+    n_tc, views = tc("spmm"), torch.ops.gnnfuse._cuda_tensor_core_views()
+    y_auto = gnnfuse.spmm(inf, x)
+    assert tc("spmm") == n_tc and torch.ops.gnnfuse._cuda_tensor_core_views() == views
+    with backends.cuda_tensor_cores("on"):
+        y_on = [gnnfuse.spmm(inf, x) for _ in range(2)]
+    assert tc("spmm") == n_tc + 2 and torch.ops.gnnfuse._cuda_tensor_core_views() == views + 2
+    torch.testing.assert_close(y_on[0], y_auto, atol=0.05, rtol=0.02)
 # deterministic: no atomics, bitwise equal runs
 torch.use_deterministic_algorithms(True)
 assert torch.equal(gnnfuse.spmm(local, x), gnnfuse.spmm(local, x))
@@ -181,3 +196,8 @@ def test_bad_environment_value_names_the_variable():
     proc = subprocess.run([sys.executable, "-c", probe], cwd=_HERE, env=_env({"GNNFUSE_CUDA_TENSOR_CORES": "on"}),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "on", proc.stderr[-2000:]
+    # a bad value can be overridden before it is read
+    fix = "import torch, gnnfuse\nprint(gnnfuse.backends.set_cuda_tensor_cores('off'), torch.ops.gnnfuse._cuda_tensor_cores())"
+    proc = subprocess.run([sys.executable, "-c", fix], cwd=_HERE, env=_env({"GNNFUSE_CUDA_TENSOR_CORES": "yes"}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["auto", "off"], proc.stdout + proc.stderr[-2000:]

@@ -42,37 +42,47 @@ std::atomic<int> mode_{-1};  // -1: not read yet
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 
 struct View {
-  int64_t windows = 0, blocks = 0, nnz = 0, k = 0;
+  int64_t windows = 0, blocks = 0, nnz = 0, pairs = 0, k = 0;
   at::Tensor block_ptr, block_cols, entry_ptr, entry_place, entry_src;  // tc_spmm.h
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  c10::StreamId stream = 0;  // the stream it was built on
+#endif
   // Entries per condensed column: how many times a row of x gathered once is used.
-  double reuse() const { return blocks == 0 ? 0.0 : double(nnz) / double(blocks * k); }
+  double reuse() const { return pairs == 0 ? 0.0 : double(nnz) / double(pairs); }
 };
 
+// A cached view, keyed by the identity (held weakly), data and version of both CSR arrays. A view
+// a CUDA graph captured is pinned: replays read its memory, so it stays while its row pointers live.
 struct ViewEntry {
-  WeakImpl ptr_impl;
+  WeakImpl ptr_impl, col_impl;
   const void* ptr_data;
-  int64_t ptr_version;
   const void* col_data;
-  int64_t col_version, nnz, rows, cols;
+  int64_t ptr_version, col_version, nnz, rows, cols;
   bool transpose;
   int k;
   c10::Device device;
   std::shared_ptr<const View> view;
+  bool pinned = false;
 };
 
-constexpr size_t kViews = 16;  // views remembered (each holds about 9 bytes per entry)
+constexpr size_t kViews = 16;  // views remembered besides pinned ones (each about 9 bytes per entry)
 std::mutex views_mutex;
 std::vector<ViewEntry> views;
 size_t views_next = 0;
 int64_t views_built = 0;
 
+bool dead(const ViewEntry& e) { return e.ptr_impl.expired() || e.col_impl.expired(); }
+
 bool matches(const ViewEntry& e, const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
-  if (e.ptr_impl.expired() || e.ptr_data != rowptr.const_data_ptr() || e.ptr_version != rowptr._version() ||
-      e.col_data != col.const_data_ptr() || e.col_version != col._version() || e.nnz != col.size(0) || e.rows != rows ||
-      e.cols != cols || e.transpose != transpose || e.k != k || e.device != rowptr.device())
+  if (dead(e) || e.ptr_data != rowptr.const_data_ptr() || e.ptr_version != rowptr._version() || e.col_data != col.const_data_ptr() ||
+      e.col_version != col._version() || e.nnz != col.size(0) || e.rows != rows || e.cols != cols || e.transpose != transpose ||
+      e.k != k || e.device != rowptr.device())
     return false;
-  return e.ptr_impl.lock().get() == rowptr.unsafeGetTensorImpl();
+  return e.ptr_impl.lock().get() == rowptr.unsafeGetTensorImpl() && e.col_impl.lock().get() == col.unsafeGetTensorImpl();
 }
+
+// Without version counters (inference tensors) a pattern cannot be remembered safely.
+bool cacheable(const at::Tensor& rowptr, const at::Tensor& col) { return !rowptr.is_inference() && !col.is_inference(); }
 
 // The view of op(A) (A: rows x cols in CSR) for blocks of k columns (tc_spmm.h). Every step is an
 // ATen op on the pattern's device; the sizes (pairs, blocks) are read back.
@@ -105,6 +115,7 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
   if (nnz > 1) first.slice(0, 1).copy_(pkey.slice(0, 1) != pkey.slice(0, 0, nnz - 1));
   const at::Tensor pair_of = first.cumsum(0) - 1;  // each entry's (window, column) pair
   const at::Tensor pairs = pkey.masked_select(first);
+  v->pairs = pairs.size(0);
   const at::Tensor pair_win = pairs.div(in_rows, "floor"), pair_col = pairs.remainder(in_rows);
   const at::Tensor win_pairs = at::bincount(pair_win, {}, v->windows);
   const at::Tensor win_first = win_pairs.cumsum(0) - win_pairs;
@@ -122,34 +133,60 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
   v->entry_ptr = at::cat({at::zeros({1}, i64), at::bincount(entry_block, {}, v->blocks).cumsum(0)}).to(at::kInt);
   v->block_ptr = block_ptr.to(at::kInt);
   v->block_cols = block_cols;
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  // Complete before any stream reads it (a later call may run on another stream).
+  if (rowptr.is_cuda()) {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(rowptr.device().index());
+    stream.synchronize();
+    v->stream = stream.id();
+  }
+#endif
   return v;
 }
 
+// The cached view, else (not under capture) a new one, remembered where the pattern is cacheable.
 std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
-  {
+  const bool capturing = checks::capturing(rowptr);
+  const bool keep = cacheable(rowptr, col);
+  if (keep) {
     std::lock_guard<std::mutex> lock(views_mutex);
-    for (const ViewEntry& e : views)
-      if (matches(e, rowptr, col, transpose, rows, cols, k)) return e.view;
+    for (ViewEntry& e : views) {
+      if (dead(e)) {  // a freed graph's view: its memory goes back now
+        e.view.reset();
+        e.pinned = false;
+        continue;
+      }
+      if (matches(e, rowptr, col, transpose, rows, cols, k)) {
+        e.pinned = e.pinned || capturing;
+        return e.view;
+      }
+    }
   }
   // Building reads sizes back (synchronisations): not while a CUDA graph is captured.
-  if (checks::capturing(rowptr)) return nullptr;
+  if (capturing) return nullptr;
   std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
   std::lock_guard<std::mutex> lock(views_mutex);
   ++views_built;
-  if (rowptr.is_inference()) return v;  // no version counter: not remembered
-  ViewEntry e{WeakImpl(rowptr.getIntrusivePtr()), rowptr.const_data_ptr(), rowptr._version(), col.const_data_ptr(), col._version(),
-              col.size(0), rows, cols, transpose, k, rowptr.device(), v};
+  if (!keep) return v;
+  ViewEntry e{WeakImpl(rowptr.getIntrusivePtr()), WeakImpl(col.getIntrusivePtr()), rowptr.const_data_ptr(), col.const_data_ptr(),
+              rowptr._version(), col._version(), col.size(0), rows, cols, transpose, k, rowptr.device(), v};
   for (ViewEntry& old : views)
-    if (old.ptr_impl.expired()) {
+    if (!old.view) {
       old = std::move(e);
       return v;
     }
-  if (views.size() < kViews) {
+  size_t unpinned = 0;
+  for (const ViewEntry& old : views) unpinned += !old.pinned;
+  if (unpinned < kViews) {
     views.push_back(std::move(e));
-  } else {
-    views[views_next] = std::move(e);
-    views_next = (views_next + 1) % kViews;
+    return v;
   }
+  for (size_t tries = 0; tries < views.size(); ++tries, views_next = (views_next + 1) % views.size())
+    if (!views[views_next].pinned) {
+      views[views_next] = std::move(e);
+      views_next = (views_next + 1) % views.size();
+      break;
+    }
   return v;
 }
 
@@ -176,9 +213,9 @@ TensorCores tensor_cores() {
 }
 
 TensorCores set_tensor_cores(TensorCores mode) {
-  const TensorCores previous = tensor_cores();
-  mode_.store(static_cast<int>(mode));
-  return previous;
+  // (an exchange: a bad GNNFUSE_CUDA_TENSOR_CORES, not read yet, can be overridden)
+  const int previous = mode_.exchange(static_cast<int>(mode));
+  return previous < 0 ? TensorCores::Auto : static_cast<TensorCores>(previous);
 }
 
 std::string to_string(TensorCores mode) {
@@ -218,7 +255,7 @@ bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor
   const int64_t f = x.size(1), nnz = col.size(0);
   const int64_t out_rows = transpose ? cols : rows, in_rows = transpose ? rows : cols;
   if (!forced && f < kTcMinF) return false;
-  constexpr int64_t kInt32 = int64_t(1) << 31;
+  constexpr int64_t kInt32 = (int64_t(1) << 31) - 1024;  // (the kernel's int32 entry loops step past the end by 32)
   if (nnz >= kInt32 || in_rows >= kInt32 || out_rows >= kInt32 || !x.is_contiguous() || !out.is_contiguous()) return false;
   std::vector<at::Tensor> factors;
   for (const at::Tensor& v : values)
@@ -228,7 +265,16 @@ bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor
     }
   if (factors.size() > 3) return false;
   const int k = cuda::tc_k(*type);
-  const std::shared_ptr<const View> view = cached_view(rowptr, col, transpose, rows, cols, k);
+  // auto does not build a view it cannot keep (inference tensors: every call would rebuild it),
+  // and hands back to the CUDA-core kernels where building one runs out of memory.
+  if (!forced && !cacheable(rowptr, col)) return false;
+  std::shared_ptr<const View> view;
+  try {
+    view = cached_view(rowptr, col, transpose, rows, cols, k);
+  } catch (const c10::OutOfMemoryError&) {
+    if (forced) throw;
+    return false;
+  }
   if (!view) return false;
   if (!forced && view->reuse() < kTcMinReuse) return false;
   if (out.numel() == 0) return true;
@@ -252,7 +298,11 @@ bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor
 #if defined(GNNFUSE_CUDA_EMULATED)
   void* stream = nullptr;
 #else
-  void* stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(x.device().index());
+  void* stream = current.stream();
+  if (current.id() != view->stream)  // its memory not reused before this stream's kernel has read it
+    for (const at::Tensor& t : {view->block_ptr, view->block_cols, view->entry_ptr, view->entry_place, view->entry_src})
+      if (t.numel() > 0) t.record_stream(current);
 #endif
   cuda::tc_spmm(*type, a, stream);
 #if !defined(GNNFUSE_CUDA_EMULATED)
