@@ -112,6 +112,12 @@ def main(argv=None):
             pass
     except RuntimeError as e:
         cusparse_error = str(e).splitlines()[0]
+    try:  # likewise the Tensor-Core rows
+        tc_error = None
+        with gnnfuse.backends.cuda_tensor_cores("on"):
+            pass
+    except RuntimeError as e:
+        tc_error = str(e).splitlines()[0]
     bw = copy_gbs(device, sync, 1 << (28 if cuda else 22))
     print(f"# {dev_name}, torch {torch.__version__}, library {gnnfuse.library_path()}; copy bandwidth {bw:.0f} GB/s"
           + (f"; cusparse backend: {cusparse_error}" if cusparse_error else ""))
@@ -150,6 +156,8 @@ def main(argv=None):
                     try:
                         if impl == "gnnfuse[cusparse]" and cusparse_error:
                             raise RuntimeError(cusparse_error)
+                        if mode == "on" and tc_error:
+                            raise RuntimeError(tc_error)
                         with gnnfuse.backends.cuda_tensor_cores(mode):
                             out = fn(x_in)
                             row["rel_err"] = rel_err(ref, out.float())
@@ -164,7 +172,7 @@ def main(argv=None):
                                 gnnfuse.spmm(fresh, x_in, wf)
                                 sync()
                                 row["first_ms"] = 1e3 * (time.perf_counter() - t0)
-                        scale = x_in.element_size() / 4
+                        scale = x_in.element_size() / 4 if op == "spmm" else 1.0
                         row.update(ms=ms, reps=reps, gflops=2 * e * f / (ms * 1e-3) / 1e9, gbs=nbytes * scale / (ms * 1e-3) / 1e9,
                                    floor_ms=1e3 * nbytes * scale / (bw * 1e9))
                     except Exception as ex:  # noqa: BLE001  (recorded, the run goes on)
@@ -197,7 +205,8 @@ def main(argv=None):
             "commit": os.environ.get("GNNFUSE_COMMIT") or git_commit(), "library": gnnfuse.library_path(),
             "copy_gbs": bw, "note": "medians of synchronized runs (ms), float32 (bfloat16 for the [bf16] rows), int64 indices; checked against float64 first; "
             "floor_ms = minimal bytes / copy bandwidth", "summary": summary, "results": rows}, indent=1) + "\n")
-    return 1 if any("error" in r and not r["error"].startswith("RuntimeError: " + (cusparse_error or "\0")) for r in rows) else 0
+    unavailable = tuple("RuntimeError: " + e for e in (cusparse_error, tc_error) if e)
+    return 1 if any("error" in r and not (unavailable and r["error"].startswith(unavailable)) for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -134,8 +134,8 @@ def test_dry_run_end_to_end(tmp_path):
 
 def test_ops_device_dry_run(tmp_path):
     """bench/bench_ops_device.py on CPU tensors: every implementation's row, results checked
-    against the float64 reference; the cuSPARSE rows record why they cannot run where the library
-    has no CUDA kernels (and do not fail the run)."""
+    against the float64 reference; the cuSPARSE and Tensor-Core rows record why they cannot run
+    where the library has no CUDA kernels (and do not fail the run)."""
     import bench_ops_device
 
     out = tmp_path / "ops.json"
@@ -145,10 +145,15 @@ def test_ops_device_dry_run(tmp_path):
     assert rc == 0, data
     rows = {(r["op"], r["impl"]): r for r in data["results"]}
     assert set(rows) == {("spmm", "gnnfuse"), ("spmm", "gnnfuse[cusparse]"), ("spmm", "torch.sparse"), ("spmm", "pyg"),
+                         ("spmm", "gnnfuse[bf16]"), ("spmm", "gnnfuse[tc-bf16]"), ("spmm", "gnnfuse[tc-tf32]"),
                          ("sddmm", "gnnfuse"), ("sddmm", "gnnfuse[cusparse]"), ("sddmm", "pyg")}
     for key, r in rows.items():
         if key[1] == "gnnfuse[cusparse]" and not hasattr(torch.ops.gnnfuse, "_cuda_backend"):
             assert "no CUDA kernels" in r["error"]
+        elif key[1].startswith("gnnfuse[tc-") and not hasattr(torch.ops.gnnfuse, "_cuda_tensor_cores"):
+            assert "no CUDA kernels" in r["error"]
+        elif key[1] == "gnnfuse[bf16]":
+            assert "error" not in r and r["rel_err"] <= 1e-2 and r["ms"] > 0, r
         else:
             assert "error" not in r and r["rel_err"] <= 1e-4 and r["ms"] > 0, r
     assert data["copy_gbs"] > 0 and "spmm gnnfuse vs pyg" in data["summary"]
