@@ -92,6 +92,17 @@ for dtype in (torch.bfloat16, torch.float16):
 before = tc("spmm")
 gnnfuse.spmm(gnnfuse.Graph(rowptr, col, n, m), torch.randn(m, 32, dtype=torch.float64))
 assert tc("spmm") == before
+# the same kernel under TorchScript and torch.compile(fullgraph=True): equal to eager, and run
+g = gnnfuse.Graph(rowptr, col, n, m)
+x = torch.randn(m, 40, dtype=torch.float64).to(torch.bfloat16)
+eager = gnnfuse.spmm(g, x)
+scripted = torch.jit.CompilationUnit(
+    "def f(rowptr: Tensor, col: Tensor, x: Tensor) -> Tensor:\n    return torch.ops.gnnfuse.spmm(rowptr, col, None, x)\n").f
+before = tc("spmm")
+torch.testing.assert_close(scripted(rowptr, col, x), eager, rtol=0, atol=0)
+compiled = torch.compile(lambda x: gnnfuse.spmm(g, x), fullgraph=True)
+torch.testing.assert_close(compiled(x), eager, rtol=0, atol=0)
+assert tc("spmm") >= before + 2, counts()
 print("OK", checked)
 """
 
