@@ -16,13 +16,25 @@
 # every family forward and backward under the launch decision and under each forced variant,
 # group and thread order; each of its tests runs a subset of the op test files).
 # Ends with one line:
-#   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families), S spills; sass: C checks, V violations; emulated: N passed, F failed
+#   cuda: K kernels compiled for sm_80 sm_90a (O ops in F families; types all), S spills; sass: C checks, V violations; emulated: N passed, F failed
 # and fails on a compile error, a spill, a SASS violation or a failed emulated test.
 #
-#   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...] [--emulated]
+#   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...] [--archs a,b]
+#                              [--types d:i,...] [--ci] [--emulated]
 #     --build  the CMake build folder (default build; gnnfuse-gen is built there if missing)
 #     --jobs   parallel nvcc (and cuobjdump) processes (default: the number of cores)
 #     --only   a subset of the families (the ctest gate compiles a representative subset)
+#     --archs  the architectures of the generated families (default sm_80,sm_90a); the kernels of
+#              csrc/cuda (library_kernels below, small) are always compiled for sm_80 and sm_90a
+#     --types  the (dtype:index dtype) pairs the generated families instantiate (default all
+#              eight: Float32 Float64 BFloat16 Float16 x Int32 Int64), through
+#              GNNFUSE_CUDA_INSTANTIATES (cuda/type_subset.h)
+#     --ci     what scripts/run_tests.sh (CI, 2 cores) runs: --archs sm_90a (the H100/H200 the
+#              project targets) --types Float64:Int64,Float32:Int32,BFloat16:Int32, every
+#              family and kernel, about a sixth of the instances: double with 64-bit indices
+#              bounds the register pressure, float and bfloat16 take the 4- and 8-wide vector
+#              loads. The whole gate (no flags, about 75 CPU-minutes) runs before a GPU session
+#              and after a change that could move register pressure between types (bench/gpu/NOTES.md)
 #     --emulated  also run the emulated op battery (scripts/run_tests.sh does)
 # Environment: GNNFUSE_CUDA_EMU_LIBRARY (the emulated library the battery runs; default
 # BUILD/libgnnfuse_cuda_emu.so, built if missing); NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc); CUOBJDUMP (a
@@ -37,13 +49,18 @@ build="$root/build"
 jobs="$(nproc 2>/dev/null || echo 2)"
 only=""
 emulated=0
+archs=(sm_80 sm_90a)
+types=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --emulated) emulated=1; shift ;;
     --build) build="$(cd "$2" && pwd)"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --archs) IFS=, read -r -a archs <<<"$2"; shift 2 ;;
+    --types) IFS=, read -r -a types <<<"$2"; shift 2 ;;
+    --ci) archs=(sm_90a); types=(Float64:Int64 Float32:Int32 BFloat16:Int32); shift ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) echo "check_cuda.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -53,7 +70,21 @@ if [[ ! -x "$nvcc" ]]; then
   echo "check_cuda.sh: nvcc not found (set NVCC)" >&2
   exit 2
 fi
-archs=(sm_80 sm_90a)
+library_archs=(sm_80 sm_90a)
+type_flags=()
+if [[ ${#types[@]} -gt 0 ]]; then
+  type_flags=(-DGNNFUSE_CUDA_TYPE_SUBSET)
+  for t in "${types[@]}"; do
+    if [[ ! "$t" =~ ^(Float32|Float64|BFloat16|Float16):(Int32|Int64)$ ]]; then
+      echo "check_cuda.sh: --types: '$t' is not dtype:itype (Float32|Float64|BFloat16|Float16 : Int32|Int64)" >&2
+      exit 2
+    fi
+    type_flags+=("-DGNNFUSE_CUDA_TYPES_${t%%:*}_${t##*:}=1")
+  done
+fi
+for a in "${archs[@]}"; do
+  if [[ ! "$a" =~ ^sm_[0-9]+a?$ ]]; then echo "check_cuda.sh: --archs: '$a' is not sm_NN" >&2; exit 2; fi
+done
 
 gen="$build/gnnfuse-gen"
 if [[ ! -x "$gen" ]]; then
@@ -93,12 +124,15 @@ for k in "${library_kernels[@]}"; do cp "$root/csrc/cuda/$k.cu" "$out/${k}_cuda.
 
 gencode=()
 for a in "${archs[@]}"; do gencode+=(-gencode "arch=compute_${a#sm_},code=$a"); done
+library_gencode=()
+for a in "${library_archs[@]}"; do library_gencode+=(-gencode "arch=compute_${a#sm_},code=$a"); done
 
 compile() {
   local fam="$1"
-  local start end
+  local start end flags
+  if [[ " $LIBRARY_KERNELS " == *" $fam "* ]]; then flags=($LIBRARY_GENCODE); else flags=($GENCODE $TYPE_FLAGS); fi
   start=$(date +%s)
-  if "$nvcc" -std=c++17 -c -o "$logs/$fam.o" "$out/${fam}_cuda.cu" -I"$root/csrc" -I"$out" "${gencode[@]}" \
+  if "$nvcc" -std=c++17 -c -o "$logs/$fam.o" "$out/${fam}_cuda.cu" -I"$root/csrc" -I"$out" "${flags[@]}" \
       -Xptxas -v,-warn-spills,-warn-lmem-usage,-Werror >"$logs/$fam.log" 2>&1; then
     end=$(date +%s)
     echo "$fam ok $((end - start))s" >"$logs/$fam.status"
@@ -109,7 +143,7 @@ compile() {
 }
 export -f compile
 export nvcc root out logs
-export GENCODE="${gencode[*]}"
+export GENCODE="${gencode[*]}" LIBRARY_GENCODE="${library_gencode[*]}" TYPE_FLAGS="${type_flags[*]}" LIBRARY_KERNELS="${library_kernels[*]}"
 
 t0=$(date +%s)
 fams=("${library_kernels[@]}")
@@ -117,7 +151,7 @@ for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
 # Largest first (by the size of the generated source): the last jobs are the short ones, so the
 # cores stay busy to the end.
 for fam in "${fams[@]}"; do echo "$(wc -c <"$out/${fam}_cuda.cu") $fam"; done | sort -rn | cut -d' ' -f2 |
-  xargs -P "$jobs" -I{} bash -c 'gencode=($GENCODE); compile "$@"' _ {}
+  xargs -P "$jobs" -I{} bash -c 'compile "$@"' _ {}
 t1=$(date +%s)
 
 failed=0
@@ -131,8 +165,10 @@ for fam in "${fams[@]}"; do
 done
 
 # The table: one row per kernel and architecture, from ptxas -v.
-python3 - "$logs" "$table" "${fams[@]}" >"$logs/summary.txt" <<'EOF'
-import re, subprocess, sys
+type_note="types all"
+if [[ ${#types[@]} -gt 0 ]]; then type_note="types ${types[*]}"; fi
+TYPE_NOTE="$type_note" python3 - "$logs" "$table" "${fams[@]}" >"$logs/summary.txt" <<'EOF'
+import os, re, subprocess, sys
 logs, table, fams = sys.argv[1], sys.argv[2], sys.argv[3:]
 rows = []
 for fam in fams:
@@ -172,7 +208,7 @@ spills = sum(1 for r in rows if r["spill"] > 0 or r["stack"] > 0)
 with open(table, "w") as t:
     t.write("# CUDA kernels: registers and shared memory (generated by scripts/check_cuda.sh)\n\n")
     t.write(f"{len(kernels)} kernel instances (templates over dtype, index dtype and vector width) of {len(fams)} families, "
-            f"compiled for {' '.join(archs)}; {spills} with spills or local memory. Static shared memory only: the dynamic "
+            f"compiled for {' '.join(archs)} ({os.environ['TYPE_NOTE']}: dtype:index dtype pairs instantiated); {spills} with spills or local memory. Static shared memory only: the dynamic "
             "part (staged entries, row buffers of the lanes kernels) is decided at launch (runtime/cuda_launch.h).\n\n")
     t.write("| family | kernel | arch | registers | static smem (B) | stack (B) | spill (B) |\n|---|---|---|---|---|---|---|\n")
     for r in sorted(rows, key=lambda r: (r["fam"], short(r["kernel"]), r["arch"])):
@@ -261,5 +297,5 @@ if [[ $emulated -eq 1 ]]; then
 else
   emu="emulated: not run (--emulated runs tests/python/test_cuda_emulated.py)"
 fi
-echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families), $spills spills; $sass; $emu"
+echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families; $type_note; ${library_kernels[*]} for ${library_archs[*]}), $spills spills; $sass; $emu"
 if [[ $failed -gt 0 || $spills -gt 0 || $sass_failed -gt 0 || $emu_failed -gt 0 ]]; then exit 1; fi

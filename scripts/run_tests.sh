@@ -42,14 +42,14 @@ if [[ -x "$NVCC" && -f "$BUILD/libgnnfuse_cuda_emu.so" ]]; then
   mkdir -p "$BUILD/emulated_battery"
   cp "$BUILD/libgnnfuse_cuda_emu.so" "$BUILD/emulated_battery/libgnnfuse_cuda_emu.so"
   NVCC="$NVCC" GNNFUSE_CUDA_EMU_LIBRARY="$BUILD/emulated_battery/libgnnfuse_cuda_emu.so" \
-    bash scripts/check_cuda.sh --build "$BUILD" --jobs 2 --emulated >"$cuda_log" 2>&1 &
+    bash scripts/check_cuda.sh --build "$BUILD" --jobs 2 --ci --emulated >"$cuda_log" 2>&1 &
   cuda_pid=$!
   trap '[[ -n "$cuda_pid" ]] && kill "$cuda_pid" 2>/dev/null; true' EXIT  # not left running if this script stops
   pytest_extra=(--deselect tests/python/test_cuda_emulated.py)
 fi
 
 pytest_log="$BUILD/pytest.log"
-"$PY" -m pytest -q tests/python "${pytest_extra[@]}" >"$pytest_log" 2>&1 || failed+=(pytest)
+"$PY" -m pytest -q --durations=30 tests/python "${pytest_extra[@]}" >"$pytest_log" 2>&1 || failed+=(pytest)
 
 if [[ -n "$cuda_pid" ]]; then
   echo "== scripts/check_cuda.sh (nvcc gates, SASS checks, emulated op battery)"

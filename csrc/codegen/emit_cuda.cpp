@@ -57,12 +57,16 @@ std::string fn_name(const std::string& op, size_t lowering, const std::string& v
   return op + (lowering ? "_v" + std::to_string(lowering) : "") + "_" + variant;
 }
 
-// The dtype and index dtype dispatch of a call `f<scalar_t, index_t>(args)`.
+// The dtype and index dtype dispatch of a call `f<scalar_t, index_t>(args)`, each pair under
+// GNNFUSE_CUDA_INSTANTIATES (cuda/type_subset.h: the compile gates may instantiate a subset).
 void dispatch(const OpSpec& s, const std::string& call, const std::string& args, std::ostream& k) {
+  auto token = [](const std::string& e) { return e.substr(e.rfind(':') + 1); };  // runtime::DType::Float32 -> Float32
   for (auto& d : s.dtypes)
     for (auto& i : s.index_dtypes)
-      k << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << call << "<" << device_type(d) << ", "
-        << ctype(i) << ">(" << args << ");\n";
+      k << "#if GNNFUSE_CUDA_INSTANTIATES(" << token(dtype_enum(d)) << ", " << token(dtype_enum(i)) << ")\n"
+        << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << call << "<" << device_type(d) << ", "
+        << ctype(i) << ">(" << args << ");\n"
+        << "#endif\n";
   k << "  throw std::invalid_argument(\"" << s.name << " on cuda: unsupported dtype\");\n";
 }
 

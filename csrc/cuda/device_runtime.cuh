@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cuda/simt.cuh"
+#include "cuda/type_subset.h"
 
 #ifndef GNNFUSE_UNROLL
 #if defined(__CUDACC__)

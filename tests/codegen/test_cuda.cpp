@@ -421,3 +421,38 @@ sddmm_grad_v: spmm^T values(GE,A) U
     EXPECT_EQ(text.find("sddmm values"), std::string::npos) << text;
   }
 }
+
+// Every (dtype, index dtype) pair of the dispatch is instantiated under GNNFUSE_CUDA_INSTANTIATES
+// (cuda/type_subset.h), the compile gates' subset (scripts/check_cuda.sh --types, --ci): a
+// dispatch line outside it would instantiate its pair in the gates whatever --types says, and a
+// guard around the wrong line would leave a pair of the subset uncompiled.
+TEST(Cuda, DispatchPairsAreGuardedForTheGateSubset) {
+  OpSpec spec = load_spec(kOps + "/spmm.spec");
+  Family f = compile_family(spec, Target::Cuda);
+  const std::string text = emit_op_cuda(f)[1].text;
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"Float32", "float"}, {"Float64", "double"}, {"BFloat16", "__nv_bfloat16"}, {"Float16", "__half"}};
+  size_t lines = 0;
+  size_t at = 0;
+  while ((at = text.find("if (dtype == runtime::DType::", at)) != std::string::npos) {
+    const size_t line_start = text.rfind('\n', at);
+    const size_t prev_start = text.rfind('\n', line_start - 1);
+    const std::string guard = text.substr(prev_start + 1, line_start - prev_start - 1);
+    const std::string line = text.substr(line_start + 1, text.find('\n', at) - line_start - 1);
+    bool matched = false;
+    for (auto& [dtype, ctype] : pairs)
+      for (const std::string itype : {"Int32", "Int64"}) {
+        if (line.find("DType::" + dtype + " && itype == runtime::IType::" + itype) == std::string::npos) continue;
+        matched = true;
+        EXPECT_EQ(guard, "#if GNNFUSE_CUDA_INSTANTIATES(" + dtype + ", " + itype + ")") << line;
+        EXPECT_NE(line.find("<" + ctype + ", " + (itype == "Int32" ? "int32_t" : "int64_t") + ">"), std::string::npos) << line;
+        EXPECT_EQ(text.substr(text.find('\n', at) + 1, 7), "#endif\n") << line;
+      }
+    EXPECT_TRUE(matched) << line;
+    ++lines;
+    at += 1;
+  }
+  EXPECT_EQ(lines % 8, 0u);
+  EXPECT_GE(lines, 16u);  // request and launch of each op, 8 pairs each
+}
+

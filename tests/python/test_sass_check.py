@@ -274,3 +274,36 @@ def test_mma_without_hmma_fails():
     assert good.violations == [] and good.checks["tensor-cores"] == 1
     bad = run(tc_function("tc_spmm_kernel", "fLi8E", "FFMA R4, R8, R12, R4 ;"), fill)
     assert any("tc_spmm_kernel<float, 8> sm_90a tensor-cores" in v for v in bad.violations), bad.violations
+
+
+# ---------------------------------------------------------------- the gates' type subset
+_SUBSET_PROBE = """#include "cuda/type_subset.h"
+#if GNNFUSE_CUDA_INSTANTIATES(Float32, Int32)
+f32_i32
+#endif
+#if GNNFUSE_CUDA_INSTANTIATES(Float64, Int64)
+f64_i64
+#endif
+#if GNNFUSE_CUDA_INSTANTIATES(BFloat16, Int32)
+bf16_i32
+#endif
+#if GNNFUSE_CUDA_INSTANTIATES(Float16, Int64)
+f16_i64
+#endif
+"""
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+@pytest.mark.parametrize("flags, expected", [
+    ([], {"f32_i32", "f64_i64", "bf16_i32", "f16_i64"}),  # the library: every pair
+    (["-DGNNFUSE_CUDA_TYPE_SUBSET", "-DGNNFUSE_CUDA_TYPES_Float64_Int64=1", "-DGNNFUSE_CUDA_TYPES_BFloat16_Int32=1"],
+     {"f64_i64", "bf16_i32"}),  # what check_cuda.sh --types passes: those pairs only
+    (["-DGNNFUSE_CUDA_TYPE_SUBSET"], set()),
+])
+def test_type_subset_instantiates_the_pairs_it_names(tmp_path, flags, expected):
+    import subprocess
+    probe = tmp_path / "probe.cpp"
+    probe.write_text(_SUBSET_PROBE)
+    out = subprocess.run(["c++", "-E", "-P", "-I", os.path.join(_ROOT, "csrc"), *flags, str(probe)],
+                         check=True, capture_output=True, text=True).stdout
+    assert set(out.split()) == expected
