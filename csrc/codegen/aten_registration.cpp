@@ -49,6 +49,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   r << "#include <torch/autograd.h>\n#include <torch/csrc/autograd/function.h>\n#include <torch/csrc/autograd/functions/utils.h>\n";
   r << "#include <torch/csrc/autograd/saved_variable.h>\n#include <torch/csrc/dynamo/compiled_autograd.h>\n#include <torch/library.h>\n\n";
   r << "#include \"gnnfuse/graph.h\"\n#include \"gnnfuse/ops.h\"\n#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n";
+  r << "#include \"torch/cpu_kernel_key.h\"\n";
   r << "#include \"torch/pattern_cache.h\"\n#include \"torch/transforms_support.h\"\n";
   r << "#include \"" << fam << "_kernel.h\"\n";
   r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
@@ -71,11 +72,19 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   for (auto& c : f.ops) r << "  m.def(\"" << c->spec.schema.text << "\");\n";
   if (symbolic) r << "  m.def(\"" << symbolic_schema(f.ops[0]->spec) << "\");\n";
   if (symbolic) r << "  m.def(\"" << assemble_schema(f.ops[0]->spec).text << "\");\n";
+  r << "}\n";
   const std::string fam_op = f.ops[0]->spec.name;
   for (const DispatchKey& dk : dispatch_keys(f.target)) {
     const std::string& key = dk.key;
     const std::string& suffix = dk.suffix;
-    r << "}\n\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
+    // A family with CUDA kernels (every one but the symbolic) registers its CPU kernels at the key
+    // the library chooses on loading (torch/cpu_kernel_key.h: CPU, or PrivateUse3 in the emulated
+    // library, whose CPU key is the CUDA adapters'), so both libraries link this one object.
+    const bool loaded_key = dk.kind == DispatchKey::Kind::Backend && !symbolic && f.target == Target::Cpu;
+    if (loaded_key)
+      r << "\nnamespace {\nvoid gnnfuse_register_cpu_kernels(torch::Library& m) {\n";
+    else
+      r << "\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
     for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
     // The symbolic pass has no Meta kernel here: its output size is data-dependent, which the
     // Python fake (gnnfuse._library) expresses with an unbacked size. Index tensors only: no
@@ -85,8 +94,11 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
     // The assembling op likewise (fake in gnnfuse._library), and the other kernels.
     if (symbolic && dk.kind != DispatchKey::Kind::Meta)
       r << "  m.impl(\"" << fam_op << "_assemble\", &gnnfuse::generated::" << fam_op << "_assemble" << suffix << ");\n";
+    r << "}\n";
+    if (loaded_key)
+      r << "const gnnfuse::detail::CpuKernelRegistration gnnfuse_cpu_kernels(&gnnfuse_register_cpu_kernels, __FILE__, __LINE__);\n"
+           "}  // namespace\n";
   }
-  r << "}\n";
   r << emit_fake_info(f);  // the fake kernels of <op>_symbolic and <op>_assemble (emit_fake_info.cpp)
   return {{fam + "_register.cpp", r.str()}};
 }
