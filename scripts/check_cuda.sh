@@ -122,10 +122,7 @@ fi
 library_kernels=(tc_spmm)
 for k in "${library_kernels[@]}"; do cp "$root/csrc/cuda/$k.cu" "$out/${k}_cuda.cu"; done
 
-gencode=()
-for a in "${archs[@]}"; do gencode+=(-gencode "arch=compute_${a#sm_},code=$a"); done
-library_gencode=()
-for a in "${library_archs[@]}"; do library_gencode+=(-gencode "arch=compute_${a#sm_},code=$a"); done
+gencode_of() { for a in "$@"; do printf -- '-gencode arch=compute_%s,code=%s ' "${a#sm_}" "$a"; done; }
 
 compile() {
   local fam="$1"
@@ -143,7 +140,7 @@ compile() {
 }
 export -f compile
 export nvcc root out logs
-export GENCODE="${gencode[*]}" LIBRARY_GENCODE="${library_gencode[*]}" TYPE_FLAGS="${type_flags[*]}" LIBRARY_KERNELS="${library_kernels[*]}"
+export GENCODE="$(gencode_of "${archs[@]}")" LIBRARY_GENCODE="$(gencode_of "${library_archs[@]}")" TYPE_FLAGS="${type_flags[*]}" LIBRARY_KERNELS="${library_kernels[*]}"
 
 t0=$(date +%s)
 fams=("${library_kernels[@]}")

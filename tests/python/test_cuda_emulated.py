@@ -159,10 +159,7 @@ RUNS = [
     # As if every call were captured into a CUDA graph (GNNFUSE_SIMULATE_CAPTURE: checks asserted
     # on the device, graph statistics bounded, a read-back or host copy raising): no op syncs.
     ("capture", {"GNNFUSE_SIMULATE_CAPTURE": "1"}, True, FORCED_SUBSET, "not int32"),
-    # The ops cuSPARSE does not take (sddmm_spmm's adjoints) keep the decision, which may pick an
-    # atomic variant: gradcheck runs in the deterministic run below (a reentrant backward; under
-    # load the emulator's concurrent blocks reorder the atomics, as a GPU does).
-    ("cusparse", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, False, CUSPARSE_SUBSET, "not gradcheck"),
+    ("cusparse", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, False, CUSPARSE_SUBSET, ""),
     ("cusparse-deterministic", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, True,
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
     ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET, "spmm_sum or sddmm_dot or GCNConv"),
