@@ -87,7 +87,32 @@ def write_results(path, threads: int, note: str, results) -> None:
     print(f"wrote {path}")
 
 
+EDGE_DIM = 8  # edge feature width of the "[edge]" rows
+
+
+class WithEdgeFeatures(torch.nn.Module):
+    """A layer called as ``layer(x, edge_index, edge_attr)`` with ``EDGE_DIM`` random edge
+    features (seeded, the same for PyG's layer and ours), made once per graph outside the timed
+    call; ``forward(x, edge_index)`` as the other rows. State dict: the layer's, prefixed."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+        self.edge_attr: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        ea = self.edge_attr
+        if ea is None or ea.size(0) != edge_index.size(1) or ea.device != x.device or ea.dtype != x.dtype:
+            gen = torch.Generator().manual_seed(1)
+            ea = torch.randn(edge_index.size(1), EDGE_DIM, generator=gen).to(device=x.device, dtype=x.dtype)
+            self.edge_attr = ea
+        return self.layer(x, edge_index, ea)
+
+
 def layer_pairs(gnn, pyg, f_in: int, f_out: int, heads: int):
+    def gat_edge(lib, **kw):
+        return lambda: WithEdgeFeatures(lib.GATConv(f_in, f_out // heads, heads=heads, edge_dim=EDGE_DIM, **kw))
+
     return {
         "GCNConv": (lambda: pyg.GCNConv(f_in, f_out), lambda: gnn.GCNConv(f_in, f_out)),
         "GATConv": (
@@ -98,6 +123,10 @@ def layer_pairs(gnn, pyg, f_in: int, f_out: int, heads: int):
             lambda: pyg.GATConv(f_in, f_out // heads, heads=heads),
             lambda: gnn.GATConv(f_in, f_out // heads, heads=heads, fused=True),
         ),
+        # GATConv with edge features: PyG builds lin_edge(edge_attr) [E, heads*C]; ours the
+        # [E, heads] logits e M, then the per-edge ops, or the fused gat_edge op ("[edge,fused]")
+        "GATConv[edge]": (gat_edge(pyg), gat_edge(gnn)),
+        "GATConv[edge,fused]": (gat_edge(pyg), gat_edge(gnn, fused=True)),
         "TransformerConv": (
             lambda: pyg.TransformerConv(f_in, f_out // heads, heads=heads),
             lambda: gnn.TransformerConv(f_in, f_out // heads, heads=heads),
@@ -338,7 +367,7 @@ def issue25_summary(rows):
     fb = {(r["graph"], r["layer"]): r for r in rows if r.get("mode") == "fwd+bwd" and r.get("ok", True)
           and "gnnfuse_ms" in r}
     for (graph, layer), r in fb.items():
-        if not layer.startswith("GATConv") or layer.endswith("[compiled]"):
+        if layer not in ("GATConv", "GATConv[fused]"):  # (the targets are for GATConv without edge features)
             continue
         s = {"graph": graph, "layer": layer, "vs_pyg_eager": r["speedup"]}
         comp = fb.get((graph, "GATConv[compiled]"))

@@ -185,7 +185,7 @@ if want bench; then  # (after a failed smoke too: the layers' own checks come fi
   want compile && t=$(awk -v l="$t" -v s="$share" 'BEGIN { printf "%d", l * (1 - s) }')
   if (( t > 30 )); then
     # shellcheck disable=SC2086
-    run_layers eager "$t" --graphs $graphs
+    run_layers eager "$t" --graphs $graphs --layers GCNConv GATConv 'GATConv[fused]' 'GATConv[edge,fused]'
   else
     echo "bench: out of time"
   fi

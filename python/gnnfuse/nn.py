@@ -612,8 +612,10 @@ class GATConv(_Base):
     residual), as PyG. ``edge_index`` may be a torch sparse ``adj_t`` (PyG: its values, unless
     2-D or more, are ignored; with ``add_self_loops`` the loops are replaced and duplicates
     merged, and the returned attention weights are ``(adj_t with the weights as values,
-    weights)``). ``fused`` (not in PyG): True runs the fused ``gat`` op (no per-edge tensor),
-    False the per-edge ops, None chooses by size in eager and TorchScript (see ``_use_fused``:
+    weights)``). The edge features' logits are computed as ``e_ij M`` with
+    ``M[h] = sum_c att_edge[h, c] W_e[h*C + c]`` (``[E, heads]``, never ``[E, heads, C]``).
+    ``fused`` (not in PyG): True runs the fused ``gat`` op, or ``gat_edge`` with edge features
+    (no per-edge tensor but those logits), False the per-edge ops, None chooses by size in eager and TorchScript (see ``_use_fused``:
     the per-edge ops below 2^24 edge-heads, self-loops included) and takes the fused op at every
     size in a program captured by ``torch.compile``, ``torch.export`` or ``torch.jit.trace``.
     ``edge_attr`` must have one row per edge of ``edge_index`` (a RuntimeError names it).
@@ -805,24 +807,39 @@ class GATConv(_Base):
         num = num_src if single and size is None and adj_t is None else _maximum(num_src, num_dst)
         rowptr, col, perm = _edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
+        # The edge features' logits (att_edge . lin_edge(e_ij)), [E, H] in CSR order: e_ij
+        # times M = sum_c W_edge[h*C+c, :] att_edge[h, c] ([H, edge_dim]), never [E, H, C].
+        a_edge: Optional[Tensor] = None
+        att_edge = self.att_edge
+        if lin_edge is not None and edge_feat is not None and att_edge is not None:
+            if edge_feat.dim() == 1:
+                edge_feat = edge_feat.view(-1, 1)
+            if not torch.jit.is_scripting():  # (a scripted layer is materialised)
+                if isinstance(lin_edge, torch.nn.LazyLinear):  # a torch.nn.Linear once materialised
+                    lin_edge(edge_feat[:0])  # materialises the lazy weight (edge_dim=-1) from edge_attr's width
+            m = (lin_edge.weight.view(H, C, -1) * att_edge.view(H, C, 1)).sum(1)
+            a_edge = F.linear(edge_feat, m)[perm]
         if (
             # sized by the input edges, loops included
             _use_fused(self.fused, edge_index.size(1) * H)
-            and edge_feat is None
             and not need_alpha
             and not (self.dropout > 0.0 and self.training)
         ):
-            # The fused op: logits, softmax and weighted sum per destination, no [E, H] tensor.
-            out = _ops.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x_src.contiguous(), float(self.negative_slope))
+            # The fused op: logits, softmax and weighted sum per destination, no [E, H] tensor
+            # but the edge features' logits.
+            if a_edge is not None:
+                out = _ops.gat_edge(
+                    rowptr, col, a_dst.contiguous(), a_src.contiguous(), a_edge.contiguous(), x_src.contiguous(),
+                    float(self.negative_slope),
+                )
+            else:
+                out = _ops.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x_src.contiguous(), float(self.negative_slope))
             alpha: Optional[Tensor] = None
         else:
             csc = _csc_for_backward(rowptr, col, num_src, x_src)
             score = _ops.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous(), csc[0], csc[1], csc[2])  # [E, H], CSR order
-            if lin_edge is not None and edge_feat is not None:
-                if edge_feat.dim() == 1:
-                    edge_feat = edge_feat.view(-1, 1)
-                e = lin_edge(edge_feat).view(-1, H, C)
-                score = score + (e * self.att_edge).sum(-1)[perm]
+            if a_edge is not None:
+                score = score + a_edge
             score = F.leaky_relu(score, self.negative_slope)
             # PyG returns the coefficients after dropout (the ones aggregated)
             out, _, alpha = _softmax_aggregate(rowptr, col, score, x_src, self.dropout, self.training, csc)

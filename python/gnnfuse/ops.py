@@ -341,10 +341,11 @@ def gat(
     ``alpha_ijh = softmax_j(leaky_relu(a_dst[i, h] + a_src[j, h] [+ edge_score[e, h]]))``,
     ``a_src = (x * att_src).sum(-1)``, ``a_dst = (x_dst * att_dst).sum(-1)``.
 
-    Without dropout and edge scores it runs the fused op ``gat`` (``ops/gat.spec``): the
-    logits, the softmax and the weighted sum in one walk per destination, forward and backward
-    with no per-edge tensor (memory O(N.H.F)). With ``dropout > 0`` (and ``training``), an
-    ``edge_score`` or ``return_attention``, the coefficients are materialised ``[E, H]``
+    Without dropout it runs the fused op ``gat`` (``ops/gat.spec``), or ``gat_edge``
+    (``ops/gat_edge.spec``) given ``edge_score``: the logits, the softmax and the weighted sum
+    in one walk per destination, forward and backward with no per-edge tensor but
+    ``edge_score`` and its gradient (memory O(N.H.F + E.H)). With ``dropout > 0`` (and
+    ``training``) or ``return_attention``, the coefficients are materialised ``[E, H]``
     (``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads``). Dropout is the layers' and PyG's
     (:func:`attention_dropout`): on the coefficients after the softmax, in ``training`` only,
     its mask from ``generator`` (seed it for reproducible masks) or, without one, from PyTorch's
@@ -388,9 +389,7 @@ def gat(
     if not 0.0 <= dropout <= 1.0:
         raise ValueError(f"gnnfuse.gat: dropout must be a probability in [0, 1] (got {dropout})")
     use_dropout = dropout > 0.0 and training
-    if not (use_dropout or edge_score is not None or return_attention):
-        return torch.ops.gnnfuse.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x.contiguous(), float(negative_slope), colptr, row, cperm)
-    score = torch.ops.gnnfuse.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous(), colptr, row, cperm)
+    a_edge: Optional[Tensor] = None
     if edge_score is not None:
         if edge_score.dim() != 2 or edge_score.size(0) != col.size(0) or edge_score.size(1) != H:
             raise RuntimeError(
@@ -398,7 +397,15 @@ def gat(
                 f"(got {tuple(edge_score.shape)})"
             )
         _check_like("gat", "edge_score", edge_score, "x", x)
-        score = score + (edge_score[perm] if perm is not None else edge_score)
+        a_edge = edge_score[perm] if perm is not None else edge_score  # CSR order
+    if not (use_dropout or return_attention):
+        if a_edge is not None:
+            return torch.ops.gnnfuse.gat_edge(rowptr, col, a_dst.contiguous(), a_src.contiguous(), a_edge.contiguous(), x.contiguous(),
+                                              float(negative_slope), colptr, row, cperm)
+        return torch.ops.gnnfuse.gat(rowptr, col, a_dst.contiguous(), a_src.contiguous(), x.contiguous(), float(negative_slope), colptr, row, cperm)
+    score = torch.ops.gnnfuse.sddmm_add(rowptr, col, a_dst.contiguous(), a_src.contiguous(), colptr, row, cperm)
+    if a_edge is not None:
+        score = score + a_edge
     score = F.leaky_relu(score, negative_slope)
     out, alpha, _ = _softmax_aggregate(rowptr, col, score, x, dropout, training, (colptr, row, cperm), generator)
     if return_attention:

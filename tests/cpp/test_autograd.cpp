@@ -177,6 +177,23 @@ TEST_P(AutogradTest, FusedAttention) {
   EXPECT_THROW(gnnfuse::gat(g.rowptr, g.col, ad, as, rnd({g.cols, 3, 3}, 1), 0.2), c10::Error);
 }
 
+TEST_P(AutogradTest, FusedAttentionWithEdgeLogits) {
+  // gat_edge: gat with a per-edge, per-head logit inside the leaky ReLU; its derived backward
+  // gives the [nnz, H] gradient of the edge logits beside the three of gat.
+  const Graph g = random_graph(23, 31, 90, GetParam(), 49);
+  check_gradients(
+      [&](const std::vector<at::Tensor>& in) { return gnnfuse::gat_edge(g.rowptr, g.col, in[0], in[1], in[2], in[3], 0.2); },
+      {rnd({g.rows, 2}, 50), rnd({g.cols, 2}, 51), rnd({g.nnz, 2}, 52), rnd({g.cols, 2, 3}, 53)}, "gat_edge");
+  // == edge_softmax_heads(leaky_relu(sddmm_add + a_edge)) aggregated by spmm_heads
+  const at::Tensor ad = rnd({g.rows, 2}, 54), as = rnd({g.cols, 2}, 55), ae = rnd({g.nnz, 2}, 56), x = rnd({g.cols, 2, 3}, 57);
+  const at::Tensor s = at::leaky_relu(gnnfuse::sddmm_add(g.rowptr, g.col, ad, as) + ae, 0.2);
+  const at::Tensor p = gnnfuse::edge_softmax_heads(g.rowptr, g.col, s);
+  EXPECT_TRUE(at::allclose(gnnfuse::gat_edge(g.rowptr, g.col, ad, as, ae, x, 0.2), gnnfuse::spmm_heads(g.rowptr, g.col, p, x), 1e-12, 1e-12));
+  // a_edge must hold one row per stored entry and the heads of a_dst
+  EXPECT_THROW(gnnfuse::gat_edge(g.rowptr, g.col, ad, as, rnd({g.nnz + 1, 2}, 1), x, 0.2), c10::Error);
+  EXPECT_THROW(gnnfuse::gat_edge(g.rowptr, g.col, ad, as, rnd({g.nnz, 3}, 1), x, 0.2), c10::Error);
+}
+
 TEST_P(AutogradTest, FusedGcn) {
   // gcn: (A X) W row by row; d/dweight sums the rows' contributions in per-thread copies.
   const Graph g = random_graph(23, 31, 90, GetParam(), 42);

@@ -47,6 +47,16 @@ def ref_gat(rowptr, col, a_dst, a_src, x, slope):
     return ref_softmax_aggregate(rowptr, col, score, x)
 
 
+def ref_gat_edge(rowptr, col, a_dst, a_src, a_edge, x, slope):
+    rows = _rows(rowptr)
+    score = torch.nn.functional.leaky_relu(a_dst.double()[rows] + a_src.double()[col.long()] + a_edge.double(), slope)
+    return ref_softmax_aggregate(rowptr, col, score, x)
+
+
+def _edge_logits(col, H, dtype=torch.float64, seed=0):
+    return torch.randn(col.numel(), H, generator=torch.Generator().manual_seed(100 + seed), dtype=dtype)
+
+
 def ref_graph_attention(rowptr, col, q, k, v):
     rows = _rows(rowptr)
     score = (q.double()[rows] * k.double()[col.long()]).sum(-1)
@@ -67,14 +77,34 @@ def _inputs(name, H, F, dtype=torch.float64, seed=0, D=None):
 
 
 # ---------------------------------------------------------------- references
+@pytest.mark.parametrize("op", ["gat", "gat_edge"])
 @pytest.mark.parametrize("F", [1, 3, 32, 129])
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_gat_fp64_reference(name, index_dtype, F):
+def test_gat_fp64_reference(name, index_dtype, F, op):
+    """gat, and gat_edge with per-edge logits beside the per-node ones."""
     rowptr, col, _ = csr_of(name, index_dtype)
     a_dst, a_src, x, _, _ = _inputs(name, 2, F, seed=F)
-    out = ops.gat(rowptr, col, a_dst, a_src, x, 0.2)
-    torch.testing.assert_close(out, ref_gat(rowptr, col, a_dst, a_src, x, 0.2), rtol=1e-12, atol=1e-12)
+    if op == "gat":
+        out, want = ops.gat(rowptr, col, a_dst, a_src, x, 0.2), ref_gat(rowptr, col, a_dst, a_src, x, 0.2)
+    else:
+        a_edge = _edge_logits(col, 2, seed=F)
+        out = ops.gat_edge(rowptr, col, a_dst, a_src, a_edge, x, 0.2)
+        want = ref_gat_edge(rowptr, col, a_dst, a_src, a_edge, x, 0.2)
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+
+
+def test_gat_edge_with_zero_edge_logits_is_gat():
+    for name in ("power_law", "self_loops_duplicates", "empty_rows_isolated", "bipartite_more_sources"):
+        rowptr, col, _ = csr_of(name)
+        a_dst, a_src, x, _, _ = _inputs(name, 3, 5, seed=1)
+        want = ops.gat(rowptr, col, a_dst, a_src, x, 0.2)
+        torch.testing.assert_close(ops.gat_edge(rowptr, col, a_dst, a_src, torch.zeros(col.numel(), 3, dtype=torch.float64), x, 0.2),
+                                   want, rtol=1e-14, atol=1e-14)
+        # a per-edge logit is a shift of the per-source one where it only depends on the source
+        shift = torch.randn(CASES[name].num_src_nodes, 3, dtype=torch.float64)
+        torch.testing.assert_close(ops.gat_edge(rowptr, col, a_dst, a_src, shift[col.long()], x, 0.2),
+                                   ops.gat(rowptr, col, a_dst, a_src + shift, x, 0.2), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("F", [1, 3, 32, 129])
@@ -87,7 +117,7 @@ def test_graph_attention_fp64_reference(name, index_dtype, F):
     torch.testing.assert_close(out, ref_graph_attention(rowptr, col, q, k, v), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("op", ["gat", "graph_attention"])
+@pytest.mark.parametrize("op", ["gat", "gat_edge", "graph_attention"])
 def test_float32_close_to_float64(op):
     name = "power_law"
     rowptr, col, _ = csr_of(name)
@@ -95,6 +125,9 @@ def test_float32_close_to_float64(op):
     if op == "gat":
         f = lambda *t: ops.gat(rowptr, col, *t, 0.2)  # noqa: E731
         args = (a_dst, a_src, x)
+    elif op == "gat_edge":
+        f = lambda *t: ops.gat_edge(rowptr, col, *t, 0.2)  # noqa: E731
+        args = (a_dst, a_src, _edge_logits(col, 4), x)
     else:
         f = lambda *t: ops.graph_attention(rowptr, col, *t)  # noqa: E731
         args = (q, k, x)
@@ -118,6 +151,14 @@ def test_large_logits_stay_finite():
         out.square().sum().backward()
         for t in (a_dst, a_src, x):
             assert torch.isfinite(t.grad).all()
+        # the same logits carried by the edges
+        a_edge = (a_dst.detach()[_rows(rowptr)] + a_src.detach()[col]).requires_grad_()
+        zd, zs = torch.zeros_like(a_dst), torch.zeros_like(a_src)
+        out = ops.gat_edge(rowptr, col, zd, zs, a_edge, x.detach(), 0.2)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out.double(), ref_gat_edge(rowptr, col, zd, zs, a_edge.detach(), x.detach(), 0.2), rtol=1e-5, atol=1e-5)
+        out.square().sum().backward()
+        assert torch.isfinite(a_edge.grad).all()
 
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
@@ -157,6 +198,14 @@ def test_gat_gradcheck(name):
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
+def test_gat_edge_gradcheck(name):
+    rowptr, col, _ = csr_of(name)
+    a_dst, a_src, x, _, _ = _inputs(name, 2, 3, seed=7)
+    args = tuple(t.requires_grad_() for t in (a_dst, a_src, _edge_logits(col, 2, seed=7), x))
+    assert gradcheck(lambda *t: ops.gat_edge(rowptr, col, *t, 0.3), args, fast_mode=name not in SMALL)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
 def test_graph_attention_gradcheck(name):
     rowptr, col, _ = csr_of(name)
     _, _, v, q, k = _inputs(name, 2, 3, seed=6, D=4)
@@ -177,11 +226,15 @@ def test_gradients_match_autograd_of_the_reference():
         z = torch.zeros(n, s.size(1), dtype=s.dtype).index_add(0, rows, e)
         return torch.zeros(n, *val.shape[1:], dtype=s.dtype).index_add(0, rows, (e / z[rows])[:, :, None] * val[col])
 
-    for op in ("gat", "graph_attention"):
-        args = [t.clone().requires_grad_() for t in ((a_dst, a_src, x) if op == "gat" else (q, k, x))]
+    a_edge = _edge_logits(col, 3, seed=9)
+    for op in ("gat", "gat_edge", "graph_attention"):
+        args = [t.clone().requires_grad_() for t in {"gat": (a_dst, a_src, x), "gat_edge": (a_dst, a_src, a_edge, x)}.get(op, (q, k, x))]
         if op == "gat":
             out = ops.gat(rowptr, col, *args, 0.2)
             want = ref(torch.nn.functional.leaky_relu(args[0][rows] + args[1][col], 0.2), args[2])
+        elif op == "gat_edge":
+            out = ops.gat_edge(rowptr, col, *args, 0.2)
+            want = ref(torch.nn.functional.leaky_relu(args[0][rows] + args[1][col] + args[2], 0.2), args[3])
         else:
             out = ops.graph_attention(rowptr, col, *args)
             want = ref((args[0][rows] * args[1][col]).sum(-1), args[2])
@@ -201,7 +254,8 @@ def test_backward_runs_each_row_statistic_once():
 
     rowptr, col, _ = csr_of("power_law")
     a_dst, a_src, x, q, k = (t.requires_grad_() for t in _inputs("power_law", 2, 4, D=3))
-    for op, args in (("gat", (a_dst, a_src, x, 0.2)), ("graph_attention", (q, k, x))):
+    a_edge = _edge_logits(col, 2).requires_grad_()
+    for op, args in (("gat", (a_dst, a_src, x, 0.2)), ("gat_edge", (a_dst, a_src, a_edge, x, 0.2)), ("graph_attention", (q, k, x))):
         out = getattr(ops, op)(rowptr, col, *args)
         with profile() as prof:
             out.square().sum().backward()
@@ -221,6 +275,10 @@ def test_second_derivative_is_a_clear_error():
     (gx,) = torch.autograd.grad(out.square().sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match=r"gnnfuse::gat_grad_x: .*highest order generated"):
         gx.sum().backward()
+    out = ops.gat_edge(rowptr, col, a_dst, a_src, _edge_logits(col, 2), x, 0.2)
+    (gx,) = torch.autograd.grad(out.square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gat_edge_grad_x: .*highest order generated"):
+        gx.sum().backward()
 
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
@@ -230,6 +288,11 @@ def test_opcheck(index_dtype):
     a_dst, a_src, x, q, k = _inputs(name, 2, 5, D=3)
     torch.library.opcheck(ops.gat.default, (rowptr, col, a_dst.requires_grad_(), a_src.requires_grad_(), x.requires_grad_(), 0.2))
     torch.library.opcheck(ops.graph_attention.default, (rowptr, col, q.requires_grad_(), k.requires_grad_(), x))
+    a_edge = _edge_logits(col, 2).requires_grad_()
+    torch.library.opcheck(ops.gat_edge.default, (rowptr, col, a_dst, a_src, a_edge, x, 0.2))
+    # with the CSC view passed (the backward's cache)
+    colptr, row, perm = gnnfuse.Graph.from_csr(rowptr, col, num_src_nodes=CASES[name].num_src_nodes).csc()
+    torch.library.opcheck(ops.gat_edge.default, (rowptr, col, a_dst, a_src, a_edge, x, 0.2, colptr, row, perm))
 
 
 def test_bad_inputs():
@@ -245,19 +308,28 @@ def test_bad_inputs():
     bad[0] = 10**6
     with pytest.raises(RuntimeError, match=r"gnnfuse::graph_attention: argument 'col'"):
         ops.graph_attention(rowptr, bad, q, k, x)
+    a_edge = _edge_logits(col, 2)
+    for wrong in (a_edge[1:], a_edge[:, :1], a_edge.float(), a_edge[:, :, None], torch.cat([a_edge, a_edge])):
+        with pytest.raises(RuntimeError, match=r"gnnfuse::gat_edge: argument 'a_edge'"):
+            ops.gat_edge(rowptr, col, a_dst, a_src, wrong, x, 0.2)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gat_edge: argument 'col'"):
+        ops.gat_edge(rowptr, bad, a_dst, a_src, a_edge, x, 0.2)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::gat_edge: argument 'x'"):
+        ops.gat_edge(rowptr, col, a_dst, a_src, a_edge, x[:, :1], 0.2)
 
 
 # ---------------------------------------------------------------- frontends
 class Attend(torch.nn.Module):
-    def forward(self, rowptr: Tensor, col: Tensor, a_dst: Tensor, a_src: Tensor, x: Tensor, q: Tensor, k: Tensor):
-        return torch.ops.gnnfuse.gat(rowptr, col, a_dst, a_src, x, 0.2) + torch.ops.gnnfuse.graph_attention(rowptr, col, q, k, x)
+    def forward(self, rowptr: Tensor, col: Tensor, a_dst: Tensor, a_src: Tensor, x: Tensor, q: Tensor, k: Tensor, a_edge: Tensor):
+        return (torch.ops.gnnfuse.gat(rowptr, col, a_dst, a_src, x, 0.2) + torch.ops.gnnfuse.graph_attention(rowptr, col, q, k, x)
+                + torch.ops.gnnfuse.gat_edge(rowptr, col, a_dst, a_src, a_edge, x, 0.3))
 
 
 def _attend_grads(fn):
     rowptr, col, _ = csr_of("power_law")
-    args = [t.requires_grad_() for t in _inputs("power_law", 2, 4, D=3)]
-    a_dst, a_src, x, q, k = args
-    y = fn(rowptr, col, a_dst, a_src, x, q, k)
+    args = [t.requires_grad_() for t in _inputs("power_law", 2, 4, D=3) + (_edge_logits(col, 2),)]
+    a_dst, a_src, x, q, k, a_edge = args
+    y = fn(rowptr, col, a_dst, a_src, x, q, k, a_edge)
     return (y,) + torch.autograd.grad(y.square().sum(), args)
 
 
@@ -292,6 +364,40 @@ def test_python_api_gat():
     has = torch.zeros(case.num_nodes, dtype=torch.bool)
     has[case.dst] = True
     torch.testing.assert_close(sums[has], torch.ones(int(has.sum()), 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", ["self_loops_duplicates", "power_law", "bipartite_more_sources"])
+def test_python_api_gat_edge_score_runs_fused(name):
+    """edge_score (graph's edge order) without dropout runs gat_edge; its values and gradients
+    match the per-edge path (return_attention) and the float64 reference."""
+    from torch.profiler import profile
+
+    case = CASES[name]
+    rowptr, col, perm = csr_of(name)
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(case.num_src_nodes, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    x_dst = torch.randn(case.num_nodes, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    att_src = torch.randn(2, 4, generator=g, dtype=torch.float64)
+    att_dst = torch.randn(2, 4, generator=g, dtype=torch.float64)
+    score = torch.randn(case.num_edges, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    xs, xd = x.detach(), x_dst.detach()
+    want = ref_gat_edge(rowptr, col, (xd * att_dst).sum(-1), (xs * att_src).sum(-1), score.detach()[perm], xs, 0.1)
+    # edge_index: edge_score in its order; a Graph: in the Graph's (CSR) order
+    # (an edge_index of a bipartite graph would need the sources' count: a Graph)
+    graph = Graph.from_edge_index(case.edge_index, num_nodes=case.num_nodes, num_src_nodes=case.num_src_nodes)
+    square = case.num_nodes == case.num_src_nodes
+    for gr, sc in [(graph, score[perm])] + ([(case.edge_index, score)] if square else []):
+        with profile() as prof:
+            out = gnnfuse.gat(gr, x, att_src, att_dst, x_dst=x_dst, edge_score=sc, negative_slope=0.1)
+        assert any(ev.name == "gnnfuse::gat_edge" for ev in prof.events())
+        torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+    sc = score[perm] if gr is graph else score  # (a graph of its own: `out` is differentiated below)
+    unfused, _ = gnnfuse.gat(gr, x, att_src, att_dst, x_dst=x_dst, edge_score=sc, negative_slope=0.1, return_attention=True)
+    torch.testing.assert_close(out, unfused, rtol=1e-12, atol=1e-12)
+    gy = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    inputs = (x, x_dst, score)
+    for a, b in zip(torch.autograd.grad(out, inputs, gy), torch.autograd.grad(unfused, inputs, gy)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_python_api_gat_dropout_is_seeded():

@@ -60,6 +60,8 @@ RAW: Dict[str, Tuple[Callable[..., Tensor], List[Tensor], str]] = {
     "edge_softmax": (lambda s: ops.edge_softmax(ROWPTR, COL, s), [rnd(E, seed=12)], "fp32"),
     "edge_softmax_heads": (lambda s: ops.edge_softmax_heads(ROWPTR, COL, s), [rnd(E, H, seed=13)], "fp32"),
     "gat": (lambda a, b, x: ops.gat(ROWPTR, COL, a, b, x, 0.2), [rnd(N, H, seed=14), rnd(N, H, seed=15), rnd(N, H, F, seed=16)], "lower"),
+    "gat_edge": (lambda a, b, e, x: ops.gat_edge(ROWPTR, COL, a, b, e, x, 0.2),
+                 [rnd(N, H, seed=14), rnd(N, H, seed=15), rnd(E, H, seed=25), rnd(N, H, F, seed=16)], "lower"),
     "graph_attention": (lambda q, k, v: ops.graph_attention(ROWPTR, COL, q, k, v),
                         [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(N, H, F, seed=19)], "lower"),
     "gcn": (lambda w, x, W: ops.gcn(ROWPTR, COL, w, x, W), [rnd(E, seed=1), rnd(N, K, seed=20), rnd(K, F, seed=21)], "lower"),

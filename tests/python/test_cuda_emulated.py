@@ -74,6 +74,7 @@ SUBSET = [
     "test_attention.py::test_sddmm_heads_gradcheck",
     "test_attention.py::test_gat_gradcheck",
     "test_attention.py::test_graph_attention_gradcheck",
+    "test_attention.py::test_gat_edge_gradcheck",
     "test_gcn.py::test_gcn_fp64_reference",
     "test_gcn.py::test_gcn_gradcheck",
     "test_gcn.py::test_gcn_opcheck",
@@ -82,6 +83,7 @@ SUBSET = [
     "test_autograd.py::test_scaled_spmm_fp64_reference",
     "test_nn.py::test_gcnconv_matches_pyg",
     "test_nn.py::test_gatconv_matches_pyg",
+    "test_nn.py::test_gatconv_edge_features_fused_match_pyg",
 ]
 # Under a forced variant, group or order: the references and gradchecks of every family (int64
 # indices; int32 under the decision).
@@ -96,6 +98,7 @@ FORCED_SUBSET = [
     "test_reductions.py::test_heads_match_per_head_reference",
     "test_reductions.py::test_sddmm_add_mul_reference",
     "test_attention.py::test_gat_gradcheck",
+    "test_attention.py::test_gat_edge_gradcheck",
     "test_attention.py::test_graph_attention_gradcheck",
     "test_attention.py::test_sddmm_heads_gradcheck",
     "test_gcn.py::test_gcn_gradcheck",

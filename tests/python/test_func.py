@@ -98,6 +98,8 @@ RAW: Dict[str, Tuple[Callable[..., Tensor], List[Tensor], int]] = {
     "edge_softmax": (lambda s: ops.edge_softmax(ROWPTR, COL, s), [rnd(E, seed=12)], 1),
     "edge_softmax_heads": (lambda s: ops.edge_softmax_heads(ROWPTR, COL, s), [rnd(E, H, seed=13)], 1),
     "gat": (lambda a, b, x: ops.gat(ROWPTR, COL, a, b, x, 0.2), [rnd(N, H, seed=14), rnd(N, H, seed=15), rnd(N, H, F, seed=16)], 1),
+    "gat_edge": (lambda a, b, e, x: ops.gat_edge(ROWPTR, COL, a, b, e, x, 0.2),
+                 [rnd(N, H, seed=14), rnd(N, H, seed=15), rnd(E, H, seed=25), rnd(N, H, F, seed=16)], 1),
     "graph_attention": (lambda q, k, v: ops.graph_attention(ROWPTR, COL, q, k, v),
                         [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(N, H, F, seed=19)], 1),
     "gcn": (lambda w, x, W: ops.gcn(ROWPTR, COL, w, x, W), [rnd(E, seed=1), rnd(N, K, seed=20), rnd(K, F, seed=21)], 1),
@@ -202,6 +204,7 @@ FOLDS = [
     ("edge_softmax", [0], False),
     ("gat", [2], True),  # f
     ("gat", [0, 1], False),  # h, but x (larger than the logits) would be repeated: per element
+    ("gat_edge", [3], True),  # f
     ("graph_attention", [0, 1, 2], True),
     ("gcn", [2], True),  # o
     ("gcn", [1], False),  # k contracted
@@ -454,11 +457,24 @@ def test_needs_input_grad_only_the_wanted_adjoint_runs():
 
 
 # ------------------------------------------------------------------ the layers
+class _WithEdgeFeatures(torch.nn.Module):
+    """``layer(x, edge_index, edge_attr)`` with fixed edge features (a buffer, not a parameter)."""
+
+    def __init__(self, layer: torch.nn.Module, edge_dim: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.register_buffer("edge_attr", rnd(EDGE_INDEX.size(1), edge_dim, seed=44).float())
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        return self.layer(x, edge_index, self.edge_attr)
+
+
 LAYERS = {
     "GCNConv": lambda: gnn.GCNConv(F, 5, fused=False),
     "GCNConv[fused]": lambda: gnn.GCNConv(F, 5, fused=True),
     "GATConv": lambda: gnn.GATConv(F, 4, heads=2, fused=False),
     "GATConv[fused]": lambda: gnn.GATConv(F, 4, heads=2, fused=True),
+    "GATConv[edge,fused]": lambda: _WithEdgeFeatures(gnn.GATConv(F, 4, heads=2, edge_dim=3, fused=True), 3),
     "TransformerConv": lambda: gnn.TransformerConv(F, 4, heads=2, fused=False),
     "TransformerConv[fused]": lambda: gnn.TransformerConv(F, 4, heads=2, fused=True),
 }

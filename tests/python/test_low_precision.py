@@ -76,7 +76,8 @@ def _gat_ref(case, t):
     x = t["x"]  # [M, H, F]
     a_src = (x * t["att_src"]).sum(-1)
     a_dst = (t["x_dst"] * t["att_dst"]).sum(-1)
-    alpha = _softmax_by_dst(torch.nn.functional.leaky_relu(a_dst[dst] + a_src[src], 0.2), dst, n)
+    logits = a_dst[dst] + a_src[src] + (t["score"] if "score" in t else 0)
+    alpha = _softmax_by_dst(torch.nn.functional.leaky_relu(logits, 0.2), dst, n)
     return _aggregate(src, dst, n, alpha[:, :, None] * x[src])
 
 
@@ -136,6 +137,8 @@ FAMILIES: Dict[str, tuple] = {
     "edge_softmax": ({"score": "EH"}, _edge_softmax_ref, lambda c, t: gnnfuse.edge_softmax(_ei(c), t["score"])),
     "gat_fused": ({"x": "MHF", "x_dst": "NHF", "att_src": "HF", "att_dst": "HF"}, _gat_ref,
                   lambda c, t: gnnfuse.gat(_ei(c), t["x"], t["att_src"], t["att_dst"], x_dst=t["x_dst"])),
+    "gat_edge_logits": ({"x": "MHF", "x_dst": "NHF", "att_src": "HF", "att_dst": "HF", "score": "EH"}, _gat_ref,
+                        lambda c, t: gnnfuse.gat(_ei(c), t["x"], t["att_src"], t["att_dst"], x_dst=t["x_dst"], edge_score=t["score"])),
     "gat_edge_tensors": ({"x": "MHF", "x_dst": "NHF", "att_src": "HF", "att_dst": "HF"}, _gat_ref,
                          lambda c, t: gnnfuse.gat(_ei(c), t["x"], t["att_src"], t["att_dst"], x_dst=t["x_dst"],
                                                   return_attention=True)[0]),

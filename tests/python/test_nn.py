@@ -104,13 +104,48 @@ def test_gatconv_matches_pyg(name, kwargs, fused):
     _compare(ours, theirs, [x, case.edge_index], lambda layer, *t: layer(*t))
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_edge"])
 @pytest.mark.parametrize("fill_value", ["mean", "add", "max", 0.5], ids=str)
-def test_gatconv_edge_features_match_pyg(fill_value):
+def test_gatconv_edge_features_match_pyg(fill_value, fused):
     case = CASES["self_loops_duplicates"]
-    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, 5, 3, heads=2, edge_dim=4, fill_value=fill_value)
+    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, 5, 3, heads=2, edge_dim=4, fill_value=fill_value, ours_kwargs={"fused": fused})
     x = features(case.num_nodes, 5, torch.float64, seed=5)
     e = features(case.num_edges, 4, torch.float64, seed=6)
     _compare(ours, theirs, [x, case.edge_index, e], lambda layer, *t: layer(*t))
+
+
+@pytest.mark.parametrize("name", ["power_law", "empty_rows_isolated", "bipartite_more_sources", "bipartite_fewer_sources"])
+@pytest.mark.parametrize("kwargs", [{"heads": 3}, {"heads": 2, "concat": False, "add_self_loops": False}, {"heads": 1, "edge_dim": -1}],
+                         ids=["heads3", "mean_no_loops", "lazy_edge_dim"])
+def test_gatconv_edge_features_fused_match_pyg(name, kwargs):
+    """The fused gat_edge op from GATConv (edge_dim set): the output and every gradient (edge
+    features included) as PyG's, on square and bipartite graphs; the edge logits are [E, heads]
+    (``e M``), and no per-edge coefficient is built (gat_edge runs, sddmm_add does not)."""
+    from torch.profiler import profile
+
+    case = CASES[name]
+    kwargs = {"edge_dim": 3} | kwargs
+    bipartite = case.num_src_nodes != case.num_nodes
+    in_channels = (5, 4) if bipartite else 5
+    if bipartite:
+        kwargs["add_self_loops"] = False
+    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, in_channels, 4, ours_kwargs={"fused": True}, **kwargs)
+    xs = features(case.num_src_nodes, 5, torch.float64, seed=40)
+    xd = features(case.num_nodes, 4, torch.float64, seed=41)
+    e = features(case.num_edges, 3, torch.float64, seed=42)
+    x_in = (xs, xd) if bipartite else xs
+    if kwargs["edge_dim"] == -1:  # lazy: materialised by the first call (PyG's and ours), then loaded
+        theirs(x_in, case.edge_index, e)
+        ours(x_in, case.edge_index, e)
+        ours.load_state_dict(theirs.state_dict(), strict=True)
+    with profile() as prof:
+        ours(x_in, case.edge_index, e)
+    names = {ev.name for ev in prof.events()}
+    assert "gnnfuse::gat_edge" in names and "gnnfuse::sddmm_add" not in names, names
+    if bipartite:
+        _compare(ours, theirs, [xs, xd, case.edge_index, e], lambda layer, a, b, ei, ea: layer((a, b), ei, ea))
+    else:
+        _compare(ours, theirs, [xs, case.edge_index, e], lambda layer, *t: layer(*t))
 
 
 def test_gatconv_bipartite_matches_pyg():

@@ -19,6 +19,7 @@ LAYERS = {
     "gcn_cached_raw": lambda: gnn.GCNConv(5, 6, cached=True, normalize=False, add_self_loops=False),
     "gat_fused": lambda: gnn.GATConv(5, 3, heads=2, fused=True),
     "gat_edges": lambda: gnn.GATConv(5, 3, heads=2, edge_dim=4, fused=False),
+    "gat_fused_edges": lambda: gnn.GATConv(5, 3, heads=2, edge_dim=4, fused=True),
     "gat_bipartite": lambda: gnn.GATConv((5, 5), 3, heads=2, concat=False),
     "transformer_fused": lambda: gnn.TransformerConv(5, 3, heads=2, fused=True),
     "transformer_edges": lambda: gnn.TransformerConv(5, 3, heads=2, edge_dim=4, beta=True),
