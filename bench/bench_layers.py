@@ -113,6 +113,9 @@ def layer_pairs(gnn, pyg, f_in: int, f_out: int, heads: int):
     def gat_edge(lib, **kw):
         return lambda: WithEdgeFeatures(lib.GATConv(f_in, f_out // heads, heads=heads, edge_dim=EDGE_DIM, **kw))
 
+    def transformer_edge(lib, **kw):
+        return lambda: WithEdgeFeatures(lib.TransformerConv(f_in, f_out // heads, heads=heads, edge_dim=EDGE_DIM, **kw))
+
     return {
         "GCNConv": (lambda: pyg.GCNConv(f_in, f_out), lambda: gnn.GCNConv(f_in, f_out)),
         "GATConv": (
@@ -135,6 +138,10 @@ def layer_pairs(gnn, pyg, f_in: int, f_out: int, heads: int):
             lambda: pyg.TransformerConv(f_in, f_out // heads, heads=heads),
             lambda: gnn.TransformerConv(f_in, f_out // heads, heads=heads, fused=True),
         ),
+        # TransformerConv with edge features: PyG adds lin_edge(edge_attr) [E, heads*C] to keys
+        # and values; ours a bias [E, heads] and an [N, heads, edge_dim] sum (per-edge or fused)
+        "TransformerConv[edge]": (transformer_edge(pyg), transformer_edge(gnn)),
+        "TransformerConv[edge,fused]": (transformer_edge(pyg), transformer_edge(gnn, fused=True)),
     }
 
 

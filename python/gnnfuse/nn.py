@@ -342,6 +342,19 @@ def _csc_for_backward(
     return None, None, None
 
 
+def _edge_columns(col: Tensor, rows: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor, Tensor]]:
+    """Each stored entry of a CSR pattern (its ``col``, ``rows``: the row of each entry) as a
+    column of its own, ``0 .. E-1``, and that pattern's CSC view (``colptr = 0 .. E``, ``row =
+    rows``, ``perm`` the identity, int64 as ``csr_transpose``'s). The ops then read a per-edge operand ``[E, ...]`` where they
+    read a per-source one: ``spmm(rowptr, eye, w, values)[i] = sum over row i's entries e of
+    w[e] values[e]``, ``sddmm(rowptr, eye, None, u, values)[e] = u[row e] . values[e]``. Sizes
+    from ``col`` only (no data-dependent size under torch.compile or a trace)."""
+    ones = torch.ones_like(col)
+    eye = torch.cumsum(ones, 0, dtype=col.dtype) - 1
+    colptr = torch.cat([torch.zeros(1, dtype=col.dtype, device=col.device), eye + 1])
+    return eye, (colptr, rows, eye.to(torch.int64))
+
+
 def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
     if fused is None:
         if not _size_rule_applies(edge_heads):
@@ -956,13 +969,17 @@ class TransformerConv(_Base):
     ``lin_key``, ``lin_query``, ``lin_value``, ``lin_edge``, ``lin_skip``, ``lin_beta`` as PyG's.
     ``edge_index`` may be a torch sparse ``adj_t`` (as PyG: multi-dimensional values are the edge
     features; the returned attention weights are ``(adj_t, weights in its stored order)``).
-    Without edge features, dropout or returned attention weights and with ``fused=True`` (not in
-    PyG; None chooses by size in eager and TorchScript, see ``_use_fused``, and takes the fused
-    op at every size in a program captured by ``torch.compile``, ``torch.export`` or
+    Without dropout or returned attention weights and with ``fused=True`` (not in PyG; None
+    chooses by size in eager and TorchScript, see ``_use_fused``, and takes the fused op at
+    every size in a program captured by ``torch.compile``, ``torch.export`` or
     ``torch.jit.trace``) the layer runs the fused op ``graph_attention``: no per-edge tensor in
     forward or backward (memory O(N.H.C)); otherwise ``sddmm_heads``, ``edge_softmax_heads``
-    and ``spmm_heads`` ([E, H] tensors). ``edge_attr`` must have one row per edge (a
-    RuntimeError names it).
+    and ``spmm_heads`` ([E, H] tensors). With edge features, where PyG adds ``W_e e_ij`` to
+    every key and value (``[E, H, C]`` tensors), the edge term of the scores is a bias
+    ``(W_e^T q_i) . e_ij`` ``[E, H]`` and that of the output ``W_e sum_j alpha_ij e_ij`` (an
+    ``[N, H, edge_dim]`` sum): fused, the ops ``graph_attention_edge`` and
+    ``graph_attention_edge_values``; memory O(N.H.C + E.(H + edge_dim)). ``edge_attr`` must
+    have one row per edge (a RuntimeError names it).
     """
 
     def __init__(
@@ -1072,21 +1089,42 @@ class TransformerConv(_Base):
         if lin_edge is not None and edge_attr is None:
             raise ValueError("gnnfuse.nn.TransformerConv: a layer with edge_dim needs edge_attr")
         alpha: Optional[Tensor] = None
+        use_fused = _use_fused(self.fused, col.numel() * H) and return_attention_weights is None and not (
+            self.dropout > 0.0 and self.training
+        )
         if lin_edge is not None and edge_attr is not None:
             edge_attr = _check_edge_attr("TransformerConv", edge_attr, edge_index.size(1), self.edge_dim, x_src)
-            # Per-edge scores (CSR order), as PyG computes them.
-            rows = edge_index[1][perm]  # the target of each CSR position (no data-dependent size)
             if edge_attr.dim() == 1:
                 edge_attr = edge_attr.view(-1, 1)
-            e = lin_edge(edge_attr).view(-1, H, C)[perm]
-            key_j = key.index_select(0, col) + e  # (not col.long(): a trace would alias col to it)
-            score = (query[rows] * key_j).sum(-1) * scale
+            if not torch.jit.is_scripting():  # (a scripted layer is materialised)
+                if isinstance(lin_edge, torch.nn.LazyLinear):  # a torch.nn.Linear once materialised
+                    lin_edge(edge_attr[:0])  # materialises the lazy weight (edge_dim=-1) from edge_attr's width
+            # PyG adds e_ij = W_e ea_ij to every key and value ([E, H, C] tensors). Here, per head,
+            # q_i . W_e ea_ij = (W_e^T q_i) . ea_ij: a bias [E, H] from p = W_e^T q [N, H, D]; and
+            # sum_j alpha_ij W_e ea_ij = W_e (sum_j alpha_ij ea_ij), an [N, H, D] sum.
+            w_e = lin_edge.weight.view(H, C, -1)  # [H, C, D]
+            qs = query * scale
+            p = torch.einsum("nhc,hcd->nhd", [qs, w_e.to(qs.dtype)])
+            ea = edge_attr[perm].contiguous()  # CSR order
+            rows = edge_index[1][perm].to(col.dtype)  # the target of each CSR position (no data-dependent size)
+            eye, eye_csc = _edge_columns(col, rows)
+            bias = torch.stack(
+                [_ops.sddmm(rowptr, eye, None, p.select(1, h).contiguous(), ea, eye_csc[0], eye_csc[1], eye_csc[2]) for h in range(H)], 1
+            )
             csc = _csc_for_backward(rowptr, col, num_src, value)
-            out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)
-            out = out.index_add(0, rows, (used[:, :, None] * e).to(out.dtype))  # (one dtype under autocast)
-        elif _use_fused(self.fused, col.numel() * H) and return_attention_weights is None and not (
-            self.dropout > 0.0 and self.training
-        ):
+            if use_fused:
+                # Fused: the scores, softmax and both weighted sums per destination, no [E, H] tensor but the bias.
+                out = _ops.graph_attention_edge(rowptr, col, qs.contiguous(), key.contiguous(), bias, value.contiguous(), csc[0], csc[1], csc[2])
+                z = _ops.graph_attention_edge_values(rowptr, col, qs.contiguous(), key.contiguous(), bias, ea, csc[0], csc[1], csc[2])
+            else:
+                score = _ops.sddmm_heads(rowptr, col, qs.contiguous(), key.contiguous(), csc[0], csc[1], csc[2]) + bias
+                out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)
+                # sum_j used_ij ea_ij per head: each edge its own column of the pattern
+                z = torch.stack(
+                    [_ops.spmm(rowptr, eye, used.select(1, h).contiguous(), ea, eye_csc[0], eye_csc[1], eye_csc[2]) for h in range(H)], 1
+                )
+            out = out + torch.einsum("nhd,hcd->nhc", [z, w_e.to(z.dtype)]).to(out.dtype)  # (one dtype under autocast)
+        elif use_fused:
             out = _ops.graph_attention(rowptr, col, (query * scale).contiguous(), key.contiguous(), value.contiguous())
         else:
             # Scores [E, H] (sddmm_heads), softmax, weighted sum: no [E, H, C] tensor.

@@ -276,6 +276,20 @@ def _to_input_order(out: Tensor, perm: Optional[Tensor]) -> Tensor:
     return torch.index_copy(torch.empty_like(out), 0, perm, out)
 
 
+def _edge_scores_in_csr_order(
+    fn: str, name: str, scores: Tensor, col: Tensor, heads: int, perm: Optional[Tensor], ref_name: str, ref: Tensor
+) -> Tensor:
+    """Per-edge, per-head scores ``[E, heads]`` given in the graph's edge order (checked: shape,
+    and dtype and device of ``ref``), in CSR order (``perm`` from :func:`gnnfuse.graph.resolve`)."""
+    if scores.dim() != 2 or scores.size(0) != col.size(0) or scores.size(1) != heads:
+        raise RuntimeError(
+            f"gnnfuse.{fn}: argument '{name}' must have shape [num_edges, heads] = [{col.size(0)}, {heads}] "
+            f"(got {tuple(scores.shape)})"
+        )
+    _check_like(fn, name, scores, ref_name, ref)
+    return scores[perm] if perm is not None else scores
+
+
 def _heads_vector(att: Tensor, heads: int, channels: int, name: str) -> Tensor:
     if att.numel() != heads * channels:
         raise ValueError(f"gnnfuse.gat: {name} must hold heads x channels = {heads} x {channels} values, got shape {tuple(att.shape)}")
@@ -389,15 +403,7 @@ def gat(
     if not 0.0 <= dropout <= 1.0:
         raise ValueError(f"gnnfuse.gat: dropout must be a probability in [0, 1] (got {dropout})")
     use_dropout = dropout > 0.0 and training
-    a_edge: Optional[Tensor] = None
-    if edge_score is not None:
-        if edge_score.dim() != 2 or edge_score.size(0) != col.size(0) or edge_score.size(1) != H:
-            raise RuntimeError(
-                f"gnnfuse.gat: argument 'edge_score' must have shape [num_edges, heads] = [{col.size(0)}, {H}] "
-                f"(got {tuple(edge_score.shape)})"
-            )
-        _check_like("gat", "edge_score", edge_score, "x", x)
-        a_edge = edge_score[perm] if perm is not None else edge_score  # CSR order
+    a_edge = None if edge_score is None else _edge_scores_in_csr_order("gat", "edge_score", edge_score, col, H, perm, "x", x)
     if not (use_dropout or return_attention):
         if a_edge is not None:
             return torch.ops.gnnfuse.gat_edge(rowptr, col, a_dst.contiguous(), a_src.contiguous(), a_edge.contiguous(), x.contiguous(),
@@ -413,18 +419,23 @@ def gat(
     return out
 
 
-def graph_attention(graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Optional[float] = None) -> Tensor:
+def graph_attention(
+    graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Optional[float] = None, edge_bias: Optional[Tensor] = None
+) -> Tensor:
     """Dot-product graph attention (graph transformer):
-    ``out[i, h] = sum_{j -> i} softmax_j(scale * q[i, h] . k[j, h]) v[j, h]``.
+    ``out[i, h] = sum_{j -> i} softmax_j(scale * q[i, h] . k[j, h] [+ edge_bias[e, h]]) v[j, h]``.
 
-    The fused op ``graph_attention`` (``ops/graph_attention.spec``) computes the scores, their
-    row max and sum and the weighted sum of values per destination without a per-edge tensor,
-    in forward and backward (memory O(N.H.D)).
+    The fused op ``graph_attention`` (``ops/graph_attention.spec``), or ``graph_attention_edge``
+    (``ops/graph_attention_edge.spec``) given ``edge_bias``, computes the scores, their row max
+    and sum and the weighted sum of values per destination without a per-edge tensor (but the
+    bias and its gradient), in forward and backward (memory O(N.H.D + E.H)).
 
     Args:
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
         q: ``[num_nodes, H, D]``; k: ``[num_src_nodes, H, D]``; v: ``[num_src_nodes, H, F]``.
         scale: default ``1 / sqrt(D)``.
+        edge_bias: optional ``[E, H]`` additive scores per edge (the graph's edge order; not
+            scaled), e.g. Graphormer's spatial or edge-feature biases.
 
     Returns:
         ``[num_nodes, H, F]``.
@@ -434,8 +445,12 @@ def graph_attention(graph: GraphLike, q: Tensor, k: Tensor, v: Tensor, scale: Op
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1)) if q.size(-1) > 0 else 1.0
     _check_rows("graph_attention", graph, q=(q, False), k=(k, True), v=(v, True))
-    rowptr, col, _, _ = resolve(graph, None, q.size(0), "graph_attention")
+    rowptr, col, _, eperm = resolve(graph, None, q.size(0), "graph_attention")
     colptr, row, perm = _csc_for(graph, q, k, v)
+    if edge_bias is not None:
+        bias = _edge_scores_in_csr_order("graph_attention", "edge_bias", edge_bias, col, q.size(1), eperm, "q", q)
+        return torch.ops.gnnfuse.graph_attention_edge(rowptr, col, (q * scale).contiguous(), k.contiguous(), bias.contiguous(),
+                                                      v.contiguous(), colptr, row, perm)
     return torch.ops.gnnfuse.graph_attention(rowptr, col, (q * scale).contiguous(), k.contiguous(), v.contiguous(), colptr, row, perm)
 
 

@@ -135,6 +135,10 @@ def redirect_self_loops(
     loop = edge_index[0] == edge_index[1]
     nodes = torch.arange(n, dtype=edge_index.dtype, device=edge_index.device)
     if edge_attr is not None:
+        # The redirected loops' features zeroed: PyG removes those edges, so that a NaN or inf
+        # feature of theirs (a missing value) reaches neither the output nor a gradient (also
+        # not through the fill's reduction, where they land in a spare row).
+        edge_attr = edge_attr.masked_fill(loop.view([-1] + [1] * (edge_attr.dim() - 1)), 0.0)
         edge_attr = torch.cat([edge_attr, self_loop_attr(edge_attr, edge_index, n, num, fill_value)], 0)
     edge_index = torch.cat(
         [torch.stack([torch.where(loop, pad, edge_index[0]), edge_index[1]]), torch.stack([nodes, nodes])], 1

@@ -194,6 +194,28 @@ TEST_P(AutogradTest, FusedAttentionWithEdgeLogits) {
   EXPECT_THROW(gnnfuse::gat_edge(g.rowptr, g.col, ad, as, rnd({g.nnz, 3}, 1), x, 0.2), c10::Error);
 }
 
+TEST_P(AutogradTest, FusedAttentionWithEdgeBiasAndValues) {
+  // graph_attention_edge (a [nnz, H] score bias) and graph_attention_edge_values (the same
+  // softmax over per-edge values [nnz, F]): TransformerConv's edge features.
+  const Graph g = random_graph(23, 31, 90, GetParam(), 58);
+  check_gradients(
+      [&](const std::vector<at::Tensor>& in) { return gnnfuse::graph_attention_edge(g.rowptr, g.col, in[0], in[1], in[2], in[3]); },
+      {rnd({g.rows, 2, 4}, 59), rnd({g.cols, 2, 4}, 60), rnd({g.nnz, 2}, 61), rnd({g.cols, 2, 3}, 62)}, "graph_attention_edge");
+  check_gradients(
+      [&](const std::vector<at::Tensor>& in) { return gnnfuse::graph_attention_edge_values(g.rowptr, g.col, in[0], in[1], in[2], in[3]); },
+      {rnd({g.rows, 2, 4}, 63), rnd({g.cols, 2, 4}, 64), rnd({g.nnz, 2}, 65), rnd({g.nnz, 3}, 66)}, "graph_attention_edge_values");
+  // == edge_softmax_heads(sddmm_heads + bias) aggregated by spmm_heads; the values per edge: by hand
+  const at::Tensor q = rnd({g.rows, 2, 4}, 67), k = rnd({g.cols, 2, 4}, 68), b = rnd({g.nnz, 2}, 69), v = rnd({g.cols, 2, 3}, 70);
+  const at::Tensor p = gnnfuse::edge_softmax_heads(g.rowptr, g.col, gnnfuse::sddmm_heads(g.rowptr, g.col, q, k) + b);
+  EXPECT_TRUE(at::allclose(gnnfuse::graph_attention_edge(g.rowptr, g.col, q, k, b, v), gnnfuse::spmm_heads(g.rowptr, g.col, p, v), 1e-12, 1e-12));
+  const at::Tensor ev = rnd({g.nnz, 3}, 71);
+  const at::Tensor rows = at::repeat_interleave(g.rowptr.diff().to(at::kLong));
+  const at::Tensor want = at::zeros({g.rows, 2, 3}, ev.options()).index_add_(0, rows, p.unsqueeze(2) * ev.unsqueeze(1));
+  EXPECT_TRUE(at::allclose(gnnfuse::graph_attention_edge_values(g.rowptr, g.col, q, k, b, ev), want, 1e-12, 1e-12));
+  EXPECT_THROW(gnnfuse::graph_attention_edge(g.rowptr, g.col, q, k, rnd({g.nnz + 1, 2}, 1), v), c10::Error);
+  EXPECT_THROW(gnnfuse::graph_attention_edge_values(g.rowptr, g.col, q, k, b, rnd({g.nnz - 1, 3}, 1)), c10::Error);
+}
+
 TEST_P(AutogradTest, FusedGcn) {
   // gcn: (A X) W row by row; d/dweight sums the rows' contributions in per-thread copies.
   const Graph g = random_graph(23, 31, 90, GetParam(), 42);

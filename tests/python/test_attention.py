@@ -57,10 +57,38 @@ def _edge_logits(col, H, dtype=torch.float64, seed=0):
     return torch.randn(col.numel(), H, generator=torch.Generator().manual_seed(100 + seed), dtype=dtype)
 
 
-def ref_graph_attention(rowptr, col, q, k, v):
+def ref_graph_attention(rowptr, col, q, k, v, bias=None):
     rows = _rows(rowptr)
-    score = (q.double()[rows] * k.double()[col.long()]).sum(-1)
+    score = (q.double()[rows] * k.double()[col.long()]).sum(-1) + (0 if bias is None else bias.double())
     return ref_softmax_aggregate(rowptr, col, score, v)
+
+
+def ref_graph_attention_edge_values(rowptr, col, q, k, bias, ev):
+    """The softmax of ref_graph_attention (with bias) applied to per-edge values ev [E, F]: [N, H, F]."""
+    rows = _rows(rowptr)
+    score = (q.double()[rows] * k.double()[col.long()]).sum(-1) + bias.double()
+    n, H = rowptr.numel() - 1, score.size(1)
+    out = torch.zeros(n, H, ev.size(1), dtype=torch.float64)
+    for i in range(n):
+        b, e = int(rowptr[i]), int(rowptr[i + 1])
+        if e > b:
+            out[i] = (torch.softmax(score[b:e], 0)[:, :, None] * ev.double()[b:e, None, :]).sum(0)
+    return out
+
+
+def _attention_op(op, rowptr, col, q, k, v, seed=0):
+    """(output, float64 reference) of graph_attention, graph_attention_edge (a bias [E, H]) or
+    graph_attention_edge_values (a bias and per-edge values [E, F] made from v's width)."""
+    if op == "graph_attention":
+        return ops.graph_attention(rowptr, col, q, k, v), ref_graph_attention(rowptr, col, q, k, v)
+    bias = _edge_logits(col, q.size(1), seed=seed)
+    if op == "graph_attention_edge":
+        return ops.graph_attention_edge(rowptr, col, q, k, bias, v), ref_graph_attention(rowptr, col, q, k, v, bias)
+    ev = torch.randn(col.numel(), v.size(2), generator=torch.Generator().manual_seed(200 + seed), dtype=v.dtype)
+    return ops.graph_attention_edge_values(rowptr, col, q, k, bias, ev), ref_graph_attention_edge_values(rowptr, col, q, k, bias, ev)
+
+
+ATTENTION_OPS = ["graph_attention", "graph_attention_edge", "graph_attention_edge_values"]
 
 
 def _inputs(name, H, F, dtype=torch.float64, seed=0, D=None):
@@ -107,17 +135,18 @@ def test_gat_edge_with_zero_edge_logits_is_gat():
                                    ops.gat(rowptr, col, a_dst, a_src + shift, x, 0.2), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("op", ATTENTION_OPS)
 @pytest.mark.parametrize("F", [1, 3, 32, 129])
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_graph_attention_fp64_reference(name, index_dtype, F):
+def test_graph_attention_fp64_reference(name, index_dtype, F, op):
     rowptr, col, _ = csr_of(name, index_dtype)
     _, _, v, q, k = _inputs(name, 2, F, seed=F, D=[5, 3, 16, 7][[1, 3, 32, 129].index(F)])
-    out = ops.graph_attention(rowptr, col, q, k, v)
-    torch.testing.assert_close(out, ref_graph_attention(rowptr, col, q, k, v), rtol=1e-12, atol=1e-12)
+    out, want = _attention_op(op, rowptr, col, q, k, v, seed=F)
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("op", ["gat", "gat_edge", "graph_attention"])
+@pytest.mark.parametrize("op", ["gat", "gat_edge"] + ATTENTION_OPS)
 def test_float32_close_to_float64(op):
     name = "power_law"
     rowptr, col, _ = csr_of(name)
@@ -128,6 +157,9 @@ def test_float32_close_to_float64(op):
     elif op == "gat_edge":
         f = lambda *t: ops.gat_edge(rowptr, col, *t, 0.2)  # noqa: E731
         args = (a_dst, a_src, _edge_logits(col, 4), x)
+    elif op != "graph_attention":
+        f = lambda *t: getattr(ops, op)(rowptr, col, *t)  # noqa: E731
+        args = (q, k, _edge_logits(col, 4), x if op == "graph_attention_edge" else _edge_logits(col, 5))
     else:
         f = lambda *t: ops.graph_attention(rowptr, col, *t)  # noqa: E731
         args = (q, k, x)
@@ -205,12 +237,18 @@ def test_gat_edge_gradcheck(name):
     assert gradcheck(lambda *t: ops.gat_edge(rowptr, col, *t, 0.3), args, fast_mode=name not in SMALL)
 
 
+@pytest.mark.parametrize("op", ATTENTION_OPS)
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_graph_attention_gradcheck(name):
+def test_graph_attention_gradcheck(name, op):
     rowptr, col, _ = csr_of(name)
     _, _, v, q, k = _inputs(name, 2, 3, seed=6, D=4)
-    args = tuple(t.requires_grad_() for t in (q, k, v))
-    assert gradcheck(lambda *t: ops.graph_attention(rowptr, col, *t), args, fast_mode=name not in SMALL)
+    if op == "graph_attention":
+        args = tuple(t.requires_grad_() for t in (q, k, v))
+    else:  # a bias [E, H]; values per source node [M, H, 3] or per edge [E, 3]
+        vals = v if op == "graph_attention_edge" else _edge_logits(col, 3, seed=8)
+        args = tuple(t.requires_grad_() for t in (q, k, _edge_logits(col, 2, seed=6), vals))
+    fn = getattr(ops, op)
+    assert gradcheck(lambda *t: fn(rowptr, col, *t), args, fast_mode=name not in SMALL)
 
 
 def test_gradients_match_autograd_of_the_reference():
@@ -255,7 +293,9 @@ def test_backward_runs_each_row_statistic_once():
     rowptr, col, _ = csr_of("power_law")
     a_dst, a_src, x, q, k = (t.requires_grad_() for t in _inputs("power_law", 2, 4, D=3))
     a_edge = _edge_logits(col, 2).requires_grad_()
-    for op, args in (("gat", (a_dst, a_src, x, 0.2)), ("gat_edge", (a_dst, a_src, a_edge, x, 0.2)), ("graph_attention", (q, k, x))):
+    bias, ev = _edge_logits(col, 2, seed=1).requires_grad_(), _edge_logits(col, 3, seed=2).requires_grad_()
+    for op, args in (("gat", (a_dst, a_src, x, 0.2)), ("gat_edge", (a_dst, a_src, a_edge, x, 0.2)), ("graph_attention", (q, k, x)),
+                     ("graph_attention_edge", (q, k, bias, x)), ("graph_attention_edge_values", (q, k, bias, ev))):
         out = getattr(ops, op)(rowptr, col, *args)
         with profile() as prof:
             out.square().sum().backward()
@@ -290,6 +330,8 @@ def test_opcheck(index_dtype):
     torch.library.opcheck(ops.graph_attention.default, (rowptr, col, q.requires_grad_(), k.requires_grad_(), x))
     a_edge = _edge_logits(col, 2).requires_grad_()
     torch.library.opcheck(ops.gat_edge.default, (rowptr, col, a_dst, a_src, a_edge, x, 0.2))
+    torch.library.opcheck(ops.graph_attention_edge.default, (rowptr, col, q, k, a_edge, x))
+    torch.library.opcheck(ops.graph_attention_edge_values.default, (rowptr, col, q, k, a_edge, _edge_logits(col, 4).requires_grad_()))
     # with the CSC view passed (the backward's cache)
     colptr, row, perm = gnnfuse.Graph.from_csr(rowptr, col, num_src_nodes=CASES[name].num_src_nodes).csc()
     torch.library.opcheck(ops.gat_edge.default, (rowptr, col, a_dst, a_src, a_edge, x, 0.2, colptr, row, perm))
@@ -316,13 +358,23 @@ def test_bad_inputs():
         ops.gat_edge(rowptr, bad, a_dst, a_src, a_edge, x, 0.2)
     with pytest.raises(RuntimeError, match=r"gnnfuse::gat_edge: argument 'x'"):
         ops.gat_edge(rowptr, col, a_dst, a_src, a_edge, x[:, :1], 0.2)
+    for wrong in (a_edge[1:], a_edge[:, :1], a_edge.float()):
+        with pytest.raises(RuntimeError, match=r"gnnfuse::graph_attention_edge: argument 'bias'"):
+            ops.graph_attention_edge(rowptr, col, q, k, wrong, x)
+    ev = _edge_logits(col, 3)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::graph_attention_edge_values: argument 'ev'"):
+        ops.graph_attention_edge_values(rowptr, col, q, k, a_edge, ev[1:])
+    with pytest.raises(RuntimeError, match=r"gnnfuse::graph_attention_edge_values: argument 'ev'"):
+        ops.graph_attention_edge_values(rowptr, col, q, k, a_edge, ev[:, :, None])
 
 
 # ---------------------------------------------------------------- frontends
 class Attend(torch.nn.Module):
     def forward(self, rowptr: Tensor, col: Tensor, a_dst: Tensor, a_src: Tensor, x: Tensor, q: Tensor, k: Tensor, a_edge: Tensor):
         return (torch.ops.gnnfuse.gat(rowptr, col, a_dst, a_src, x, 0.2) + torch.ops.gnnfuse.graph_attention(rowptr, col, q, k, x)
-                + torch.ops.gnnfuse.gat_edge(rowptr, col, a_dst, a_src, a_edge, x, 0.3))
+                + torch.ops.gnnfuse.gat_edge(rowptr, col, a_dst, a_src, a_edge, x, 0.3)
+                + torch.ops.gnnfuse.graph_attention_edge(rowptr, col, q, k, a_edge, x)
+                + torch.ops.gnnfuse.graph_attention_edge_values(rowptr, col, q, k, a_edge, x[col.long(), 1]))
 
 
 def _attend_grads(fn):
@@ -398,6 +450,27 @@ def test_python_api_gat_edge_score_runs_fused(name):
     inputs = (x, x_dst, score)
     for a, b in zip(torch.autograd.grad(out, inputs, gy), torch.autograd.grad(unfused, inputs, gy)):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_python_api_graph_attention_edge_bias():
+    """edge_bias (graph's edge order, not scaled) runs graph_attention_edge."""
+    from torch.profiler import profile
+
+    name = "self_loops_duplicates"
+    case = CASES[name]
+    rowptr, col, perm = csr_of(name)
+    _, _, v, q, k = _inputs(name, 2, 6, D=16)
+    bias = torch.randn(case.num_edges, 2, dtype=torch.float64)
+    want = ref_graph_attention(rowptr, col, q / 4.0, k, v, bias[perm])
+    with profile() as prof:
+        out = gnnfuse.graph_attention(case.edge_index, q, k, v, edge_bias=bias)
+    assert any(ev.name == "gnnfuse::graph_attention_edge" for ev in prof.events())
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+    graph = Graph.from_edge_index(case.edge_index, num_nodes=case.num_nodes)  # a Graph: its (CSR) order
+    torch.testing.assert_close(gnnfuse.graph_attention(graph, q, k, v, edge_bias=bias[perm]), want, rtol=1e-12, atol=1e-12)
+    for shape in [(case.num_edges + 1, 2), (case.num_edges, 3), (case.num_edges,)]:
+        with pytest.raises(RuntimeError, match=r"gnnfuse.graph_attention: argument 'edge_bias' must have shape \[num_edges, heads\]"):
+            gnnfuse.graph_attention(case.edge_index, q, k, v, edge_bias=torch.zeros(shape, dtype=torch.float64))
 
 
 def test_python_api_gat_dropout_is_seeded():

@@ -64,6 +64,10 @@ RAW: Dict[str, Tuple[Callable[..., Tensor], List[Tensor], str]] = {
                  [rnd(N, H, seed=14), rnd(N, H, seed=15), rnd(E, H, seed=25), rnd(N, H, F, seed=16)], "lower"),
     "graph_attention": (lambda q, k, v: ops.graph_attention(ROWPTR, COL, q, k, v),
                         [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(N, H, F, seed=19)], "lower"),
+    "graph_attention_edge": (lambda q, k, b, v: ops.graph_attention_edge(ROWPTR, COL, q, k, b, v),
+                             [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(E, H, seed=26), rnd(N, H, F, seed=19)], "lower"),
+    "graph_attention_edge_values": (lambda q, k, b, ev: ops.graph_attention_edge_values(ROWPTR, COL, q, k, b, ev),
+                                    [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(E, H, seed=26), rnd(E, F, seed=27)], "lower"),
     "gcn": (lambda w, x, W: ops.gcn(ROWPTR, COL, w, x, W), [rnd(E, seed=1), rnd(N, K, seed=20), rnd(K, F, seed=21)], "lower"),
     "spgemm_assemble": (lambda a, b: ops.spgemm_assemble(ROWPTR, COL, a, ROWPTR, COL, b, N)[2], [rnd(E, seed=22), rnd(E, seed=23)], "lower"),
     "coarsen_assemble": (lambda w: ops.coarsen_assemble(MROWPTR, MCOL, ROWPTR, COL, w, PROWPTR, PCOL, 7)[2], [rnd(E, seed=24)], "lower"),
@@ -171,7 +175,7 @@ LAYERS = {
     "TransformerConv[edge_dim]": lambda m: m.TransformerConv(F, 4, heads=2, edge_dim=3),
 }
 FUSED = {"GCNConv": [False, True], "GATConv": [False, True], "GATConv[no edge_dim]": [False, True], "TransformerConv": [False, True],
-         "TransformerConv[edge_dim]": [False]}
+         "TransformerConv[edge_dim]": [False, True]}
 CASES = [(name, fused) for name in sorted(LAYERS) for fused in FUSED[name]]
 EDGE_ATTR = rnd(E, 3, seed=30)
 

@@ -84,6 +84,7 @@ SUBSET = [
     "test_nn.py::test_gcnconv_matches_pyg",
     "test_nn.py::test_gatconv_matches_pyg",
     "test_nn.py::test_gatconv_edge_features_fused_match_pyg",
+    "test_nn.py::test_transformerconv_edge_features_match_pyg",
 ]
 # Under a forced variant, group or order: the references and gradchecks of every family (int64
 # indices; int32 under the decision).

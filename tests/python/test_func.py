@@ -102,6 +102,10 @@ RAW: Dict[str, Tuple[Callable[..., Tensor], List[Tensor], int]] = {
                  [rnd(N, H, seed=14), rnd(N, H, seed=15), rnd(E, H, seed=25), rnd(N, H, F, seed=16)], 1),
     "graph_attention": (lambda q, k, v: ops.graph_attention(ROWPTR, COL, q, k, v),
                         [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(N, H, F, seed=19)], 1),
+    "graph_attention_edge": (lambda q, k, b, v: ops.graph_attention_edge(ROWPTR, COL, q, k, b, v),
+                             [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(E, H, seed=26), rnd(N, H, F, seed=19)], 1),
+    "graph_attention_edge_values": (lambda q, k, b, ev: ops.graph_attention_edge_values(ROWPTR, COL, q, k, b, ev),
+                                    [rnd(N, H, K, seed=17), rnd(N, H, K, seed=18), rnd(E, H, seed=26), rnd(E, F, seed=27)], 1),
     "gcn": (lambda w, x, W: ops.gcn(ROWPTR, COL, w, x, W), [rnd(E, seed=1), rnd(N, K, seed=20), rnd(K, F, seed=21)], 1),
     "spgemm": (lambda a, b: ops.spgemm(ROWPTR, COL, a, ROWPTR, COL, b, C_SPGEMM[0], C_SPGEMM[1], N), [rnd(E, seed=22), rnd(E, seed=23)], 2),
     "spgemm_assemble": (lambda a, b: ops.spgemm_assemble(ROWPTR, COL, a, ROWPTR, COL, b, N)[2], [rnd(E, seed=22), rnd(E, seed=23)], 2),
@@ -206,6 +210,7 @@ FOLDS = [
     ("gat", [0, 1], False),  # h, but x (larger than the logits) would be repeated: per element
     ("gat_edge", [3], True),  # f
     ("graph_attention", [0, 1, 2], True),
+    ("graph_attention_edge", [3], True),  # f
     ("gcn", [2], True),  # o
     ("gcn", [1], False),  # k contracted
 ]
@@ -475,6 +480,7 @@ LAYERS = {
     "GATConv": lambda: gnn.GATConv(F, 4, heads=2, fused=False),
     "GATConv[fused]": lambda: gnn.GATConv(F, 4, heads=2, fused=True),
     "GATConv[edge,fused]": lambda: _WithEdgeFeatures(gnn.GATConv(F, 4, heads=2, edge_dim=3, fused=True), 3),
+    "TransformerConv[edge,fused]": lambda: _WithEdgeFeatures(gnn.TransformerConv(F, 4, heads=2, edge_dim=3, fused=True), 3),
     "TransformerConv": lambda: gnn.TransformerConv(F, 4, heads=2, fused=False),
     "TransformerConv[fused]": lambda: gnn.TransformerConv(F, 4, heads=2, fused=True),
 }

@@ -84,7 +84,7 @@ def _gat_ref(case, t):
 def _attention_ref(case, t):
     src, dst, n = case.src, case.dst, case.num_nodes
     scale = t["q"].size(-1) ** -0.5
-    score = (t["q"][dst] * t["k"][src]).sum(-1) * scale
+    score = (t["q"][dst] * t["k"][src]).sum(-1) * scale + (t["score"] if "score" in t else 0)
     alpha = _softmax_by_dst(score, dst, n)
     return _aggregate(src, dst, n, alpha[:, :, None] * t["v"][src])
 
@@ -144,6 +144,8 @@ FAMILIES: Dict[str, tuple] = {
                                                   return_attention=True)[0]),
     "graph_attention": ({"q": "NHF", "k": "MHF", "v": "MHF"}, _attention_ref,
                         lambda c, t: gnnfuse.graph_attention(_ei(c), t["q"], t["k"], t["v"])),
+    "graph_attention_edge_bias": ({"q": "NHF", "k": "MHF", "v": "MHF", "score": "EH"}, _attention_ref,
+                                  lambda c, t: gnnfuse.graph_attention(_ei(c), t["q"], t["k"], t["v"], edge_bias=t["score"])),
     # GCN's degrees sum edge weights: positive weights ("+"), as normalisation assumes.
     "gcn": ({"x": "NF", "weight": "FG", "w": "E+"}, _gcn_ref,
             lambda c, t: gnnfuse.gcn(_ei(c), t["x"], t["weight"], edge_weight=t["w"])),

@@ -5,6 +5,8 @@ and power-law degrees."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -121,31 +123,40 @@ def test_gatconv_edge_features_fused_match_pyg(name, kwargs):
     """The fused gat_edge op from GATConv (edge_dim set): the output and every gradient (edge
     features included) as PyG's, on square and bipartite graphs; the edge logits are [E, heads]
     (``e M``), and no per-edge coefficient is built (gat_edge runs, sddmm_add does not)."""
+    case = CASES[name]
+    bipartite = case.num_src_nodes != case.num_nodes
+    run = _edge_feature_layers("GATConv", case, kwargs | ({"add_self_loops": False} if bipartite else {}), True)
+    names = {ev.name for ev in run.prof.events()}
+    assert "gnnfuse::gat_edge" in names and "gnnfuse::sddmm_add" not in names, names
+    run.compare()
+
+
+def _edge_feature_layers(layer: str, case, kwargs, fused):
+    """Our layer and PyG's with edge_dim 3 (unless given; -1: lazy, materialised by a first call
+    of each, then loaded), in_channels 5 or (5, 4) on a bipartite graph, inputs from fixed seeds;
+    our forward profiled (``.prof``, shapes recorded); ``.compare()`` compares outputs and every
+    gradient with PyG's."""
     from torch.profiler import profile
 
-    case = CASES[name]
     kwargs = {"edge_dim": 3} | kwargs
     bipartite = case.num_src_nodes != case.num_nodes
-    in_channels = (5, 4) if bipartite else 5
-    if bipartite:
-        kwargs["add_self_loops"] = False
-    ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, in_channels, 4, ours_kwargs={"fused": True}, **kwargs)
+    ours, theirs = _pair(getattr(gnn, layer), getattr(pyg_nn, layer), (5, 4) if bipartite else 5, 4, ours_kwargs={"fused": fused}, **kwargs)
     xs = features(case.num_src_nodes, 5, torch.float64, seed=40)
     xd = features(case.num_nodes, 4, torch.float64, seed=41)
     e = features(case.num_edges, 3, torch.float64, seed=42)
     x_in = (xs, xd) if bipartite else xs
-    if kwargs["edge_dim"] == -1:  # lazy: materialised by the first call (PyG's and ours), then loaded
+    if kwargs["edge_dim"] == -1:
         theirs(x_in, case.edge_index, e)
         ours(x_in, case.edge_index, e)
         ours.load_state_dict(theirs.state_dict(), strict=True)
-    with profile() as prof:
+    run = types.SimpleNamespace()
+    with profile(record_shapes=True) as run.prof:
         ours(x_in, case.edge_index, e)
-    names = {ev.name for ev in prof.events()}
-    assert "gnnfuse::gat_edge" in names and "gnnfuse::sddmm_add" not in names, names
     if bipartite:
-        _compare(ours, theirs, [xs, xd, case.edge_index, e], lambda layer, a, b, ei, ea: layer((a, b), ei, ea))
+        run.compare = lambda: _compare(ours, theirs, [xs, xd, case.edge_index, e], lambda layer, a, b, ei, ea: layer((a, b), ei, ea))
     else:
-        _compare(ours, theirs, [xs, case.edge_index, e], lambda layer, *t: layer(*t))
+        run.compare = lambda: _compare(ours, theirs, [xs, case.edge_index, e], lambda layer, *t: layer(*t))
+    return run
 
 
 def test_gatconv_bipartite_matches_pyg():
@@ -213,6 +224,53 @@ def test_transformerconv_edge_features_bipartite_and_attention_match_pyg():
     ours, theirs = _pair(gnn.TransformerConv, pyg_nn.TransformerConv, 6, 4, heads=2)
     x = features(case.num_nodes, 6, torch.float64, seed=17)
     _compare(ours, theirs, [x, case.edge_index], lambda layer, a, ei: layer(a, ei, return_attention_weights=True))
+
+
+@pytest.mark.parametrize("name", ["power_law", "empty_rows_isolated", "bipartite_more_sources", "self_loops_duplicates"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"heads": 3}, {"heads": 2, "beta": True, "concat": False}, {"heads": 1, "edge_dim": -1, "root_weight": False},
+     {"heads": 2, "dropout": 0.5}],
+    ids=["heads3", "beta_mean", "lazy_edge_dim", "dropout_eval"],
+)
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_edge"])
+def test_transformerconv_edge_features_match_pyg(name, kwargs, fused):
+    """TransformerConv(edge_dim): outputs and every gradient (edge features included) as PyG's,
+    fused (graph_attention_edge and graph_attention_edge_values) or per-edge; no [E, H, C]
+    tensor on either path (the edge term is a bias [E, H] and an [N, H, edge_dim] sum)."""
+    case = CASES[name]
+    run = _edge_feature_layers("TransformerConv", case, kwargs, fused)
+    events = run.prof.events()
+    names = {ev.name for ev in events}
+    assert ("gnnfuse::graph_attention_edge" in names) == fused and ("gnnfuse::graph_attention_edge_values" in names) == fused
+    assert ("gnnfuse::edge_softmax_heads" in names) != fused
+    E, H, C = case.num_edges, kwargs["heads"], 4
+    big = [ev.name for ev in events if any(list(sh) == [E, H, C] for sh in (ev.input_shapes or []) if isinstance(sh, list))]
+    assert not big, big
+    run.compare()
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "per_edge"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_gatconv_existing_self_loop_with_missing_features_matches_pyg(bad, fused):
+    # PyG removes an existing self-loop before adding its own: a NaN or inf feature of it (a
+    # missing value) reaches no output and no gradient. Here the loop is redirected to a padding
+    # source (fixed sizes), its features zeroed.
+    ei = torch.tensor([[0, 1, 2, 1, 2], [1, 2, 0, 1, 1]])  # edge 3 is the self-loop 1 -> 1
+    x = features(3, 4, torch.float64, seed=55)
+    e = features(5, 2, torch.float64, seed=56)
+    e[3] = bad
+    for fill_value in ("mean", 0.5, "max"):
+        ours, theirs = _pair(gnn.GATConv, pyg_nn.GATConv, 4, 3, heads=2, edge_dim=2, fill_value=fill_value, ours_kwargs={"fused": fused})
+        _compare(ours, theirs, [x, ei, e], lambda layer, *t: layer(*t))
+
+
+def test_transformerconv_edge_features_attention_weights_match_pyg():
+    case = CASES["power_law"]
+    ours, theirs = _pair(gnn.TransformerConv, pyg_nn.TransformerConv, 6, 4, heads=2, edge_dim=3, ours_kwargs={"fused": True})
+    x = features(case.num_nodes, 6, torch.float64, seed=53)
+    e = features(case.num_edges, 3, torch.float64, seed=54)
+    _compare(ours, theirs, [x, case.edge_index, e], lambda layer, a, ei, ea: layer(a, ei, ea, return_attention_weights=True))
 
 
 def test_fused_and_unfused_attention_paths_agree():

@@ -23,6 +23,7 @@ LAYERS = {
     "gat_bipartite": lambda: gnn.GATConv((5, 5), 3, heads=2, concat=False),
     "transformer_fused": lambda: gnn.TransformerConv(5, 3, heads=2, fused=True),
     "transformer_edges": lambda: gnn.TransformerConv(5, 3, heads=2, edge_dim=4, beta=True),
+    "transformer_fused_edges": lambda: gnn.TransformerConv(5, 3, heads=2, edge_dim=4, beta=True, fused=True),
 }
 
 
