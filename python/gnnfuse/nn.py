@@ -355,6 +355,11 @@ def _edge_columns(col: Tensor, rows: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tens
     return eye, (colptr, rows, eye.to(torch.int64))
 
 
+def _fused_asked(fused: Optional[bool]) -> bool:
+    """``fused=True`` given (a function: TorchScript types a None attribute as NoneType)."""
+    return fused is not None and fused
+
+
 def _use_fused(fused: Optional[bool], edge_heads: int) -> bool:
     if fused is None:
         if not _size_rule_applies(edge_heads):
@@ -977,9 +982,11 @@ class TransformerConv(_Base):
     and ``spmm_heads`` ([E, H] tensors). With edge features, where PyG adds ``W_e e_ij`` to
     every key and value (``[E, H, C]`` tensors), the edge term of the scores is a bias
     ``(W_e^T q_i) . e_ij`` ``[E, H]`` and that of the output ``W_e sum_j alpha_ij e_ij`` (an
-    ``[N, H, edge_dim]`` sum): fused, the ops ``graph_attention_edge`` and
-    ``graph_attention_edge_values``; memory O(N.H.C + E.(H + edge_dim)). ``edge_attr`` must
-    have one row per edge (a RuntimeError names it).
+    ``[N, H, edge_dim]`` sum), memory O(N.H.C + E.(H + edge_dim)): by the per-edge ops, or
+    with ``fused=True`` only (None takes the per-edge path at every size and in every
+    frontend: faster, at about the same memory) the fused ops ``graph_attention_edge`` and
+    ``graph_attention_edge_values``. ``edge_attr`` must have one row per edge (a RuntimeError
+    names it).
     """
 
     def __init__(
@@ -1112,7 +1119,11 @@ class TransformerConv(_Base):
                 [_ops.sddmm(rowptr, eye, None, p.select(1, h).contiguous(), ea, eye_csc[0], eye_csc[1], eye_csc[2]) for h in range(H)], 1
             )
             csc = _csc_for_backward(rowptr, col, num_src, value)
-            if use_fused:
+            # Fused only when asked for (fused=True): with the bias [E, H] there anyway, the
+            # per-edge path's [E, H] tensors cost little more memory, and its backward reads them
+            # where the two fused ops' adjoints recompute every score (bench/README.md: per-edge
+            # 2-5x PyG's fwd+bwd, fused 0.7-1.9x, at about the same memory).
+            if use_fused and _fused_asked(self.fused):
                 # Fused: the scores, softmax and both weighted sums per destination, no [E, H] tensor but the bias.
                 out = _ops.graph_attention_edge(rowptr, col, qs.contiguous(), key.contiguous(), bias, value.contiguous(), csc[0], csc[1], csc[2])
                 z = _ops.graph_attention_edge_values(rowptr, col, qs.contiguous(), key.contiguous(), bias, ea, csc[0], csc[1], csc[2])
