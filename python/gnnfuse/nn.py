@@ -799,8 +799,9 @@ class GATConv(_Base):
         lin_edge = self.lin_edge
         # as PyG: edge features are ignored without edge_dim
         edge_feat: Optional[Tensor] = edge_attr if lin_edge is not None else None
-        if edge_feat is not None:
-            edge_feat = _check_edge_attr("GATConv", edge_feat, edge_index.size(1), self.edge_dim, x_src_in)
+        if edge_feat is not None and lin_edge is not None:
+            # (the projection's width: edge_dim, or a lazy one's once materialised; 0 before)
+            edge_feat = _check_edge_attr("GATConv", edge_feat, edge_index.size(1), lin_edge.in_features, x_src_in)
         add_self_loops = self.add_self_loops
         if add_self_loops and adj_t is not None:
             edge_index, edge_feat = sparse_self_loops(edge_index, edge_feat, num_src, num_dst, self.fill_value)
@@ -986,7 +987,8 @@ class TransformerConv(_Base):
     with ``fused=True`` only (None takes the per-edge path at every size and in every
     frontend: faster, at about the same memory) the fused ops ``graph_attention_edge`` and
     ``graph_attention_edge_values``. ``edge_attr`` must have one row per edge (a RuntimeError
-    names it).
+    names it) and ``edge_dim`` columns (a 1-D one is one column); without ``edge_dim`` it is
+    ignored (PyG's layer adds it to the values as given).
     """
 
     def __init__(
@@ -1100,7 +1102,7 @@ class TransformerConv(_Base):
             self.dropout > 0.0 and self.training
         )
         if lin_edge is not None and edge_attr is not None:
-            edge_attr = _check_edge_attr("TransformerConv", edge_attr, edge_index.size(1), self.edge_dim, x_src)
+            edge_attr = _check_edge_attr("TransformerConv", edge_attr, edge_index.size(1), lin_edge.in_features, x_src)
             if edge_attr.dim() == 1:
                 edge_attr = edge_attr.view(-1, 1)
             if not torch.jit.is_scripting():  # (a scripted layer is materialised)

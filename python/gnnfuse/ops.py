@@ -371,7 +371,8 @@ def gat(
         att_src, att_dst: ``H x F`` attention vectors (any shape with ``H * F`` values).
         negative_slope: of the leaky ReLU.
         x_dst: ``[num_nodes, H, F]`` projected target features (default ``x``).
-        edge_score: optional ``[E, H]`` additive logits per edge (graph's edge order).
+        edge_score: optional ``[E, H]`` additive logits per edge, in the graph's edge order
+            (``edge_index``'s, a :class:`Graph`'s own (CSR) order).
         dropout: probability of dropping an attention coefficient (in training).
         return_attention: also return ``alpha`` ``[E, H]`` in the graph's edge order (before
             dropout).
@@ -434,8 +435,10 @@ def graph_attention(
         graph: :class:`Graph`, torch sparse matrix or ``edge_index`` (see module doc).
         q: ``[num_nodes, H, D]``; k: ``[num_src_nodes, H, D]``; v: ``[num_src_nodes, H, F]``.
         scale: default ``1 / sqrt(D)``.
-        edge_bias: optional ``[E, H]`` additive scores per edge (the graph's edge order; not
-            scaled), e.g. Graphormer's spatial or edge-feature biases.
+        edge_bias: optional ``[E, H]`` additive scores per edge (not scaled), e.g. Graphormer's
+            spatial or edge-feature biases; in the graph's edge order: ``edge_index``'s, a
+            :class:`Graph`'s own (CSR) order. A row whose biases are all ``-inf`` gives NaN, as
+            ``torch.softmax``.
 
     Returns:
         ``[num_nodes, H, F]``.

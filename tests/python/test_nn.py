@@ -265,6 +265,17 @@ def test_gatconv_existing_self_loop_with_missing_features_matches_pyg(bad, fused
         _compare(ours, theirs, [x, ei, e], lambda layer, *t: layer(*t))
 
 
+@pytest.mark.parametrize("layer", ["GATConv", "TransformerConv"])
+def test_lazy_edge_dim_checks_the_materialised_width(layer):
+    # edge_dim=-1: the first edge_attr sets the width; a later one of another width is a named error
+    case = CASES["power_law"]
+    m = getattr(gnn, layer)(5, 4, heads=2, edge_dim=-1).double()
+    x = features(case.num_nodes, 5, torch.float64, seed=57)
+    m(x, case.edge_index, features(case.num_edges, 3, torch.float64, seed=58))
+    with pytest.raises(RuntimeError, match=rf"gnnfuse.nn.{layer}: argument 'edge_attr' must have edge_dim=3 columns \(got 2\)"):
+        m(x, case.edge_index, features(case.num_edges, 2, torch.float64, seed=59))
+
+
 def test_transformerconv_edge_features_attention_weights_match_pyg():
     case = CASES["power_law"]
     ours, theirs = _pair(gnn.TransformerConv, pyg_nn.TransformerConv, 6, 4, heads=2, edge_dim=3, ours_kwargs={"fused": True})
