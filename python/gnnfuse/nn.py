@@ -342,17 +342,19 @@ def _csc_for_backward(
     return None, None, None
 
 
-def _edge_columns(col: Tensor, rows: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor, Tensor]]:
+def _edge_columns(rowptr: Tensor, col: Tensor, rows: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor, Tensor]]:
     """Each stored entry of a CSR pattern (its ``col``, ``rows``: the row of each entry) as a
     column of its own, ``0 .. E-1``, and that pattern's CSC view (``colptr = 0 .. E``, ``row =
     rows``, ``perm`` the identity, int64 as ``csr_transpose``'s). The ops then read a per-edge operand ``[E, ...]`` where they
     read a per-source one: ``spmm(rowptr, eye, w, values)[i] = sum over row i's entries e of
     w[e] values[e]``, ``sddmm(rowptr, eye, None, u, values)[e] = u[row e] . values[e]``. Sizes
     from ``col`` only (no data-dependent size under torch.compile or a trace)."""
-    ones = torch.ones_like(col)
-    eye = torch.cumsum(ones, 0, dtype=col.dtype) - 1
-    colptr = torch.cat([torch.zeros(1, dtype=col.dtype, device=col.device), eye + 1])
-    return eye, (colptr, rows, eye.to(torch.int64))
+    # (dtypes by type_as: a trace records a dtype argument as the example's constant, and an
+    # int32 graph after an int64 example would then meet int64 columns)
+    eye = (torch.cumsum(torch.ones_like(col), 0) - 1).type_as(col)
+    colptr = torch.cat([torch.zeros_like(rowptr[:1]), eye + 1])  # (rowptr: at least one entry)
+    perm = torch.cumsum(torch.ones_like(col, dtype=torch.int64), 0) - 1  # (not eye.long(): a trace would alias eye to it)
+    return eye, (colptr, rows.type_as(col), perm)
 
 
 def _fused_asked(fused: Optional[bool]) -> bool:
@@ -1115,8 +1117,8 @@ class TransformerConv(_Base):
             qs = query * scale
             p = torch.einsum("nhc,hcd->nhd", [qs, w_e.to(qs.dtype)])
             ea = edge_attr[perm].contiguous()  # CSR order
-            rows = edge_index[1][perm].to(col.dtype)  # the target of each CSR position (no data-dependent size)
-            eye, eye_csc = _edge_columns(col, rows)
+            rows = edge_index[1][perm]  # the target of each CSR position (no data-dependent size)
+            eye, eye_csc = _edge_columns(rowptr, col, rows)
             bias = torch.stack(
                 [_ops.sddmm(rowptr, eye, None, p.select(1, h).contiguous(), ea, eye_csc[0], eye_csc[1], eye_csc[2]) for h in range(H)], 1
             )
