@@ -258,6 +258,18 @@ def _cached_rows_eager(rowptr: Tensor, num_nodes: int) -> Tensor:
     return rowptr
 
 
+def _materialize(x: Any, of_sources: Tuple[Optional[torch.nn.Module], ...], of_targets: Tuple[Optional[torch.nn.Module], ...]) -> None:
+    """Materialises the lazy projections (``in_channels=-1``) from the widths of ``x`` (a tensor,
+    or a pair: sources, targets), before any check reads their ``in_features``: under
+    torch.compile a lazy module called mid-trace makes Dynamo restart the frame, and the restart
+    must meet the same checks as the first pass (else SpeculationLogDivergence). Eager and
+    compiled only: a scripted layer is materialised."""
+    for lins, t in ((of_sources, x if isinstance(x, Tensor) else x[0]), (of_targets, x if isinstance(x, Tensor) else x[1])):
+        for lin in lins:
+            if lin is not None and t is not None and isinstance(lin, torch.nn.LazyLinear):
+                lin(t[:0])
+
+
 def _check_width(layer: str, name: str, x: Tensor, in_features: int, weight: Tensor) -> None:
     """``x`` has the projection's input width and (outside autocast) its dtype: a named error
     instead of matmul's (a lazy projection not yet materialised, ``in_features`` 0, checks
@@ -733,6 +745,8 @@ class GATConv(_Base):
         alone; a scripted layer returns the pair for any bool (TorchScript types the result by
         the argument's type)."""
         H, C = self.heads, self.out_channels
+        if not torch.jit.is_scripting():  # lazy projections first (_materialize)
+            _materialize(x, (self.lin, self.lin_src), (self.lin_dst, self.res))
         single = False  # one x for sources and targets
         if isinstance(x, Tensor):
             single = True
@@ -1065,6 +1079,8 @@ class TransformerConv(_Base):
         """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
         ``return_attention_weights`` is a bool (as PyG; the coefficients before dropout)."""
         H, C = self.heads, self.out_channels
+        if not torch.jit.is_scripting():  # lazy projections first (_materialize)
+            _materialize(x, (self.lin_key, self.lin_value), (self.lin_query, self.lin_skip))
         single = False
         if isinstance(x, Tensor):
             single = True

@@ -408,7 +408,8 @@ def test_gatconv_returned_attention_is_after_dropout():
     torch.testing.assert_close(out, expected.view(-1, 8), rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize(
+# Lazy layers (in_channels=-1): one of each form.
+LAZY_LAYERS = pytest.mark.parametrize(
     "layer,args,kwargs",
     [
         ("GCNConv", (-1, 3), {}),
@@ -419,6 +420,9 @@ def test_gatconv_returned_attention_is_after_dropout():
     ],
     ids=["gcn", "gat", "gat_pair", "transformer", "transformer_pair"],
 )
+
+
+@LAZY_LAYERS
 def test_lazy_in_channels_match_pyg(layer, args, kwargs):
     case = CASES["self_loops_duplicates"]
     x = features(case.num_nodes, 5, torch.float64, seed=30)
@@ -444,6 +448,25 @@ def test_lazy_in_channels_match_pyg(layer, args, kwargs):
     theirs.eval()
     ours.eval()
     _compare(ours, theirs, inputs, call)
+
+
+@LAZY_LAYERS
+def test_lazy_layer_compiles_from_its_first_call(layer, args, kwargs):
+    """torch.compile (graph breaks allowed) of a layer never called before: the lazy projections
+    materialise before any width check reads them (a lazy module called mid-trace restarts
+    Dynamo's frame; checks reading in_features 0 on the first pass and 5 on the restart made it
+    fail with SpeculationLogDivergence). The compiled output equals the eager one."""
+    case = CASES["self_loops_duplicates"]
+    x = features(case.num_nodes, 5, torch.float64, seed=33)
+    e = features(case.num_edges, 3, torch.float64, seed=34)
+    pair = isinstance(args[0], tuple)
+    extra = [e] if "edge_dim" in kwargs else []
+    torch.manual_seed(0)
+    module = getattr(gnn, layer)(*args, **kwargs).double().eval()
+    torch._dynamo.reset()
+    out = torch.compile(module, backend="aot_eager")((x, x) if pair else x, case.edge_index, *extra)
+    assert not torch.nn.parameter.is_lazy(module.state_dict()[next(iter(module.state_dict()))])
+    torch.testing.assert_close(out, module((x, x) if pair else x, case.edge_index, *extra))
 
 
 def test_lazy_layer_scripts_once_materialised():
