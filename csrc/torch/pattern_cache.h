@@ -1,12 +1,9 @@
-// A small cache of results computed from integer tensors (sparsity patterns), keyed by the
-// tensors' identity and contents version: a graph reused call after call (every layer, every
-// epoch) hits it. An entry holds weak references to the key tensors' TensorImpls (their memory
-// cannot be reused for another tensor while the entry lives), their version counters (an
-// in-place change bumps them), data pointers and sizes, plus integer arguments; any difference
-// is a miss. An entry whose key tensor has been freed is dropped, with its result, at the next
-// lookup or store. Tensors without a version counter (inference mode) and Meta tensors are never
-// cached; tensors on other devices are keyed like CPU ones (their device data pointers). Used by the symbolic passes of generated ops with a computed output pattern and by
-// the CSR value checks (an entry without a value: "already checked").
+// The cache of results computed from integer tensors (sparsity patterns) shared by the symbolic
+// passes of generated ops with a computed output pattern and by the CSR value checks (an entry
+// without a value: "already checked"): a WeakKeyedCache (torch/weak_cache.h: keyed by the
+// tensors' identity and version, plus integer arguments; entries of freed tensors dropped;
+// inference and Meta tensors never cached) of 32 entries, whose results also miss once one of
+// them has been changed in place.
 #pragma once
 
 #include <cstdint>

@@ -16,8 +16,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <c10/core/UndefinedTensorImpl.h>
-#include <c10/util/intrusive_ptr.h>
 #include <torch/library.h>
 
 #if !defined(GNNFUSE_CUDA_EMULATED)
@@ -28,6 +26,7 @@
 
 #include "runtime/cpu.h"
 #include "torch/checks.h"
+#include "torch/weak_cache.h"
 
 namespace gnnfuse::cuda_adapter {
 
@@ -42,29 +41,12 @@ DeviceScope::DeviceScope(const at::Tensor& t) : guard_(t.device()) {}
 // ---------------------------------------------------------------- graph statistics
 namespace {
 
-using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-
-struct StatsEntry {
-  WeakImpl impl;
-  const void* data;
-  int64_t numel;
-  int64_t version;
-  c10::Device device;
-  int64_t max_row;
-};
-
-constexpr size_t kStatsEntries = 64;  // graphs (and their CSC views) remembered
-std::mutex stats_mutex;
-std::vector<StatsEntry> stats_entries;
-size_t stats_next = 0;
-int64_t stats_computed = 0;
-
-bool same_tensor(const StatsEntry& e, const at::Tensor& t) {
-  if (e.impl.expired() || e.data != t.const_data_ptr() || e.numel != t.numel() || e.device != t.device() || e.version != t._version())
-    return false;
-  const auto held = e.impl.lock();
-  return held.get() == t.unsafeGetTensorImpl();
+// The longest row of the graphs (and their CSC views) seen last, keyed by their row pointers.
+cache::WeakKeyedCache<int64_t>& stats_cache() {
+  static cache::WeakKeyedCache<int64_t> cache(64);
+  return cache;
 }
+std::atomic<int64_t> stats_computed{0};
 
 // The longest row: one reduction over the row pointers' differences (on a GPU, one sync).
 int64_t compute_max_row(const at::Tensor& ptr) {
@@ -80,14 +62,9 @@ rc::GraphStats graph_stats(const at::Tensor& ptr, const at::Tensor& idx) {
   g.rows = std::max<int64_t>(0, ptr.numel() - 1);
   g.nnz = idx.size(0);
   if (g.rows == 0) return g;
-  const bool cacheable = !ptr.is_inference();
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(stats_mutex);
-    for (const StatsEntry& e : stats_entries)
-      if (same_tensor(e, ptr)) {
-        g.max_row = e.max_row;
-        return g;
-      }
+  if (const std::optional<int64_t> hit = stats_cache().lookup("max_row", {ptr}, {})) {
+    g.max_row = *hit;
+    return g;
   }
   // While a CUDA graph is captured the longest row cannot be read back: its bound, nnz (the
   // decision then takes the nonzero-balanced forms, right for any graph), not remembered.
@@ -96,27 +73,13 @@ rc::GraphStats graph_stats(const at::Tensor& ptr, const at::Tensor& idx) {
     return g;
   }
   g.max_row = compute_max_row(ptr);
-  std::lock_guard<std::mutex> lock(stats_mutex);
   ++stats_computed;
-  if (!cacheable) return g;
-  StatsEntry e{WeakImpl(ptr.getIntrusivePtr()), ptr.const_data_ptr(), ptr.numel(), ptr._version(), ptr.device(), g.max_row};
-  for (StatsEntry& old : stats_entries)  // a freed graph's entry first
-    if (old.impl.expired()) {
-      old = std::move(e);
-      return g;
-    }
-  if (stats_entries.size() < kStatsEntries) {
-    stats_entries.push_back(std::move(e));
-  } else {
-    stats_entries[stats_next] = std::move(e);
-    stats_next = (stats_next + 1) % kStatsEntries;
-  }
+  stats_cache().store("max_row", {ptr}, {}, g.max_row);
   return g;
 }
 
 int64_t graph_stats_computed() {
-  std::lock_guard<std::mutex> lock(stats_mutex);
-  return stats_computed;
+  return stats_computed.load();
 }
 
 // ---------------------------------------------------------------- CUDA graph capture

@@ -6,15 +6,12 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <c10/core/UndefinedTensorImpl.h>
-#include <c10/util/intrusive_ptr.h>
 #include <torch/library.h>
 
 #if !defined(GNNFUSE_CUDA_EMULATED)
@@ -25,6 +22,7 @@
 #include "cuda/tc_spmm.h"
 #include "torch/checks.h"
 #include "torch/cuda/adapter.h"
+#include "torch/weak_cache.h"
 
 namespace gnnfuse::cuda_adapter {
 
@@ -39,8 +37,6 @@ TensorCores initial_mode() {
 std::atomic<int> mode_{-1};  // -1: not read yet
 
 // ---------------------------------------------------------------- the condensed view
-using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-
 struct View {
   int64_t windows = 0, blocks = 0, nnz = 0, pairs = 0, k = 0;
   at::Tensor block_ptr, block_cols, entry_ptr, entry_place, entry_src;  // tc_spmm.h
@@ -51,38 +47,14 @@ struct View {
   double reuse() const { return pairs == 0 ? 0.0 : double(nnz) / double(pairs); }
 };
 
-// A cached view, keyed by the identity (held weakly), data and version of both CSR arrays. A view
-// a CUDA graph captured is pinned: replays read its memory, so it stays while its row pointers live.
-struct ViewEntry {
-  WeakImpl ptr_impl, col_impl;
-  const void* ptr_data;
-  const void* col_data;
-  int64_t ptr_version, col_version, nnz, rows, cols;
-  bool transpose;
-  int k;
-  c10::Device device;
-  std::shared_ptr<const View> view;
-  bool pinned = false;
-};
-
-constexpr size_t kViews = 16;  // views remembered besides pinned ones (each about 9 bytes per entry)
-std::mutex views_mutex;
-std::vector<ViewEntry> views;
-size_t views_next = 0;
-int64_t views_built = 0;
-
-bool dead(const ViewEntry& e) { return e.ptr_impl.expired() || e.col_impl.expired(); }
-
-bool matches(const ViewEntry& e, const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
-  if (dead(e) || e.ptr_data != rowptr.const_data_ptr() || e.ptr_version != rowptr._version() || e.col_data != col.const_data_ptr() ||
-      e.col_version != col._version() || e.nnz != col.size(0) || e.rows != rows || e.cols != cols || e.transpose != transpose ||
-      e.k != k || e.device != rowptr.device())
-    return false;
-  return e.ptr_impl.lock().get() == rowptr.unsafeGetTensorImpl() && e.col_impl.lock().get() == col.unsafeGetTensorImpl();
+// The views built last, keyed by the identity (held weakly), data and version of both CSR
+// arrays (torch/weak_cache.h). A view a CUDA graph captured is pinned: replays read its memory,
+// so it stays while its row pointers live. About 9 bytes per entry each.
+cache::WeakKeyedCache<std::shared_ptr<const View>>& views() {
+  static cache::WeakKeyedCache<std::shared_ptr<const View>> cache(16);
+  return cache;
 }
-
-// Without version counters (inference tensors) a pattern cannot be remembered safely.
-bool cacheable(const at::Tensor& rowptr, const at::Tensor& col) { return !rowptr.is_inference() && !col.is_inference(); }
+std::atomic<int64_t> views_built{0};
 
 // The view of op(A) (A: rows x cols in CSR) for blocks of k columns (tc_spmm.h). Every step is an
 // ATen op on the pattern's device; the sizes (pairs, blocks) are read back.
@@ -147,46 +119,13 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
 // The cached view, else (not under capture) a new one, remembered where the pattern is cacheable.
 std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
   const bool capturing = checks::capturing(rowptr);
-  const bool keep = cacheable(rowptr, col);
-  if (keep) {
-    std::lock_guard<std::mutex> lock(views_mutex);
-    for (ViewEntry& e : views) {
-      if (dead(e)) {  // a freed graph's view: its memory goes back now
-        e.view.reset();
-        e.pinned = false;
-        continue;
-      }
-      if (matches(e, rowptr, col, transpose, rows, cols, k)) {
-        e.pinned = e.pinned || capturing;
-        return e.view;
-      }
-    }
-  }
+  const std::vector<int64_t> ints{rows, cols, transpose ? 1 : 0, k};
+  if (auto hit = views().lookup("tc_view", {rowptr, col}, ints, /*pin=*/capturing)) return *hit;
   // Building reads sizes back (synchronisations): not while a CUDA graph is captured.
   if (capturing) return nullptr;
   std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
-  std::lock_guard<std::mutex> lock(views_mutex);
   ++views_built;
-  if (!keep) return v;
-  ViewEntry e{WeakImpl(rowptr.getIntrusivePtr()), WeakImpl(col.getIntrusivePtr()), rowptr.const_data_ptr(), col.const_data_ptr(),
-              rowptr._version(), col._version(), col.size(0), rows, cols, transpose, k, rowptr.device(), v};
-  for (ViewEntry& old : views)
-    if (!old.view) {
-      old = std::move(e);
-      return v;
-    }
-  size_t unpinned = 0;
-  for (const ViewEntry& old : views) unpinned += !old.pinned;
-  if (unpinned < kViews) {
-    views.push_back(std::move(e));
-    return v;
-  }
-  for (size_t tries = 0; tries < views.size(); ++tries, views_next = (views_next + 1) % views.size())
-    if (!views[views_next].pinned) {
-      views[views_next] = std::move(e);
-      views_next = (views_next + 1) % views.size();
-      break;
-    }
+  views().store("tc_view", {rowptr, col}, ints, v);
   return v;
 }
 
@@ -235,8 +174,7 @@ TensorCores parse_tensor_cores(const std::string& name) {
 }
 
 int64_t tensor_core_views_built() {
-  std::lock_guard<std::mutex> lock(views_mutex);
-  return views_built;
+  return views_built.load();
 }
 
 bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor& col, std::initializer_list<at::Tensor> values,
@@ -267,7 +205,7 @@ bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor
   const int k = cuda::tc_k(*type);
   // auto does not build a view it cannot keep (inference tensors: every call would rebuild it),
   // and hands back to the CUDA-core kernels where building one runs out of memory.
-  if (!forced && !cacheable(rowptr, col)) return false;
+  if (!forced && !(cache::keyable(rowptr) && cache::keyable(col))) return false;
   std::shared_ptr<const View> view;
   try {
     view = cached_view(rowptr, col, transpose, rows, cols, k);
