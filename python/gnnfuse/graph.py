@@ -280,8 +280,11 @@ class Graph:
         csc = self.cached_csc()
         if csc is None:
             csc = torch.ops.gnnfuse.csr_transpose(self.rowptr, self.col, self.num_src_nodes)
-            self._csc = csc
-            self._csc_key = self._pattern_key()
+            # Traced (torch.compile, export), the view is part of the program: not cached (the
+            # key reads data pointers and version counters, which fake tensors do not have).
+            if not torch.compiler.is_compiling():
+                self._csc = csc
+                self._csc_key = self._pattern_key()
         return csc
 
     def _pattern_key(self) -> Tuple[int, ...]:
@@ -321,10 +324,28 @@ class Graph:
         return values[self.perm]
 
     def to(self, device, non_blocking: bool = False) -> "Graph":
-        """A copy of the graph on ``device`` (the cached CSC view moves along)."""
+        """A copy of the graph on ``device`` (the cached CSC view moves along). The index dtype
+        is the graph's own (``Graph.from_csr(g.rowptr.int(), ...)`` makes an int32 copy)."""
+        if isinstance(device, torch.dtype) or not isinstance(device, (str, int, torch.device)):
+            raise TypeError(f"gnnfuse.Graph.to: argument 'device' must be a device (got {device!r})")
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> "Graph":
+        """A copy of the graph in pinned (page-locked) host memory, for asynchronous copies to a
+        GPU (``g.pin_memory().to("cuda", non_blocking=True)``); the cached CSC view moves along."""
+        return self._map(lambda t: t.pin_memory())
+
+    def to_sparse_csr(self) -> Tensor:
+        """The graph as a torch sparse CSR tensor ``[num_nodes, num_src_nodes]`` (rows are targets:
+        PyG's ``adj_t``), its values or ones (default dtype) for an unweighted graph."""
+        values = self.values if self.values is not None else torch.ones(self.num_edges, device=self.device)
+        return torch.sparse_csr_tensor(self.rowptr, self.col, values, (self.num_nodes, self.num_src_nodes))
+
+    def _map(self, fn) -> "Graph":
+        """A copy with ``fn`` applied to every tensor (the cached CSC view included)."""
 
         def mv(t: Optional[Tensor]) -> Optional[Tensor]:
-            return None if t is None else t.to(device, non_blocking=non_blocking)
+            return None if t is None else fn(t)
 
         g = Graph(
             mv(self.rowptr),

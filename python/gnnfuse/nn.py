@@ -40,6 +40,7 @@ from .ops import (
     gcn_plan,
     gcn_norm,
 )
+from .graph import Graph as _Graph
 from .utils import (
     add_self_loops as _add_self_loops,
     pyg_gcn_norm,
@@ -268,6 +269,21 @@ def _materialize(x: Any, of_sources: Tuple[Optional[torch.nn.Module], ...], of_t
         for lin in lins:
             if lin is not None and t is not None and isinstance(lin, torch.nn.LazyLinear):
                 lin(t[:0])
+
+
+def _graph_input(edge_index: Any) -> Any:
+    """A :class:`gnnfuse.Graph` given for ``edge_index``: its edges as ``[2, E]`` (sources,
+    targets) in CSR order; edge tensors (``edge_weight``, ``edge_attr``) then follow that order
+    (GCNConv takes a weighted Graph's values as edge weights, ``_graph_weights``). Eager and
+    compiled only (a scripted layer types ``edge_index`` as a tensor)."""
+    return edge_index.to_edge_index() if isinstance(edge_index, _Graph) else edge_index
+
+
+def _graph_weights(edge_index: Any, edge_weight: Optional[Tensor]) -> Optional[Tensor]:
+    """``edge_weight``, else a weighted :class:`gnnfuse.Graph`'s values."""
+    if edge_weight is None and isinstance(edge_index, _Graph):
+        return edge_index.values
+    return edge_weight
 
 
 def _check_width(layer: str, name: str, x: Tensor, in_features: int, weight: Tensor) -> None:
@@ -522,7 +538,9 @@ class GCNConv(_Base):
         return edge_index, edge_weight, add_self_loops
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
-        """``edge_index``: ``[2, E]`` (sources, targets) or a torch sparse ``adj_t`` ``[N, N]``."""
+        """``edge_index``: ``[2, E]`` (sources, targets), a torch sparse ``adj_t`` ``[N, N]``, or a
+        :class:`gnnfuse.Graph` (its edges in CSR order; a weighted Graph's values are the edge
+        weights unless ``edge_weight`` is given, in that order)."""
         if not torch.jit.is_scripting():  # (a scripted layer is materialised)
             if isinstance(x, (tuple, list)):
                 raise ValueError(
@@ -531,6 +549,8 @@ class GCNConv(_Base):
                 )
             if isinstance(self.lin, torch.nn.LazyLinear):  # a torch.nn.Linear once materialised
                 self.lin(x[:0])  # materialises the lazy weight (in_channels=-1) from x's width
+            edge_weight = _graph_weights(edge_index, edge_weight)
+            edge_index = _graph_input(edge_index)
             # (PyG runs message_and_aggregate, and its hooks, for a sparse adj_t only)
             if _pyg_path(self, "GCNConv", _PYG_HOOKS + (_PYG_FUSED_HOOKS if _is_sparse(edge_index) else ())):
                 return self._forward_pyg(x, edge_index, edge_weight)
@@ -741,12 +761,14 @@ class GATConv(_Base):
     ):
         """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
         ``return_attention_weights`` is True (as PyG 2.8; ``edge_index`` with the self-loops, the
-        coefficients after dropout, the ones aggregated). With False PyG returns the output
+        coefficients after dropout, the ones aggregated). ``edge_index`` may also be a
+        :class:`gnnfuse.Graph` (its edges in CSR order; ``edge_attr`` then in that order). With False PyG returns the output
         alone; a scripted layer returns the pair for any bool (TorchScript types the result by
         the argument's type)."""
         H, C = self.heads, self.out_channels
         if not torch.jit.is_scripting():  # lazy projections first (_materialize)
             _materialize(x, (self.lin, self.lin_src), (self.lin_dst, self.res))
+            edge_index = _graph_input(edge_index)
         single = False  # one x for sources and targets
         if isinstance(x, Tensor):
             single = True
@@ -1077,10 +1099,13 @@ class TransformerConv(_Base):
         return_attention_weights: Optional[bool] = None,
     ):
         """Returns the output, or ``(output, (edge_index, attention [E, heads]))`` when
-        ``return_attention_weights`` is a bool (as PyG; the coefficients before dropout)."""
+        ``return_attention_weights`` is a bool (as PyG; the coefficients before dropout).
+        ``edge_index`` may also be a :class:`gnnfuse.Graph` (its edges in CSR order; ``edge_attr``
+        then in that order)."""
         H, C = self.heads, self.out_channels
         if not torch.jit.is_scripting():  # lazy projections first (_materialize)
             _materialize(x, (self.lin_key, self.lin_value), (self.lin_query, self.lin_skip))
+            edge_index = _graph_input(edge_index)
         single = False
         if isinstance(x, Tensor):
             single = True

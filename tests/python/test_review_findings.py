@@ -199,3 +199,116 @@ def test_compile_assembling_ops_with_values_requiring_grad(capture):
         avr = av.clone().requires_grad_()
         got = torch.autograd.grad(torch.compile(f, fullgraph=True, backend="aot_eager")(avr, bv), avr)[0]
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- session 22 (2026-11-27)
+# Found by an adversarial helper acting as a new user; each failed before its fix.
+
+
+def _small_graph():
+    return torch.tensor([[0, 1, 2, 3, 3], [1, 2, 3, 0, 1]])
+
+
+def test_graph_made_outside_inference_mode_works_inside():
+    """A Graph (or adj_t) of normal tensors first used under inference_mode: the cached CSR check
+    and patterns are computed there as inference tensors, which have no version counter; the
+    cache read it ("Inference tensors do not track version counter"). Now such results are not
+    kept, and a second call outside inference mode still checks and computes."""
+    ei = _small_graph()
+    cl = torch.tensor([0, 0, 1, 1])
+    x = torch.randn(4, 3, dtype=torch.float64)
+    expected = torch.zeros(4, 3, dtype=torch.float64).index_add_(0, ei[1], x[ei[0]])
+    g = gnnfuse.Graph.from_edge_index(ei, 4)
+    with torch.inference_mode():
+        torch.testing.assert_close(gnnfuse.spmm(g, x), expected)
+        c, w = gnnfuse.spgemm(g, g)
+        pooled = gnn.CoarsenPool("sum")(x, g, cl, 2)[0]
+        coarse, cw = gnnfuse.coarsen(g, cl, 2)
+    dense = torch.zeros(4, 4).index_put_((ei[1], ei[0]), torch.ones(5), accumulate=True)
+    torch.testing.assert_close(torch.sparse_csr_tensor(c.rowptr, c.col, w, (4, 4)).to_dense(), dense @ dense)
+    torch.testing.assert_close(pooled, torch.zeros(2, 3, dtype=torch.float64).index_add_(0, cl, x))
+    assert float(cw.sum()) == 5.0
+    torch.testing.assert_close(gnnfuse.spmm(g, x), expected)  # and outside again
+    adj_t = torch.sparse_coo_tensor(ei.flip(0), torch.ones(5), (4, 4)).to_sparse_csr()
+    for layer in (gnn.GCNConv(3, 2), gnn.GATConv(3, 2), gnn.TransformerConv(3, 2)):
+        with torch.inference_mode():
+            out = layer(x.float(), adj_t)
+        torch.testing.assert_close(out, layer(x.float(), adj_t))
+
+
+def test_graph_csc_view_under_compile_with_gradients():
+    """Graph.csc() (the backward's transposed view) keyed its cache by data pointers and
+    is_inference() under torch.compile too: CoarsenPool and spmm(Graph) with x requiring grad,
+    compiled with fullgraph=True, failed ("Encountered tensor.is_inference()"), and torch.export
+    of Linear -> CoarsenPool ("Cannot access data pointer of Tensor (FakeTensor)")."""
+    n, k = 8, 3
+    ei = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 0, 2], [1, 2, 3, 4, 5, 6, 7, 0, 5, 5]])
+    cl = torch.tensor([0, 0, 1, 1, 2, 2, 0, 1])
+    pool = gnn.CoarsenPool("mean")
+    x = torch.randn(n, 4, requires_grad=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: pool(x, ei, cl, k)[0], fullgraph=True, backend="aot_eager")
+    out = compiled(x)
+    (gx,) = torch.autograd.grad(out.square().sum(), x)
+    ref = pool(x, ei, cl, k)[0]
+    (rx,) = torch.autograd.grad(ref.square().sum(), x)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(gx, rx)
+    g = gnnfuse.Graph.from_edge_index(ei, n)  # never used eagerly: its CSC view is built in the trace
+    compiled = torch.compile(lambda x: gnnfuse.spmm(g, x), fullgraph=True, backend="aot_eager")
+    (gx,) = torch.autograd.grad(compiled(x).sum(), x)
+    torch.testing.assert_close(gx, torch.zeros(n, 4).index_add_(0, ei[0], torch.ones(10, 4)))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.pool = gnn.CoarsenPool("max")
+
+        def forward(self, x, ei, cl):
+            return self.pool(self.lin(x), ei, cl, k)[0]
+
+    model = Model()
+    program = torch.export.export(model, (x.detach(), ei, cl))
+    torch.testing.assert_close(program.module()(x.detach(), ei, cl), model(x.detach(), ei, cl))
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_layers_take_a_graph(index_dtype):
+    """A gnnfuse.Graph for edge_index gave "AttributeError: 'Graph' object has no attribute
+    'layout'". It is taken as its edges in CSR order (a weighted Graph's values: GCNConv's edge
+    weights), eager and compiled."""
+    torch.manual_seed(0)
+    n = 12
+    ei = torch.randint(0, n, (2, 40))
+    x = torch.randn(n, 4, dtype=torch.float64)
+    g = gnnfuse.Graph.from_edge_index(ei.to(index_dtype), n)
+    for layer in (gnn.GCNConv(4, 3), gnn.GATConv(4, 3, heads=2), gnn.TransformerConv(4, 3, heads=2)):
+        layer = layer.double()
+        expected = layer(x, ei)
+        torch.testing.assert_close(layer(x, g), expected)
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(layer, fullgraph=True, backend="aot_eager")(x, g), expected)
+    w = torch.rand(40, dtype=torch.float64)
+    weighted = gnnfuse.Graph(g.rowptr, g.col, n, n, perm=g.perm, values=w[g.perm])  # values in CSR order
+    layer = gnn.GCNConv(4, 3).double()
+    torch.testing.assert_close(layer(x, weighted), layer(x, ei, w))
+    torch.testing.assert_close(layer(x, weighted, 2 * w[g.perm]), layer(x, ei, 2 * w))  # edge_weight wins
+
+
+def test_graph_to_takes_devices_only_and_converts_to_sparse():
+    """Graph.to(torch.float32) turned the index tensors into floats (a later op's error); now a
+    named TypeError. to_sparse_csr() is the graph as a torch sparse adj_t."""
+    ei = _small_graph()
+    g = gnnfuse.Graph.from_edge_index(ei, 4)
+    with pytest.raises(TypeError, match=r"gnnfuse.Graph.to: argument 'device' must be a device \(got torch.float32\)"):
+        g.to(torch.float32)
+    assert g.to("cpu").index_dtype == torch.int64
+    g.csc()
+    moved = g.to(torch.device("cpu"))
+    assert moved.cached_csc() is not None
+    dense = torch.zeros(4, 4).index_put_((ei[1], ei[0]), torch.ones(5), accumulate=True)
+    torch.testing.assert_close(g.to_sparse_csr().to_dense(), dense)
+    assert gnnfuse.Graph.from_sparse(g.to_sparse_csr()).num_edges == 5
+    if torch.cuda.is_available():
+        assert g.pin_memory().rowptr.is_pinned()
