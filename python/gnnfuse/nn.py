@@ -1273,6 +1273,9 @@ class CoarsenPool(torch.nn.Module):
     ``(x_pooled [num_clusters, F], coarse_graph, coarse_edge_weight)``. Without ``cluster``,
     a heavy-edge matching (:func:`gnnfuse.cluster.heavy_edge_matching`) of the graph is used,
     which halves it roughly. Differentiable with respect to ``x`` and ``edge_weight``.
+    Runs eager, under ``torch.compile`` and ``torch.export``; not under TorchScript (``graph``
+    takes any graph form, a Python union): script a module that calls
+    ``torch.ops.gnnfuse.coarsen_assemble`` and ``spmm`` on CSR tensors instead.
     """
 
     def __init__(self, reduce: str = "mean", remove_self_loops: bool = False) -> None:
