@@ -93,8 +93,10 @@ def assignment_csr(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype)
 # The assignment CSRs of the clusterings used last: coarsening the same graph by the same
 # `cluster` tensor (every epoch of a pooling layer) passes the same index tensors again, so the
 # op's pattern cache (keyed on them) hits. An entry goes when its `cluster` tensor is freed, or
-# when the tensor has been changed in place (its version counter).
-_ASSIGNMENTS: "OrderedDict[int, Tuple[weakref.ref, int, int, int, torch.dtype, Tuple[Tensor, Tensor, Tensor, Tensor]]]" = OrderedDict()
+# when the tensor has been changed in place (its version counter), and a hit also compares the
+# contents with a copy (one pass over n entries): a buffer refilled behind PyTorch's back (a
+# numpy array shared by torch.from_numpy, a write through .data) is not reused stale.
+_ASSIGNMENTS: "OrderedDict[int, Tuple[weakref.ref, int, int, int, torch.dtype, Tensor, Tuple[Tensor, Tensor, Tensor, Tensor]]]" = OrderedDict()
 _ASSIGNMENTS_KEPT = 8
 
 
@@ -105,8 +107,9 @@ def _assignment(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype) ->
     key = id(cluster)
     hit = _ASSIGNMENTS.get(key)
     if hit is not None:
-        ref, version, ptr, n, dt, result = hit
-        if ref() is cluster and version == cluster._version and ptr == cluster.data_ptr() and n == num_clusters and dt == index_dtype:
+        ref, version, ptr, n, dt, seen, result = hit
+        if (ref() is cluster and version == cluster._version and ptr == cluster.data_ptr() and n == num_clusters and dt == index_dtype
+                and seen.shape == cluster.shape and torch.equal(seen, cluster)):
             _ASSIGNMENTS.move_to_end(key)
             return result
     result = assignment_csr(cluster, num_clusters, index_dtype)
@@ -116,7 +119,8 @@ def _assignment(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype) ->
         if entry is not None and entry[0] is dead:
             del _ASSIGNMENTS[key]
 
-    _ASSIGNMENTS[key] = (weakref.ref(cluster, forget), cluster._version, cluster.data_ptr(), num_clusters, index_dtype, result)
+    _ASSIGNMENTS[key] = (weakref.ref(cluster, forget), cluster._version, cluster.data_ptr(), num_clusters, index_dtype,
+                         cluster.detach().clone(), result)
     _ASSIGNMENTS.move_to_end(key)
     while len(_ASSIGNMENTS) > _ASSIGNMENTS_KEPT:
         _ASSIGNMENTS.popitem(last=False)

@@ -312,3 +312,35 @@ def test_graph_to_takes_devices_only_and_converts_to_sparse():
     assert gnnfuse.Graph.from_sparse(g.to_sparse_csr()).num_edges == 5
     if torch.cuda.is_available():
         assert g.pin_memory().rowptr.is_pinned()
+
+
+def test_coarsen_sees_a_cluster_buffer_refilled_behind_pytorch():
+    """The cluster-assignment cache was keyed by the tensor's identity and version only: a
+    `cluster` sharing memory with a numpy buffer a clustering routine refills every epoch (or
+    written through .data) was reused stale by CoarsenPool and coarsen (silent wrong results).
+    Hits now also compare the contents; an unchanged cluster still reuses the cached pattern."""
+    np = pytest.importorskip("numpy")
+    n, k = 6, 3
+    ei = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    g = gnnfuse.Graph.from_edge_index(ei, n)
+    x = torch.arange(n, dtype=torch.float64).view(-1, 1)
+    buf = np.array([0, 0, 1, 1, 2, 2])
+    cluster = torch.from_numpy(buf)
+    pool = gnn.CoarsenPool("sum")
+    adj = torch.zeros(n, n, dtype=torch.float64).index_put_((ei[1], ei[0]), torch.ones(6, dtype=torch.float64))
+
+    def check():
+        pooled, coarse, w = pool(x, g, cluster, k)
+        torch.testing.assert_close(pooled, torch.zeros(k, 1, dtype=torch.float64).index_add_(0, cluster, x))
+        p = torch.nn.functional.one_hot(cluster, k).double()
+        dense = torch.sparse_csr_tensor(coarse.rowptr, coarse.col, w.double(), (k, k)).to_dense()
+        torch.testing.assert_close(dense, p.t() @ adj @ p)
+
+    check()
+    hits = torch.ops.gnnfuse.pattern_cache_hits("coarsen_symbolic")
+    check()  # unchanged: the same assignment tensors, the pattern cache hits
+    assert torch.ops.gnnfuse.pattern_cache_hits("coarsen_symbolic") > hits
+    buf[:] = [2, 1, 0, 2, 1, 0]  # refilled behind PyTorch's back
+    check()
+    cluster.data[:] = torch.tensor([1, 1, 1, 0, 0, 2])
+    check()
