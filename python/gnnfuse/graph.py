@@ -440,7 +440,7 @@ def resolve(
             edge_weight = implicit_weights(graph.values, dtype)
         return graph.rowptr, graph.col, edge_weight, None
     if isinstance(graph, torch.Tensor):
-        if graph.layout == torch.sparse_csr:
+        if graph.layout == torch.sparse_csr and graph.dim() == 2:  # (batched: from_sparse's error)
             if edge_weight is None:
                 edge_weight = implicit_weights(graph.values(), dtype)
             return graph.crow_indices(), graph.col_indices(), edge_weight, None

@@ -58,14 +58,33 @@ def _csc_for(graph: GraphLike, *inputs: Optional[Tensor]) -> Tuple[_Csc, _Csc, _
             return csc[0], csc[1], csc[2]
     return None, None, None
 
+def _node_counts(graph: GraphLike) -> Optional[Tuple[int, int]]:
+    """(targets, sources) of a graph form that fixes them: a :class:`Graph`, a 2-D torch sparse
+    matrix, a scipy.sparse matrix or a DGL graph; None for an ``edge_index`` (its counts come
+    from the tensors, and the op checks the indices against them)."""
+    if isinstance(graph, Graph):
+        return graph.num_nodes, graph.num_src_nodes
+    if isinstance(graph, Tensor):
+        if graph.layout != torch.strided and graph.dim() == 2:
+            return graph.size(0), graph.size(1)
+        return None
+    if is_convertible(graph):
+        if hasattr(graph, "num_dst_nodes"):  # DGL
+            return int(graph.num_dst_nodes()), int(graph.num_src_nodes())
+        if len(graph.shape) == 2:
+            return int(graph.shape[0]), int(graph.shape[1])
+    return None
+
+
 def _check_rows(fn: str, graph: GraphLike, **tensors: Tuple[Optional[Tensor], bool]) -> None:
-    """A :class:`Graph` fixes its node counts: each ``name=(tensor, is_source)`` must have
-    ``num_src_nodes`` (source) or ``num_nodes`` (target) rows. (For other graph forms the
-    counts come from the tensors and the op checks the indices against them.)"""
-    if not isinstance(graph, Graph):
+    """A graph form that fixes its node counts (:func:`_node_counts`: a Graph, a sparse matrix
+    [targets x sources]): each ``name=(tensor, is_source)`` must have as many rows as its
+    sources (source) or targets (target), as ``torch.sparse.mm`` demands."""
+    counts = _node_counts(graph)
+    if counts is None:
         return
     for name, (t, source) in tensors.items():
-        n = graph.num_src_nodes if source else graph.num_nodes
+        n = counts[1] if source else counts[0]
         if t is not None and (t.dim() == 0 or t.size(0) != n):
             raise RuntimeError(
                 f"gnnfuse.{fn}: argument '{name}' must have {n} rows, the graph's "

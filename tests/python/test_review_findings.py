@@ -344,3 +344,25 @@ def test_coarsen_sees_a_cluster_buffer_refilled_behind_pytorch():
     check()
     cluster.data[:] = torch.tensor([1, 1, 1, 0, 0, 2])
     check()
+
+
+def test_sparse_matrix_operands_must_match_its_shape():
+    """A torch sparse (or scipy) matrix [3 x 5] times x of 8 rows was accepted (x's extra rows
+    ignored; torch.sparse.mm refuses, as spmm(Graph) did): now the same named error for every
+    form that fixes the node counts. A batched CSR tensor got a message about a 'rowptr' the user
+    never passed; now from_sparse's."""
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    a = torch.tensor([[0.0, 1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    forms = {"coo": a.to_sparse(), "csr": a.to_sparse_csr(), "scipy": scipy_sparse.csr_matrix(a.numpy())}
+    x = torch.randn(5, 2, dtype=torch.float64)
+    for name, m in forms.items():
+        torch.testing.assert_close(gnnfuse.spmm(m, x), a @ x, msg=name)
+        with pytest.raises(RuntimeError, match=r"gnnfuse.spmm: argument 'x' must have 5 rows, the graph's source nodes \(got shape \(8, 2\)\)"):
+            gnnfuse.spmm(m, torch.randn(8, 2, dtype=torch.float64))
+        with pytest.raises(RuntimeError, match=r"gnnfuse.sddmm: argument 'u' must have 3 rows"):
+            gnnfuse.sddmm(m, torch.randn(4, 2, dtype=torch.float64), x)
+        with pytest.raises(RuntimeError, match=r"gnnfuse.gat: argument 'x' must have 5 rows"):
+            gnnfuse.gat(m, torch.randn(6, 1, 2, dtype=torch.float64), torch.randn(1, 2, dtype=torch.float64), torch.randn(1, 2, dtype=torch.float64))
+    batched = torch.stack([a[:, :3], a[:, :3]]).to_sparse_csr()
+    with pytest.raises(ValueError, match="gnnfuse.Graph.from_sparse: expected a 2-D sparse matrix"):
+        gnnfuse.spmm(batched, torch.randn(3, 2, dtype=torch.float64))
