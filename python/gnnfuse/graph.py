@@ -326,7 +326,7 @@ class Graph:
     def to(self, device, non_blocking: bool = False) -> "Graph":
         """A copy of the graph on ``device`` (the cached CSC view moves along). The index dtype
         is the graph's own (``Graph.from_csr(g.rowptr.int(), ...)`` makes an int32 copy)."""
-        if isinstance(device, torch.dtype) or not isinstance(device, (str, int, torch.device)):
+        if not isinstance(device, (str, int, torch.device)):
             raise TypeError(f"gnnfuse.Graph.to: argument 'device' must be a device (got {device!r})")
         return self._map(lambda t: t.to(device, non_blocking=non_blocking))
 

@@ -109,7 +109,7 @@ def _assignment(cluster: Tensor, num_clusters: int, index_dtype: torch.dtype) ->
     if hit is not None:
         ref, version, ptr, n, dt, seen, result = hit
         if (ref() is cluster and version == cluster._version and ptr == cluster.data_ptr() and n == num_clusters and dt == index_dtype
-                and seen.shape == cluster.shape and torch.equal(seen, cluster)):
+                and torch.equal(seen, cluster)):
             _ASSIGNMENTS.move_to_end(key)
             return result
     result = assignment_csr(cluster, num_clusters, index_dtype)
