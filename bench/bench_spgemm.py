@@ -20,6 +20,12 @@ bytes that must move at least once (read A, P; write the coarse CSR).
 
     python bench/bench_spgemm.py                        # datasets + R-MAT, 1 and 2 threads
     python bench/bench_spgemm.py --graphs cora rmat-16-16 --threads 2 --repeats 5
+    python bench/bench_spgemm.py --device cuda          # a GPU: gnnfuse's CUDA kernels vs torch.sparse
+                                                        # (cuSPARSE SpGEMM, chained for Pᵀ·A·P)
+
+On a GPU the operands live on the device, every timed call ends with a synchronisation, scipy
+stays the float64 reference (not timed), and --memory reports the peak device memory one call
+allocates beyond its inputs (torch.cuda.max_memory_allocated, in this process).
 """
 
 from __future__ import annotations
@@ -47,15 +53,37 @@ DEFAULT_GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16"
 METHODS = ["gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_warm", "torch_sparse", "scipy", "mkl"]
 
 
+DEVICE = "cpu"
+
+
+def sync():
+    if DEVICE.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def median_ms(fn, repeats: int, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()
+    sync()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
+        sync()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+def device_peak_mb(fn) -> float:
+    """Peak device memory one call allocates beyond what is live before it, in MiB (a warm-up call first)."""
+    fn()
+    sync()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    res = fn()
+    sync()
+    del res
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def prepare(name: str, root):
@@ -75,6 +103,8 @@ def prepare(name: str, root):
     A.sum_duplicates()
     A.sort_indices()
     P = sp.csr_matrix((np.ones(n, np.float32), (np.arange(n), cluster.numpy())), shape=(n, m))
+    if DEVICE != "cpu":
+        g, w, cluster = g.to(DEVICE), w.to(DEVICE), cluster.to(DEVICE)
     return dict(gnnfuse=gnnfuse, g=g, w=w, cluster=cluster, m=m, n=n, A=A, P=P, PT=P.T.tocsr())
 
 
@@ -100,9 +130,10 @@ def runners(d):
         return crowptr, ccol, torch.ops.gnnfuse.coarsen(mrowptr, mcol, g.rowptr, g.col, w, prowptr, pcol, crowptr, ccol, m)
 
     A, P, PT = d["A"], d["P"], d["PT"]
-    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)), torch.from_numpy(A.data), (n, n))
-    Pt = torch.sparse_csr_tensor(prowptr.long(), pcol.long(), torch.ones(n), (n, m))
-    PTt = torch.sparse_csr_tensor(mrowptr.long(), mcol.long(), torch.ones(n), (m, n))
+    dev = g.col.device
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)), torch.from_numpy(A.data), (n, n)).to(dev)
+    Pt = torch.sparse_csr_tensor(prowptr.long(), pcol.long(), torch.ones(n, device=dev), (n, m))
+    PTt = torch.sparse_csr_tensor(mrowptr.long(), mcol.long(), torch.ones(n, device=dev), (m, n))
 
     def torch_sparse():
         return torch.sparse.mm(torch.sparse.mm(PTt, At), Pt)
@@ -110,8 +141,12 @@ def runners(d):
     def scipy_():
         return (PT @ A) @ P
 
-    out = {"gnnfuse_cold": cold, "gnnfuse_2pass": two_pass, "gnnfuse_warm": warm, "torch_sparse": torch_sparse, "scipy": scipy_}
+    out = {"gnnfuse_cold": cold, "gnnfuse_2pass": two_pass, "gnnfuse_warm": warm, "torch_sparse": torch_sparse}
+    if dev.type == "cpu":
+        out["scipy"] = scipy_
     try:
+        if dev.type != "cpu":
+            raise ImportError("MKL runs on the CPU")
         import sparse_dot_mkl
 
         sparse_dot_mkl.mkl_set_num_threads(torch.get_num_threads())
@@ -120,16 +155,22 @@ def runners(d):
         pass
     # spgemm A @ P (the first half of a general coarsening)
     spg = {
-        "gnnfuse_spgemm": lambda: gnnfuse.spgemm(gnnfuse.Graph(g.rowptr, g.col.clone(), n, n), gnnfuse.Graph(prowptr, pcol, n, m), w, torch.ones(n)),
+        "gnnfuse_spgemm": lambda: gnnfuse.spgemm(gnnfuse.Graph(g.rowptr, g.col.clone(), n, n), gnnfuse.Graph(prowptr, pcol, n, m), w,
+                                                 torch.ones(n, device=dev)),
         "torch_sparse_spgemm": lambda: torch.sparse.mm(At, Pt),
-        "scipy_spgemm": lambda: A @ P,
     }
+    if dev.type == "cpu":
+        spg["scipy_spgemm"] = lambda: A @ P
     return out, spg
 
 
 def as_scipy(res, m):
     import scipy.sparse as sp
 
+    if isinstance(res, tuple):
+        res = tuple(x.cpu() if isinstance(x, torch.Tensor) else x.to("cpu") if hasattr(x, "to") else x for x in res)
+    elif isinstance(res, torch.Tensor):
+        res = res.cpu()
     if isinstance(res, tuple) and len(res) == 3:
         r, c, v = res
         return sp.csr_matrix((v.double().numpy(), c.numpy(), r.numpy()), shape=(m, m))
@@ -172,7 +213,10 @@ def bench(args):
     if gnnfuse is None:
         raise SystemExit(f"cannot import gnnfuse: {err}")
     rows = []
-    print(f"# {cpu_model()}, torch {torch.__version__}, float32")
+    machine = torch.cuda.get_device_name(DEVICE) if DEVICE.startswith("cuda") else cpu_model()
+    if DEVICE != "cpu":
+        args.threads = args.threads[:1]
+    print(f"# {machine}, torch {torch.__version__}, float32, device {DEVICE}")
     head = f"{'graph':<18}{'thr':>4}{'method':>22}{'ms':>10}{'vs torch':>10}{'vs scipy':>10}{'GB/s':>8}{'rel err':>10}"
     print(head + (f"{'MiB':>9}" if args.memory else ""))
     for name in args.graphs:
@@ -196,7 +240,9 @@ def bench(args):
                 ms = median_ms(fn, args.repeats)
                 times[meth] = ms
                 # Peak memory does not depend on the thread count much: measured at the last one.
-                mem = measure_memory(args, name, meth, threads) if args.memory and threads == args.threads[-1] else None
+                mem = None
+                if args.memory and threads == args.threads[-1]:
+                    mem = device_peak_mb(fn) if DEVICE != "cpu" else measure_memory(args, name, meth, threads)
                 row = dict(graph=name, nodes=d["n"], edges=int(d["g"].col.numel()), distinct_edges=int(d["A"].nnz), clusters=d["m"], coarse_edges=nnz_c,
                            threads=threads, method=meth, ms=ms, rel_err=err, peak_mb=mem,
                            gbps=floor_bytes / (ms * 1e-3) / 1e9 if not meth.endswith("spgemm") else None)
@@ -215,10 +261,11 @@ def bench(args):
                 vs = f"{r['speedup_vs_scipy']:10.2f}" if r["speedup_vs_scipy"] else f"{'':>10}"
                 print(f"{name:<18}{threads:>4}{r['method']:>22}{r['ms']:>10.2f}{vt}{vs}{gb}{r['rel_err']:>10.1e}"
                       + (f"{r['peak_mb']:>9.1f}" if r.get("peak_mb") is not None else ""), flush=True)
-    result = dict(machine=cpu_model(), torch=torch.__version__, commit=git_commit(), dtype="float32", repeats=args.repeats,
+    result = dict(machine=machine, device=DEVICE, torch=torch.__version__, commit=git_commit(), dtype="float32", repeats=args.repeats,
                   floor_note="GB/s over the bytes read or written at least once: A (rowptr, col, w), P and Pᵀ, the coarse CSR",
                   mkl_available=any(r["method"] == "mkl" for r in rows), rows=rows)
-    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / f"cpu_spgemm_{machine_tag()}.json"
+    tag = machine_tag() if DEVICE == "cpu" else "".join(ch if ch.isalnum() else "-" for ch in machine.lower()).strip("-")
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / f"{'cpu' if DEVICE == 'cpu' else 'gpu'}_spgemm_{tag}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"# wrote {out}")
     return out
@@ -234,6 +281,8 @@ def plot(path: Path):
     rows = data["rows"]
     threads = sorted({r["threads"] for r in rows})
     graphs = list(dict.fromkeys(r["graph"] for r in rows))
+    # scipy (1 thread) on the CPU; on a GPU torch.sparse (cuSPARSE), scipy being the reference only
+    base_method = "scipy" if any(r["method"] == "scipy" for r in rows) else "torch_sparse"
     fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4), squeeze=False)
     for ax, t in zip(axes[0], threads):
         meths = [x for x in METHODS if any(r["method"] == x for r in rows)]
@@ -244,14 +293,14 @@ def plot(path: Path):
                 # the row at this thread count; scipy (single-threaded, timed once) at the first
                 r = next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] == t), None) or \
                     next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] == threads[0]), None)
-                base = next((x for x in rows if x["graph"] == gname and x["method"] == "scipy"), None)
+                base = next((x for x in rows if x["graph"] == gname and x["method"] == base_method), None)
                 ys.append(base["ms"] / r["ms"] if r and base else 0)
             ax.bar([i + k * width for i in range(len(graphs))], ys, width, label=meth)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(graphs))])
         ax.set_xticklabels(graphs, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("speedup over scipy (1 thread)")
+        ax.set_ylabel("speedup over scipy (1 thread)" if base_method == "scipy" else "speedup over torch.sparse (cuSPARSE)")
         ax.set_yscale("log")
-        ax.set_title(f"Pᵀ·A·P, {t} thread(s), {data['machine'][:40]}")
+        ax.set_title(f"Pᵀ·A·P, {t} thread(s), {data['machine'][:40]}" if base_method == "scipy" else f"Pᵀ·A·P, {data['machine'][:40]}")
         ax.legend(fontsize=7)
     fig.tight_layout()
     png = path.with_suffix(".png")
@@ -268,10 +317,13 @@ def main(argv=None):
     p.add_argument("--memory", action="store_true", help="peak extra memory per method in a fresh process")
     p.add_argument("--out", default=None)
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: the operands and the timed calls on that device")
     p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--graph-name", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
     if args.memory_child:
         args.threads = args.threads[0]
         return memory_child(args)

@@ -3,8 +3,8 @@
 # --target cuda into BUILD/cuda_gates/generated, beside the CPU target's files), compiles each
 # <family>_cuda.cu with nvcc for sm_80 and sm_90a under ptxas's spill and local-memory warnings
 # as errors, and writes the registers, spills, stack and static shared memory of every kernel to
-# BUILD/generated/cuda_resources.md. Ops computing their output pattern (`symbolic`) are not
-# lowered for CUDA yet (issue 26) and are skipped. Then the SASS checks (scripts/sass_check.py on
+# BUILD/generated/cuda_resources.md (ops computing their output pattern, `symbolic`, with their
+# pattern kernels). Then the SASS checks (scripts/sass_check.py on
 # `cuobjdump -sass` of each object, every kernel instance and architecture): no local memory
 # (LDL/STL), a 128-bit global load in every instance with a vector width VW_ > 1 that loads
 # tiles by it or that the launch may pick (a tiled kernel), SHFL in every kernel whose reduction
@@ -98,15 +98,10 @@ table="$build/generated/cuda_resources.md"
 rm -rf "$logs"
 mkdir -p "$out" "$(dirname "$table")"
 
-# The families: every spec of ops/ that is not symbolic, or the --only subset.
+# The families: every spec of ops/, or the --only subset.
 specs=()
-skipped=()
 for spec in "$root"/ops/*.spec; do
   fam="$(basename "$spec" .spec)"
-  if grep -q '^symbolic' "$spec"; then
-    skipped+=("$fam")
-    continue
-  fi
   if [[ -n "$only" && ",$only," != *",$fam,"* ]]; then continue; fi
   specs+=("$spec")
 done
@@ -218,7 +213,6 @@ read -r kernels spills maxregs <"$logs/summary.txt"
 ops=0
 for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu" || true))); done
 echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs; table: $table (at most $maxregs registers)"
-if [[ ${#skipped[@]} -gt 0 ]]; then echo "  skipped (symbolic, issue 26): ${skipped[*]}"; fi
 
 # ---- the SASS checks, on the objects that compiled
 cuobjdump_tool() {  # prints a cuobjdump that has its nvdisasm, fetching them if need be

@@ -1,4 +1,4 @@
-"""Every non-symbolic op of ops/*.spec on a device against the same library's CPU kernels.
+"""Every op of ops/*.spec on a device against the same library's CPU kernels.
 
     python scripts/cuda_ops_smoke.py [--device cuda] [--ops spmm,gat] [--dtypes float64,float32]
 
@@ -8,8 +8,10 @@ no graph op on the device), the op runs on the device and on the CPU, and the re
 gradients of every floating input (a random upstream gradient) are compared. Then: inputs on mixed
 devices refused by name, deterministic algorithms, a call on a side stream. On a GPU with
 libgnnfuse built with GNNFUSE_CUDA (GNNFUSE_LIBRARY=build/libgnnfuse.so) this checks the CUDA
-adapters end to end; with --device cpu it only checks itself. Prints one line per op and a
-summary; exit status 1 on a failure.
+adapters end to end; with --device cpu it only checks itself. The ops computing their output
+pattern (spgemm, coarsen: `symbolic`) run through their Python API (pattern, assembled values,
+gradients) on graphs with power-law rows, empty rows and duplicate entries. Prints one line per
+op and a summary; exit status 1 on a failure.
 """
 
 from __future__ import annotations
@@ -130,6 +132,50 @@ def check_op(spec, dt, device, label=""):
     return failed
 
 
+def random_csr(rows, cols, nnz, seed, itype):
+    """Power-law rows, a quarter of them empty, duplicate entries kept (sorted within rows)."""
+    g = torch.Generator().manual_seed(seed)
+    r = (torch.rand(nnz, generator=g) ** 3 * (rows * 3 // 4)).long()
+    c = torch.randint(0, cols, (nnz,), generator=g)
+    r[:3], c[:3] = r[3:6].clone(), c[3:6].clone()
+    order = torch.argsort(r * cols + c, stable=True)
+    rowptr = torch.zeros(rows + 1, dtype=torch.long)
+    rowptr[1:] = torch.cumsum(torch.bincount(r, minlength=rows), 0)
+    return rowptr.to(itype), c[order].to(itype)
+
+
+def check_symbolic(dtype: str, device: str) -> int:
+    """spgemm (pattern, values, gradients of both operands) and coarsen (pattern, values, gradient
+    of the edge weights) on `device` against the CPU, int32 and int64 indices."""
+    dt = getattr(torch, dtype)
+    failed = 0
+    ops = torch.ops.gnnfuse
+    for itype in (torch.int32, torch.int64):
+        ar, ac = random_csr(300, 200, 3000, 1, itype)
+        br, bc = random_csr(200, 250, 2000, 2, itype)
+        g = torch.Generator().manual_seed(3)
+        av = torch.rand(ac.numel(), generator=g, dtype=torch.float64).to(dt)
+        bv = torch.rand(bc.numel(), generator=g, dtype=torch.float64).to(dt)
+        res = {}
+        for dev in ("cpu", device):
+            a_v, b_v = av.to(dev).requires_grad_(), bv.to(dev).requires_grad_()
+            r, c, v = ops.spgemm_assemble(ar.to(dev), ac.to(dev), a_v, br.to(dev), bc.to(dev), b_v, 250)
+            w = torch.linspace(0.5, 1.5, v.numel(), dtype=dt, device=dev)
+            ga, gb = torch.autograd.grad((v * w).sum(), (a_v, b_v))
+            cluster = torch.arange(300, device=dev) % 17
+            ei = torch.stack([torch.repeat_interleave(torch.arange(300), ar.long().diff()), ac.long() % 300]).to(itype).to(dev)
+            ew = torch.linspace(0.1, 2.0, ei.shape[1], dtype=dt, device=dev).requires_grad_()
+            cg, cw = gnnfuse.coarsen(ei, cluster, 17, ew)
+            (gw,) = torch.autograd.grad((cw * torch.linspace(1, 2, cw.numel(), dtype=dt, device=dev)).sum(), (ew,))
+            res[dev] = [t.detach().cpu() for t in (r, c, v, ga, gb, cg.rowptr, cg.col, cw, gw)]
+        tol = {torch.float64: 1e-12, torch.float32: 1e-5}.get(dt, 2e-2)
+        ok = all(torch.equal(x, y) if not x.is_floating_point() else torch.allclose(x, y, rtol=tol, atol=tol)
+                 for x, y in zip(res["cpu"], res[device]))
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} spgemm+coarsen {dtype} {str(itype).split('.')[1]}: pattern, values, gradients vs cpu")
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -143,6 +189,9 @@ def main():
     for s in specs:
         for dt in opts.dtypes.split(","):
             failed += check_op(s, dt, opts.device)
+    if not opts.ops or any(o in opts.ops.split(",") for o in ("spgemm", "coarsen")):
+        for dt in opts.dtypes.split(","):
+            failed += check_symbolic(dt, opts.device)
     # Mixed devices, determinism, a side stream (spmm).
     spmm = next((s for s in specs if s["op"] == "spmm"), None)
     if spmm is not None and opts.device != "cpu":

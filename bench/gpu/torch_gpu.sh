@@ -6,7 +6,9 @@
 # (bench/bench_ops_device.py), then runs bench/bench_layers.py --device cuda (our GCNConv / GATConv against PyG's, eager, then under
 # torch.compile in a second process). Stages are chosen by name, each checks the time left.
 #
-# usage: bench/gpu/torch_gpu.sh [build] [smoke] [ops] [bench] [compile]   (none named: all five)
+# usage: bench/gpu/torch_gpu.sh [build] [smoke] [ops] [bench] [compile] [spgemm]   (none named: the first five)
+#          spgemm: bench/bench_spgemm.py --device cuda (SpGEMM and Pᵀ·A·P against torch.sparse, i.e.
+#                  cuSPARSE SpGEMM chained, with peak device memory): spgemm.{log,json,png}
 #          [--budget-s S]      the whole call's seconds (default 540), stages start only with time left
 #          [--build-dir DIR]   default build/torch-gpu (ignored by git: kept between calls on a warm machine)
 #          [--arch A]          GNNFUSE_CUDA_GENCODE (default: the device's, 90a on an H100/H200)
@@ -16,6 +18,7 @@
 #          [--compile-graphs "A B"]  graphs of the compiled rows (default: rmat-20-16 soc-Slashdot0902 pubmed)
 #          [--ops-graphs "A B"]   graphs of the ops stage (default: pubmed ca-HepPh soc-Slashdot0902 rmat-20-16)
 #          [--ops-s S]         the ops stage's seconds at most (default 120)
+#          [--spgemm-graphs "A B"]  graphs of the spgemm stage (default: rmat-16-16 rmat-18-16 rmat-20-16)
 #          [--compile-share F] the part of the time left after the eager run's start kept for compile (default 0.5)
 #          [--autotune]        GNNFUSE_CUDA_AUTOTUNE=1 for the benchmarks
 #          [--dry-run]         no GPU: skip build and smoke, bench_layers.py --dry-run on small R-MAT graphs
@@ -29,10 +32,12 @@ budget=540 bdir="" arch="" jobs=$(nproc) npz="" dry=0 autotune=0 share=0.5
 graphs="pubmed rmat-20-16 soc-Slashdot0902 ca-HepPh copter2 rmat-18-16"
 cgraphs="rmat-20-16 soc-Slashdot0902 pubmed"
 ograph="pubmed ca-HepPh soc-Slashdot0902 rmat-20-16" ops_s=120
+sgraphs="rmat-16-16 rmat-18-16 rmat-20-16"
 stages=()
 while [[ $# -gt 0 ]]; do
   case $1 in
-    build|smoke|ops|bench|compile) stages+=("$1"); shift ;;
+    build|smoke|ops|bench|compile|spgemm) stages+=("$1"); shift ;;
+    --spgemm-graphs) sgraphs=$2; shift 2 ;;
     --ops-graphs) ograph=$2; shift 2 ;;
     --ops-s) ops_s=$2; shift 2 ;;
     --budget-s) budget=$2; shift 2 ;;
@@ -123,7 +128,7 @@ if want build; then
   stamp "built $(du -h "$lib" | cut -f1) $lib"
 fi
 
-if [[ $dry == 0 && ! -f $lib ]] && { want smoke || want ops || want bench || want compile; }; then
+if [[ $dry == 0 && ! -f $lib ]] && { want smoke || want ops || want bench || want compile || want spgemm; }; then
   echo "no $lib: run the build stage first (a fresh machine keeps nothing)"; exit 1
 fi
 export GNNFUSE_LIBRARY=$lib
@@ -165,6 +170,21 @@ if want ops; then  # SpMM / SDDMM: generated, the cuSPARSE backend, torch.sparse
     [[ $r != 0 ]] && { echo "bench_ops_device.py rc=$r (124: killed at its timeout; 1: failed rows)"; status=1; }
   else
     echo "ops: out of time"
+  fi
+fi
+
+if want spgemm && [[ $dry == 0 ]]; then  # SpGEMM and coarsening: our CUDA kernels against cuSPARSE (torch.sparse)
+  t=$(( $(left) - 10 ))
+  if (( t > 30 )); then
+    stamp "bench_spgemm.py --device cuda (timeout $t s): $sgraphs"
+    # shellcheck disable=SC2086
+    timeout "$t" "$py" "$root/bench/bench_spgemm.py" --device cuda --graphs $sgraphs --threads 1 --repeats 5 --memory \
+      --out "$res/spgemm.json" > "$res/spgemm.log" 2>&1
+    r=$?
+    grep -v -i "warn\|sparse_csr_tensor" "$res/spgemm.log" | tail -40
+    [[ $r != 0 ]] && { echo "bench_spgemm.py rc=$r (124: killed at its timeout)"; status=1; }
+  else
+    echo "spgemm: out of time"
   fi
 fi
 

@@ -255,6 +255,7 @@ void emit_backend_kernel(const Compiled& c, std::ostream& r, const std::string& 
         r << "  const at::Tensor " << t.col << "_c = " << t.col << ".contiguous();\n";
         r << "  prm." << t.name << "_rowptr = " << t.rowptr << "_c.const_data_ptr();\n";
         r << "  prm." << t.name << "_col = " << t.col << "_c.const_data_ptr();\n";
+        r << "  prm." << t.name << "_nnz = " << t.col << "_c.size(0);\n";
         if (!t.values.empty()) {
           if (t.values_optional) {
             r << "  const at::Tensor " << t.values << "_c = " << t.values << " ? " << t.values << "->contiguous() : at::Tensor();\n";

@@ -75,7 +75,7 @@ std::vector<GeneratedFile> emit_op_cuda_registration(const Family& f) {
   r << "// (GNNFUSE_CUDA_EMULATED). Host code: compiled by the host compiler, it calls " << fam << "_cuda.h only.\n";
   r << "#include <cstdint>\n#include <new>\n#include <optional>\n#include <stdexcept>\n#include <string>\n#include <tuple>\n#include <utility>\n\n";
   r << "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty.h>\n#include <c10/core/SymInt.h>\n#include <torch/library.h>\n\n";
-  r << "#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n#include \"torch/cuda/adapter.h\"\n";
+  r << "#include \"torch/autograd_support.h\"\n#include \"torch/checks.h\"\n#include \"torch/cuda/adapter.h\"\n#include \"torch/pattern_cache.h\"\n";
   r << "#include \"" << fam << "_cuda.h\"\n";
   r << "\nnamespace gnnfuse::generated {\nnamespace {\n\n";
   r << "using detail::accumulation_dtype;\nusing detail::dtype_of;\nusing detail::itype_of;\nusing detail::empty_output;\n\n";
@@ -83,9 +83,14 @@ std::vector<GeneratedFile> emit_op_cuda_registration(const Family& f) {
     emit_adapter_check(*c, r);
     emit_backend_kernel(*c, r, "_cuda_kernel", cuda_call(*c));
   }
+  const bool symbolic = !f.ops[0]->spec.symbolic.empty();
+  if (symbolic) emit_symbolic_cuda_adapters(*f.ops[0], r);
   r << "}  // namespace\n}  // namespace gnnfuse::generated\n\n";
   r << "TORCH_LIBRARY_IMPL(gnnfuse, GNNFUSE_CUDA_DISPATCH_KEY, m) {\n";
   for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << "_cuda_kernel);\n";
+  if (symbolic)
+    for (const std::string& op : {fam + "_symbolic", fam + "_assemble"})
+      r << "  m.impl(\"" << op << "\", &gnnfuse::generated::" << op << "_cuda_kernel);\n";
   r << "}\n";
   return {{fam + "_cuda_register.cpp", r.str()}};
 }

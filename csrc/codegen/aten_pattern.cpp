@@ -93,22 +93,31 @@ void emit_pattern_params(const Compiled& c, const std::string& op, bool values, 
       if (t.role == Role::DenseInput) emit_operand_param(r, t);
 }
 
-void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
+// The head of the `<op>_symbolic` adapter `<op>_symbolic<suffix>` (the CPU's or the CUDA's): its
+// signature, checks and the pattern cache's lookup.
+void emit_symbolic_head(const Compiled& c, const std::string& suffix, std::ostream& r) {
   const OpSpec& s = c.spec;
   const std::string op = symbolic_name(s);
-  auto in = symbolic_inputs(s);
-  const std::string& first = in.at(0)->rowptr;
   std::string sig;
-  for (auto* t : in) sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
+  for (auto* t : symbolic_inputs(s)) sig += std::string(sig.empty() ? "" : ", ") + "const at::Tensor& " + t->rowptr + ", const at::Tensor& " + t->col;
   for (auto& [v, a] : s.extents) sig += ", int64_t " + a;
   r << "// ---------------------------------------------------------------- " << op << "\n";
-  r << "std::tuple<at::Tensor, at::Tensor> " << op << "_cpu_kernel(" << sig << ") {\n";
+  r << "std::tuple<at::Tensor, at::Tensor> " << op << suffix << "(" << sig << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
   emit_pattern_checks(c, r);
   const auto [keys, ints] = pattern_key(c);
   // A hit hands out copies: results of separate calls never share storage (an in-place change
   // of one would show in the other; the cache's own tensors stay as stored).
   r << "  if (auto hit = cache::lookup(op, {" << keys << "}, {" << ints << "})) return {(*hit)[0].clone(), (*hit)[1].clone()};\n";
+}
+
+void emit_symbolic_adapter(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const std::string op = symbolic_name(s);
+  auto in = symbolic_inputs(s);
+  const std::string& first = in.at(0)->rowptr;
+  emit_symbolic_head(c, "_cpu_kernel", r);
+  const auto [keys, ints] = pattern_key(c);
   std::ostringstream kernel_call;
   {
   std::ostream& r = kernel_call;
@@ -165,6 +174,29 @@ std::string pattern_args(const Compiled& c) {
   return names;
 }
 
+// `<op>_assemble_check`: the assembling op's checks, shared by its CPU, CUDA and Autograd kernels
+// (the latter calls other ops, whose errors would name them, not this op).
+void emit_assemble_check(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const Schema sc = assemble_schema(s);
+  const std::string& op = sc.name;
+  auto in = symbolic_inputs(c.spec);
+  const std::string& first = in.at(0)->rowptr;
+  const std::string ref = ref_arg(s);
+  r << "void " << op << "_check(" << signature(sc, true) << ") {\n";
+  r << "  constexpr const char* op = \"" << op << "\";\n";
+  emit_pattern_checks(c, r, true, true);
+  for (auto* t : in) {
+    if (t->values.empty()) continue;
+    r << "  checks::floating(op, \"" << t->values << "\", " << t->values << ", 1, " << dtype_mask(s) << ");\n";
+    if (t->values != ref) r << "  checks::same_dtype(op, \"" << t->values << "\", " << t->values << ", \"" << ref << "\", " << ref << ");\n";
+    r << "  checks::same_device(op, \"" << t->values << "\", " << t->values << ", \"" << first << "\", " << first << ");\n";
+    r << "  checks::size_eq(op, \"" << t->values << "\", " << t->values << ", 0, " << t->col << ".size(0), \"" << t->col
+      << ".size(0), the number of stored entries\");\n";
+  }
+  r << "}\n\n";
+}
+
 // The ATen adapter of `<op>_assemble`: on a pattern the symbolic pass has cached (every call
 // after the first on the same operands), the numeric op on it; else the assembling kernel, whose
 // pattern then goes to that cache. Its Autograd kernel: without a gradient to record, the same
@@ -178,20 +210,7 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   const std::string& first = in.at(0)->rowptr;
   const std::string ref = ref_arg(s);
   r << "// ---------------------------------------------------------------- " << op << "\n";
-  // The checks, shared by the CPU and Autograd kernels (the latter calls other ops, whose errors
-  // would name them, not this op).
-  r << "void " << op << "_check(" << signature(sc, true) << ") {\n";
-  r << "  constexpr const char* op = \"" << op << "\";\n";
-  emit_pattern_checks(c, r, true, true);
-  for (auto* t : in) {
-    if (t->values.empty()) continue;
-    r << "  checks::floating(op, \"" << t->values << "\", " << t->values << ", 1, " << dtype_mask(s) << ");\n";
-    if (t->values != ref) r << "  checks::same_dtype(op, \"" << t->values << "\", " << t->values << ", \"" << ref << "\", " << ref << ");\n";
-    r << "  checks::same_device(op, \"" << t->values << "\", " << t->values << ", \"" << first << "\", " << first << ");\n";
-    r << "  checks::size_eq(op, \"" << t->values << "\", " << t->values << ", 0, " << t->col << ".size(0), \"" << t->col
-      << ".size(0), the number of stored entries\");\n";
-  }
-  r << "}\n\n";
+  emit_assemble_check(c, r);
   r << ret << " " << op << "_cpu_kernel(" << signature(sc, true) << ") {\n";
   r << "  constexpr const char* op = \"" << op << "\";\n";
   r << "  " << op << "_check(" << arg_names(sc) << ");\n";
@@ -266,6 +285,46 @@ void emit_assemble_adapter(const Compiled& c, std::ostream& r) {
   r << ret << " " << op << "_batched(" << signature(sc, true) << ") {\n";
   emit_batch_prologue(op, tensors, "gnnfuse::" + op + "(" + unwrapped + ")", r);
   emit_batch_loop(op, "gnnfuse::" + op + "(" + sliced + ")", 3, unbatched_idx.empty() ? "true" : unbatched_idx, 2, r);
+}
+
+// The CUDA adapters (<fam>_cuda_register.cpp) of `<op>_symbolic` (checks, the pattern cache,
+// the pattern kernels of cuda_symbolic.cpp through cuda_adapter::computed_pattern) and of
+// `<op>_assemble` (its checks, the cached pattern, then the op's CUDA kernel on it: two passes
+// where the CPU assembles in one).
+void emit_symbolic_cuda_adapters(const Compiled& c, std::ostream& r) {
+  const OpSpec& s = c.spec;
+  const std::string op = symbolic_name(s);
+  auto in = symbolic_inputs(s);
+  const std::string& first = in.at(0)->rowptr;
+  std::string entries;
+  for (auto* t : in) entries += std::string(entries.empty() ? "" : " + ") + t->col + ".size(0)";
+  emit_symbolic_head(c, "_cuda_kernel", r);
+  const auto [keys, ints] = pattern_key(c);
+  std::ostringstream kernel_call;
+  {
+  std::ostream& r = kernel_call;
+  emit_pattern_params(c, op, false, r);
+  r << "  const cuda_adapter::DeviceScope device_(" << first << ");\n";
+  r << "  const runtime::IType itype_ = itype_of(" << first << ");\n";
+  r << "  cuda_adapter::PatternPasses passes_;\n";
+  r << "  passes_.slots = [&](int64_t* slots, const runtime::cuda::Env& env) { " << op << "_cuda_slots(prm, itype_, slots, env); };\n";
+  r << "  passes_.rows = [&](int64_t r0, int64_t r1, const int64_t* offsets, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env) {\n";
+  r << "    " << op << "_cuda_rows(prm, itype_, r0, r1, offsets, table, out_rowptr, col, env);\n  };\n";
+  r << "  auto [rowptr64_, pattern_col_] = cuda_adapter::computed_pattern(op, \"" << first << "\", " << first << ", n_" << p_outer(c, s.symbolic)
+    << ", " << entries << ", passes_);\n";
+  r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
+  r << "  cache::store(op, {" << keys << "}, {" << ints << "}, {pattern_rowptr_, pattern_col_});\n";
+  r << "  return {pattern_rowptr_, pattern_col_};\n";
+  }
+  emit_allocation_guard(r, "op", kernel_call.str(), pattern_extents(c));
+  r << "}\n\n";
+  const Schema sc = assemble_schema(s);
+  emit_assemble_check(c, r);
+  r << "std::tuple<at::Tensor, at::Tensor, at::Tensor> " << sc.name << "_cuda_kernel(" << signature(sc, true) << ") {\n";
+  r << "  " << sc.name << "_check(" << arg_names(sc) << ");\n";
+  r << "  auto [rowptr_, col_] = " << op << "_cuda_kernel(" << pattern_args(c) << ");\n";
+  r << "  at::Tensor values_ = " << s.name << "_cuda_kernel(" << args_with_pattern(s, "rowptr_", "col_") << ");\n";
+  r << "  return {rowptr_, col_, values_};\n}\n\n";
 }
 
 // The batching rule of `<op>_symbolic`: a batch of patterns, element by element, stacked (the

@@ -77,10 +77,10 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
   for (const DispatchKey& dk : dispatch_keys(f.target)) {
     const std::string& key = dk.key;
     const std::string& suffix = dk.suffix;
-    // A family with CUDA kernels (every one but the symbolic) registers its CPU kernels at the key
+    // A family with CUDA kernels (every one) registers its CPU kernels at the key
     // the library chooses on loading (torch/cpu_kernel_key.h: CPU, or PrivateUse3 in the emulated
     // library, whose CPU key is the CUDA adapters'), so both libraries link this one object.
-    const bool loaded_key = dk.kind == DispatchKey::Kind::Backend && !symbolic && f.target == Target::Cpu;
+    const bool loaded_key = dk.kind == DispatchKey::Kind::Backend && f.target == Target::Cpu;
     if (loaded_key)
       r << "\nnamespace {\nvoid gnnfuse_register_cpu_kernels(torch::Library& m) {\n";
     else

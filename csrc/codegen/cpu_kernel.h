@@ -116,19 +116,22 @@ class KernelEmitter : public CodeWriter {
 class SymbolicEmitter : public CodeWriter {
  public:
   SymbolicEmitter(const Compiled& c, const imp::Kernel& k) : p_(c.program), s_(c.spec), k_(k) {}
+  virtual ~SymbolicEmitter() = default;
 
   std::string body();
 
   // The product count of a row (ub_) of a BeginOutputRow, indented `depth` levels.
   std::string product_count(const imp::Stmt& begin, int depth);
 
- private:
+ protected:
   const Program& p_;
   const OpSpec& s_;
   const imp::Kernel& k_;
 
   void count(const imp::Stmt& begin);
-  void stmt(const imp::Stmt& s);
+  // One statement of the pattern IR; the CUDA pattern printer (cuda_symbolic.cpp) keeps the walks,
+  // row bounds and counts and prints the row's set (BeginOutputRow, Insert, EndOutputRow) its way.
+  virtual void stmt(const imp::Stmt& s);
 };
 
 }  // namespace gnnfuse::codegen::emit

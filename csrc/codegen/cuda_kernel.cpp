@@ -52,14 +52,28 @@ CudaPrinter::CudaPrinter(const Compiled& c, const ScheduleVariant& v, std::strin
   plan();
 }
 
-void CudaPrinter::add_call_temp(const std::string& name, const std::vector<std::string>& dims, Reduce init, bool fill) {
+void CudaPrinter::add_call_temp(const std::string& name, const std::vector<std::string>& dims, Reduce init, bool fill, const std::string& by) {
   if (!call_names_.insert(name).second) return;
-  call_.push_back(CallTemp{name, dims, init, fill});
+  call_.push_back(CallTemp{name, dims, init, fill, by});
+}
+
+const CudaPrinter::CallTemp* CudaPrinter::positional(const std::string& name) const {
+  for (auto& t : call_)
+    if (t.name == name && !t.by.empty()) return &t;
+  return nullptr;
 }
 
 // The steps: per top-level loop its phases (kernels) and dense product blocks (hooks).
 void CudaPrinter::plan() {
   int kernels = 0;
+  // Temporaries stored by the positions of a csr operand's entries (the row workspace of a
+  // computed pattern, seed 002): a buffer of the call over that operand's stored entries, each
+  // row's slots reset in the kernel (no fill of the whole buffer).
+  each(*k_.body, [&](const imp::Stmt& x) {
+    if (x.kind != imp::Stmt::Kind::Alloc) return;
+    const TensorInfo& t = p_.tensor(x.tensor);
+    if (!t.compressed_by.empty()) add_call_temp(x.tensor, {}, x.init, false, t.compressed_by);
+  });
   for (auto& sp : k_.body->body) {
     const imp::Stmt& top = *sp;
     if (top.kind == imp::Stmt::Kind::Alloc) {
@@ -249,6 +263,7 @@ void CudaPrinter::call_pointers(bool sizes_only) {
   for (auto& t : call_) {
     std::string n = "int64_t(1)";
     for (auto& d : t.dims) n += " * n_" + d;
+    if (!t.by.empty()) n = "prm." + t.by + "_nnz";
     if (!sizes_only) {
       line("acc_t* " + t.name + " = reinterpret_cast<acc_t*>(ws_ + at_);");
       line("(void)" + t.name + ";");
@@ -286,6 +301,7 @@ std::string CudaPrinter::temp_ref(const Access& a) const {
                                              i.insert(i.end(), a.idx.begin(), a.idx.end());
                                              return i;
                                            }()) + "]";
+  if (const CallTemp* t = positional(n)) return n + "[p_" + t->by + "]";
   if (regs_.count(n)) {
     if (!in_tile_) fail(s_.loc, "internal error: register tile " + n + " read outside its tile loop");
     return n + "[" + kidx_ + "]";
@@ -387,7 +403,12 @@ void CudaPrinter::assign(const imp::Stmt& s) {
     return;
   }
   if (call_names_.count(s.lhs.tensor)) {
-    const std::string ref = s.lhs.tensor + "[" + offset(s.lhs.idx) + "]";
+    if (positional(s.lhs.tensor) && (divergent_ || (step_->form != Form::Lanes && step_->form != Form::Serial)))
+      fail(s_.loc, s_.name + ": temporary " + s.lhs.tensor +
+                       " (stored by positions) is written by lanes that split a walk; the cuda target writes it from one lane of the row's group");
+    if (positional(s.lhs.tensor) && s.kind == imp::Stmt::Kind::Accumulate && s.reduce != Reduce::Sum)
+      fail(s_.loc, s_.name + ": temporary " + s.lhs.tensor + " (stored by positions): only sums are lowered for cuda");
+    const std::string ref = positional(s.lhs.tensor) ? temp_ref(s.lhs) : s.lhs.tensor + "[" + offset(s.lhs.idx) + "]";
     const auto& red = step_->top->sched.reduced;
     if (acc && step_->top->sched.reduction == ReductionStrategy::Atomic && std::count(red.begin(), red.end(), s.lhs.tensor)) {
       if (s.reduce != Reduce::Sum) fail(s_.loc, s_.name + ": a max / min over the rows of the grid is not lowered for cuda");
@@ -432,6 +453,13 @@ void CudaPrinter::fill(const imp::Stmt& s) {
   const std::string& n = s.tensor;
   if (step_->rows.count(n)) return;  // a dense product block's result: its rows are reset on the host
   const std::string v = init(s.init);
+  if (const CallTemp* t = positional(n)) {  // the row's slots, by the lane that writes them
+    if (divergent_) fail(s_.loc, "internal error: temporary " + n + " (stored by positions) reset by split lanes");
+    const std::string& S = t->by;
+    line("if (lane_ == 0)");
+    line("  for (int64_t x_ = static_cast<int64_t>(" + S + "_rb); x_ < static_cast<int64_t>(" + S + "_re); ++x_) " + n + "[x_] = " + v + ";");
+    return;
+  }
   if (regs_.count(n)) {
     line("GNNFUSE_UNROLL");
     line("for (int k_ = 0; k_ < " + regs_len_ + "; ++k_) " + n + "[k_] = " + v + ";");
@@ -812,7 +840,8 @@ void CudaPrinter::setup_row_context(const Step& st) {
     });
   for (auto* s : st.body)
     each(*s, [&](const imp::Stmt& x) {
-      if (x.kind != imp::Stmt::Kind::Alloc || x.dims.empty() || !used.count(x.tensor) || st.rows.count(x.tensor)) return;
+      if (x.kind != imp::Stmt::Kind::Alloc || x.dims.empty() || !used.count(x.tensor) || st.rows.count(x.tensor) || positional(x.tensor))
+        return;
       if (st.form == Form::RowSplit || st.form == Form::PosSplit || reg) {
         if (x.dims != std::vector<std::string>{st.tile}) fail(s_.loc, "internal error: row buffer " + x.tensor + " is not over the tile");
         regs_.insert(x.tensor);

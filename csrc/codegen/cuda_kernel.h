@@ -69,6 +69,10 @@ class CudaPrinter : public CodeWriter {
     std::vector<std::string> dims;
     Reduce init = Reduce::Sum;
     bool fill = true;
+    // A temporary stored by the positions of a csr operand's entries (`compressed_by`): one
+    // element per stored entry of that operand (prm.<by>_nnz), read and written at p_<by>; each
+    // row's slots are its own, set by the group's uniform writer (lane 0).
+    std::string by;
   };
 
   const Compiled& c_;
@@ -97,7 +101,8 @@ class CudaPrinter : public CodeWriter {
   std::string regs_len_ = "C_";     // a register buffer's length
 
   void plan();
-  void add_call_temp(const std::string& name, const std::vector<std::string>& dims, Reduce init, bool fill);
+  void add_call_temp(const std::string& name, const std::vector<std::string>& dims, Reduce init, bool fill, const std::string& by = "");
+  const CallTemp* positional(const std::string& name) const;  // the call temporary stored by positions, else null
   const imp::Stmt* find_accumulate(const imp::Stmt& s, const std::string& temp) const;
 
   // ---- shared pieces (cuda_kernel.cpp)

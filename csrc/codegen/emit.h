@@ -72,6 +72,10 @@ std::string arg_names(const Schema& sc);
 // other csr operands (whatever the target): its name, the csr operands it reads (all but S), and
 // its schema (their rowptr and col, then the `extent` arguments; returns (rowptr, col)).
 std::string symbolic_name(const OpSpec& s);
+// The CUDA pattern kernels of a `symbolic S` op and their host launches (cuda_symbolic.cpp), and
+// the declarations of the latter for <fam>_cuda.h.
+std::string symbolic_cuda_kernels(const Compiled& c);
+std::string symbolic_cuda_declarations(const Compiled& c);
 std::vector<const TensorDecl*> symbolic_inputs(const OpSpec& s);
 std::string symbolic_schema(const OpSpec& s);
 
@@ -150,6 +154,7 @@ void emit_autocast(const OpSpec& s, const Schema& sc, const std::string& ret, co
 void emit_symbolic_adapter(const Compiled& c, std::ostream& r);
 Schema assemble_schema(const OpSpec& s);
 void emit_assemble_adapter(const Compiled& c, std::ostream& r);
+void emit_symbolic_cuda_adapters(const Compiled& c, std::ostream& r);
 void emit_symbolic_batching_rule(const Compiled& c, std::ostream& r);
 
 }  // namespace gnnfuse::codegen::emit

@@ -24,6 +24,7 @@ void emit_params(const Compiled& c, std::ostream& h) {
       case Role::SparseInput:
         h << "  const void* " << t.name << "_rowptr = nullptr;  // index_t[n_" << t.vars[0] << " + 1]\n";
         h << "  const void* " << t.name << "_col = nullptr;     // index_t[nnz]\n";
+        h << "  int64_t " << t.name << "_nnz = 0;  // its stored entries (col's length): sizes temporaries by its positions\n";
         if (!t.values.empty()) h << "  const void* " << t.name << "_val = nullptr;     // scalar_t[nnz]" << (t.values_optional ? ", nullptr: all ones" : "") << "\n";
         if (walks_csc(s, t)) {
           h << "  const void* " << t.name << "_colptr = nullptr;  // index_t[n_" << t.vars[1] << " + 1]\n";

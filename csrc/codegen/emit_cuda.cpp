@@ -5,8 +5,8 @@
 //                      cost model picks from the extents and the graph's stored entries);
 //   <op>_cuda          the launch of the variant runtime::cuda::decide chose, on the stream;
 // and <fam>_cuda.h declaring them. The params structs are the CPU target's (<fam>_kernel.h):
-// raw pointers and extents, whatever the device. Symbolic (`symbolic S`) ops are refused by the
-// schedule (issue 26).
+// raw pointers and extents, whatever the device. A `symbolic S` op adds its pattern kernels
+// (cuda_symbolic.cpp); its assembling op runs on CUDA as the pattern, then the numeric op.
 #include <functional>
 #include <sstream>
 
@@ -188,6 +188,10 @@ std::vector<GeneratedFile> emit_op_cuda(const Family& f) {
   k << "#undef GNNFUSE_UNROLL\n#include \"cuda/device_runtime.cuh\"\n\n";
   k << "namespace gnnfuse::generated {\n\nnamespace cu = gnnfuse::cuda;\n\n";
   for (auto& c : f.ops) emit_op(*c, h, k);
+  if (!f.ops[0]->spec.symbolic.empty()) {
+    h << symbolic_cuda_declarations(*f.ops[0]);
+    k << symbolic_cuda_kernels(*f.ops[0]);
+  }
   h << "}  // namespace gnnfuse::generated\n";
   k << "}  // namespace gnnfuse::generated\n";
   return {{fam + "_cuda.h", h.str()}, {fam + "_cuda.cu", k.str()}};

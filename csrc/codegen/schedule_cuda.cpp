@@ -459,21 +459,9 @@ class CudaSchedule {
   }
 };
 
-void refuse(const Program& p) {
-  const OpSpec& s = *p.spec;
-  if (!s.symbolic.empty())
-    fail(s.loc, s.name + ": an op computing its output pattern (`symbolic " + s.symbolic +
-                    "`) is not lowered for the cuda target yet (issue 26: symbolic and assembling kernels on CUDA)");
-  for (auto& t : p.temps)
-    if (!p.tensor(t).compressed_by.empty())
-      fail(s.loc, s.name + ": temporary " + t + " is stored by the positions of " + p.tensor(t).compressed_by +
-                      "'s entries, which the cuda target does not lower yet");
-}
-
 }  // namespace
 
 void schedule_cuda(const Program& p, Node& root) {
-  refuse(p);
   schedule_cpu(p, root);
   CudaSchedule s(p, root);
   s.from_cpu();

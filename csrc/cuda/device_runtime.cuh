@@ -241,6 +241,70 @@ GNNFUSE_DEVICE int64_t find_sorted(const I* idx, int64_t begin, int64_t end, int
   return -1;
 }
 
+// ---------------------------------------------------------------- computed patterns
+// The slots of a row's hash set in a pattern kernel (`symbolic S`, seed 002): a power of two at
+// least twice the row's distinct columns, bounded by its product count `ub` and the column extent
+// `n` (n < 0: unknown); 0 for a row without products. Host and device (the adapter sizes chunks).
+GNNFUSE_HOST_DEVICE int64_t row_set_slots(int64_t ub, int64_t n) {
+  if (ub <= 0) return 0;
+  const int64_t most = n >= 0 && n < ub ? n : ub;
+  int64_t c = 2;
+  while (c < 2 * most) c *= 2;
+  return c;
+}
+
+// The set of one row's output columns in a pattern kernel: open addressing with linear probing
+// over `slots` (a power of two, row_set_slots) of the call's workspace, -1 for empty; one thread
+// owns it. emit_sorted writes the distinct columns in increasing order (heap sort in place).
+template <typename I>
+struct RowSet {
+  I* slot;
+  int64_t slots;
+  int64_t count;
+  GNNFUSE_DEVICE RowSet(I* s, int64_t n) : slot(s), slots(n), count(0) {
+    for (int64_t k = 0; k < n; ++k) slot[k] = I(-1);
+  }
+  GNNFUSE_DEVICE void insert(int64_t key) {
+    const uint64_t mask = static_cast<uint64_t>(slots - 1);
+    uint64_t h = (static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 20;
+    for (;;) {
+      const int64_t at = static_cast<int64_t>(h & mask);
+      const int64_t v = static_cast<int64_t>(slot[at]);
+      if (v == key) return;
+      if (v < 0) {
+        slot[at] = static_cast<I>(key);
+        ++count;
+        return;
+      }
+      ++h;
+    }
+  }
+  GNNFUSE_DEVICE void emit_sorted(I* out) const {
+    int64_t n = 0;
+    for (int64_t k = 0; k < slots; ++k)
+      if (slot[k] >= I(0)) out[n++] = slot[k];
+    auto sift = [&](int64_t root, int64_t end) {
+      for (;;) {
+        int64_t child = 2 * root + 1;
+        if (child >= end) return;
+        if (child + 1 < end && out[child] < out[child + 1]) ++child;
+        if (!(out[root] < out[child])) return;
+        const I t = out[root];
+        out[root] = out[child];
+        out[child] = t;
+        root = child;
+      }
+    };
+    for (int64_t r = n / 2 - 1; r >= 0; --r) sift(r, n);
+    for (int64_t end = n - 1; end > 0; --end) {
+      const I t = out[0];
+      out[0] = out[end];
+      out[end] = t;
+      sift(0, end);
+    }
+  }
+};
+
 // The segmented reduction of a warp over C columns: row[l] is the row of lane l's entry,
 // non-decreasing across the live lanes (dead lanes carry distinct negative keys). Afterwards the
 // head lane of each run of equal rows holds the run's sums (suffix sums within the run).

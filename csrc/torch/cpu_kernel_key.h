@@ -1,5 +1,5 @@
 // The dispatch key the generated CPU kernels of the families with CUDA kernels are registered at
-// (<fam>_register.cpp, for every family that is not symbolic: a CpuKernelRegistration), chosen when the
+// (<fam>_register.cpp, every family: a CpuKernelRegistration), chosen when the
 // library loads rather than when the file is compiled, so that one object serves both libraries:
 //   libgnnfuse            c10::DispatchKey::CPU;
 //   libgnnfuse_cuda_emu   PrivateUse3, a key no tensor in the tests carries: the CPU key is the
@@ -7,8 +7,7 @@
 //                         CPU tensors through the SIMT emulator, while the family's schemas,
 //                         Meta, Autograd, FuncTorchBatched and Autocast kernels stay at their keys.
 // cpu_kernel_key() is defined once per library (csrc/torch/cpu_kernel_key.cpp, compiled into each
-// with or without GNNFUSE_CUDA_EMULATED). The symbolic families (spgemm, coarsen) register at CPU
-// with TORCH_LIBRARY_IMPL in both.
+// with or without GNNFUSE_CUDA_EMULATED).
 #pragma once
 
 #include <cstdint>

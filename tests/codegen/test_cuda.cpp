@@ -193,26 +193,39 @@ TEST(Cuda, GcnDenseProductIsAHook) {
   EXPECT_EQ(cu.find("GNNFUSE_GLOBAL void gcn_row_split_k2("), std::string::npos);  // two passes, two kernels
 }
 
-// Symbolic ops are issue 26: refused by name at generation.
-TEST(Cuda, SymbolicOpsAreRefused) {
+// Symbolic ops (seed 002): the numeric op's row workspace, stored by the positions of S's entries,
+// is a buffer of the call over S's stored entries, indexed by the position located (no per-lane
+// buffer over the column extent), reset per row and written by the group's lane 0; the pattern
+// kernels count a row's products into its hash set's slots, then insert and emit sorted.
+TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
   for (const char* op : {"spgemm", "coarsen"}) {
-    try {
-      cuda(op);
-      ADD_FAILURE() << op << " compiled for cuda";
-    } catch (const SpecError& e) {
-      EXPECT_NE(std::string(e.what()).find("not lowered for the cuda target yet (issue 26"), std::string::npos) << e.what();
-    }
+    std::vector<GeneratedFile> files = emit_op_cuda(compile_family(load_spec(kOps + "/" + op + ".spec"), Target::Cuda));
+    ASSERT_EQ(files.size(), 2u);
+    const std::string& cu = files[1].text;
+    const std::string name(op);
+    EXPECT_NE(cu.find("acc_t* Cacc = reinterpret_cast<acc_t*>(ws_ + at_);"), std::string::npos) << op;
+    EXPECT_NE(cu.find("at_ += (static_cast<int64_t>(sizeof(acc_t)) * prm.S_nnz + 255) / 256 * 256;"), std::string::npos) << op;
+    EXPECT_NE(cu.find("if (lane_ == 0) Cacc[p_S] += "), std::string::npos) << op;
+    EXPECT_NE(cu.find("for (int64_t x_ = static_cast<int64_t>(S_rb); x_ < static_cast<int64_t>(S_re); ++x_) Cacc[x_] = acc_t(0);"),
+              std::string::npos) << op;
+    EXPECT_EQ(cu.find("Cacc[j]"), std::string::npos) << op;
+    EXPECT_EQ(cu.find("Cacc[d]"), std::string::npos) << op;
+    EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + "_symbolic_slots_k("), std::string::npos) << op;
+    EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + "_symbolic_rows_k("), std::string::npos) << op;
+    EXPECT_NE(cu.find("cu::RowSet<index_t> ws_("), std::string::npos) << op;
+    EXPECT_NE(cu.find("ws_.insert("), std::string::npos) << op;
+    EXPECT_NE(cu.find("else ws_.emit_sorted(col_ + out_rowptr_["), std::string::npos) << op;
+    EXPECT_NE(files[0].text.find("void " + name + "_symbolic_cuda_rows("), std::string::npos) << op;
   }
 }
 
-// Every other spec of ops/, forward and derived, prints: a kernel and a launch per variant of
+// Every spec of ops/, forward and derived, prints: a kernel and a launch per variant of
 // each lowering, a request and a launch entry per op. The cpu target has no schedule variants.
 TEST(Cuda, EveryOpPrints) {
   int ops = 0;
   for (auto& entry : std::filesystem::directory_iterator(kOps)) {
     if (entry.path().extension() != ".spec") continue;
     OpSpec spec = load_spec(entry.path().string());
-    if (!spec.symbolic.empty()) continue;
     Family f = compile_family(spec, Target::Cuda);
     std::vector<GeneratedFile> files = emit_op_cuda(f);
     ASSERT_EQ(files.size(), 2u);

@@ -455,3 +455,38 @@ TEST(CudaAdapters, ChecksUnderCaptureAssertOnTheDevice) {
   expect_error([&] { gnnfuse::spmm(rowptr, col, g.weight, x.detach(), colptr, row, swapped); },
                {"must be the CSC view of the CSR matrix", captured});
 }
+
+// SpGEMM through the CUDA adapters (the pattern kernels' hash sets per row, in chunks of rows; the
+// numeric kernel over the pattern's positions) against the CPU kernels at PrivateUse3: the same
+// pattern, and values summed in the same order (equal up to the CPU kernels' FMA contraction);
+// a forced small pattern budget (many chunks) gives the same result.
+TEST(CudaAdapters, SpgemmPatternAndValuesMatchTheCpuKernels) {
+  const auto symbolic = c10::Dispatcher::singleton().findSchemaOrThrow("gnnfuse::spgemm_symbolic", "").typed<std::tuple<at::Tensor, at::Tensor>(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
+  const auto numeric = c10::Dispatcher::singleton().findSchemaOrThrow("gnnfuse::spgemm", "").typed<at::Tensor(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, int64_t)>();
+  const c10::DispatchKeySet cpu_key(c10::DispatchKey::PrivateUse3);
+  for (auto itype : {at::kInt, at::kLong}) {
+    const Graph a = graph(itype);  // 7 x 6, empty rows
+    Graph b = graph(itype);        // read as 6 x 6: its first 6 rows (12 entries)
+    b.rowptr = b.rowptr.slice(0, 0, 7);
+    // (copies: the pattern cache, which both kernels share, must not answer the second call)
+    const auto [cpu_rp, cpu_col] = symbolic.redispatch(cpu_key, a.rowptr.clone(), a.col.clone(), b.rowptr, b.col, 6);
+    const int64_t before = launches("spgemm_symbolic pattern ");
+    const auto [rp, col] = gnnfuse::spgemm_symbolic(a.rowptr, a.col, b.rowptr, b.col, 6);
+    EXPECT_EQ(launches("spgemm_symbolic pattern "), before + 1);
+    EXPECT_TRUE(at::equal(rp, cpu_rp) && at::equal(col, cpu_col));
+    const at::Tensor cpu_vals = numeric.redispatch(cpu_key, a.rowptr, a.col, a.weight, b.rowptr, b.col, b.weight, cpu_rp, cpu_col, 6);
+    const at::Tensor vals = gnnfuse::spgemm(a.rowptr, a.col, a.weight, b.rowptr, b.col, b.weight, rp, col, 6);
+    EXPECT_TRUE(at::allclose(vals, cpu_vals, 1e-14, 1e-14));
+    // against the dense product, on the pattern
+    const at::Tensor want = at::mm(dense(a, a.weight), dense(b, b.weight));
+    const at::Tensor rows = at::repeat_interleave(rp.to(at::kLong).diff());
+    EXPECT_TRUE(at::allclose(vals, want.index({rows, col.to(at::kLong)}), 1e-12, 1e-12));
+    // many chunks of rows (a pattern budget of 2 slots), copies of the operands (no cache hit)
+    ScopedEnv budget("GNNFUSE_CUDA_PATTERN_BUDGET", "2");
+    const auto [rp2, col2] = gnnfuse::spgemm_symbolic(a.rowptr.clone(), a.col.clone(), b.rowptr, b.col, 6);
+    EXPECT_TRUE(at::equal(rp2, cpu_rp) && at::equal(col2, cpu_col));
+  }
+}

@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import gnnfuse
 
@@ -128,6 +129,14 @@ TENSOR_CORE_SUBSET = [
     "test_low_precision.py::test_low_precision_within_a_multiple_of_torch_error",
     "test_low_precision.py::test_layers_in_low_precision_against_pyg",
 ]
+# SpGEMM and coarsening (seed 002): the pattern kernels (hash sets per row, chunks of rows), the
+# numeric ops (their row workspace by the pattern's positions) and their derived adjoints, through
+# the whole test file (scipy references, masked products, gradients, opcheck, TorchScript,
+# compile, the pattern cache, pooling); and with the pattern's workspace forced into chunks of a
+# few rows.
+SPGEMM_SUBSET = ["test_spgemm.py"]
+SPGEMM_CHUNKED = ["test_spgemm.py::test_spgemm_matches_scipy", "test_spgemm.py::test_coarsen_matches_scipy",
+                  "test_spgemm.py::test_spgemm_masked"]
 # The op, layer and autograd test files, whole (GNNFUSE_CUDA_EMU_FULL=1).
 FULL_FILES = ["test_ops.py", "test_reductions.py", "test_attention.py", "test_gcn.py", "test_nn.py", "test_autograd.py",
               "test_low_precision.py", "test_layer_inputs.py", "test_reliability.py"]
@@ -167,6 +176,8 @@ RUNS = [
     ("cusparse-deterministic", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, True,
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
     ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET, "spmm_sum or sddmm_dot or GCNConv"),
+    ("spgemm-coarsen", {}, True, SPGEMM_SUBSET, ""),
+    ("spgemm-coarsen-chunks-random", {"GNNFUSE_CUDA_PATTERN_BUDGET": "16", "GNNFUSE_SIMT_ORDER": "random:13"}, False, SPGEMM_CHUNKED, ""),
 ]
 if FULL:
     RUNS.append(("full-decision", {}, False, FULL_FILES, ""))
@@ -175,7 +186,7 @@ if FULL:
 def _env(extra):
     env = dict(os.environ)
     for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER", "GNNFUSE_SIMT_THREADS",
-              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_TENSOR_CORES", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE"):
+              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_TENSOR_CORES", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE", "GNNFUSE_CUDA_PATTERN_BUDGET"):
         env.pop(k, None)
     env.update(extra)
     env["GNNFUSE_LIBRARY"] = EMU
@@ -349,3 +360,64 @@ def test_checks_under_capture_give_the_eager_verdicts():
         eager, captured = pair.split()
         assert eager == captured, f"{name}: eager {eager}, under capture {captured}"
     assert verdicts["int32 edge_index out of range"] == "reject reject" and verdicts["unbound negative column"] == "accept accept"
+
+
+_SPGEMM_PROBE = r"""
+import os, sys, torch, gnnfuse
+sys.path.insert(0, os.path.join(os.getcwd(), "..", "..", "scripts"))
+from cuda_ops_smoke import random_csr as csr  # power-law rows, empty rows, duplicate entries
+ops = torch.ops.gnnfuse
+out = {}
+for itype in (torch.int32, torch.int64):
+    ar, ac = csr(70, 60, 500, 1, itype)
+    br, bc = csr(60, 80, 400, 2, itype)
+    cr, cc = ops.spgemm_symbolic(ar, ac, br, bc, 80)
+    out[f"pattern {itype}"] = (cr, cc)
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        g = torch.Generator().manual_seed(3)
+        av = torch.rand(ac.numel(), generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+        bv = torch.rand(bc.numel(), generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+        cv = ops.spgemm(ar, ac, av, br, bc, bv, cr, cc, 80)
+        w = torch.rand(cv.numel(), generator=g, dtype=torch.float64).to(dtype)
+        ga, gb = torch.autograd.grad((cv * w).sum(), (av, bv))
+        out[f"spgemm {itype} {dtype}"] = (cv.detach(), ga, gb)
+    # coarsening: 70 nodes into 9 clusters
+    cluster = torch.randint(0, 9, (70,), generator=torch.Generator().manual_seed(4))
+    row = torch.repeat_interleave(torch.arange(70), ar.long().diff())
+    ei = torch.stack([row, ac.long() % 70]).to(itype)
+    wt = torch.rand(ei.shape[1], dtype=torch.float64, generator=torch.Generator().manual_seed(5)).requires_grad_()
+    graph, cw = gnnfuse.coarsen(ei, cluster, 9, wt)
+    (gw,) = torch.autograd.grad((cw * torch.arange(cw.numel(), dtype=torch.float64)).sum(), (wt,))
+    out[f"coarsen {itype}"] = (graph.rowptr, graph.col, cw.detach(), gw)
+torch.save(out, sys.argv[1])
+print(torch.ops.gnnfuse._cuda_launch_counts() if hasattr(torch.ops.gnnfuse, "_cuda_launch_counts") else "")
+"""
+
+
+def test_spgemm_and_coarsen_run_their_cuda_kernels_and_match_the_cpu(tmp_path):
+    """The same products and coarsenings (int32/int64; float64, float32, bfloat16; power-law rows,
+    empty rows, duplicate entries) through the CPU library and through the CUDA kernels in the
+    emulator: every pattern identical; the values and gradients summed in the same order per entry
+    (the row's products in A's then B's order), equal within a few rounding steps (the CPU kernels
+    may contract into FMAs); and the launch counts show the CUDA pattern and numeric kernels ran."""
+    cpu_path, emu_path = tmp_path / "cpu.pt", tmp_path / "emu.pt"
+    cpu_env = _env({})
+    cpu_env["GNNFUSE_LIBRARY"] = gnnfuse.library_path()
+    proc = subprocess.run([sys.executable, "-c", _SPGEMM_PROBE, str(cpu_path)], cwd=_HERE, env=cpu_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-c", _SPGEMM_PROBE, str(emu_path)], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = {" ".join(l.split()[:-1]) for l in proc.stdout.splitlines() if l.strip()}
+    for key in ("spgemm_symbolic pattern 1 0", "coarsen_symbolic pattern 1 0", "spgemm lanes 1 0", "coarsen lanes 1 0"):
+        assert key in counts, proc.stdout
+    assert any(k.startswith("spgemm_grad_avals ") for k in counts) and any(k.startswith("coarsen_grad_edge_weight ") for k in counts), proc.stdout
+    cpu, emu = torch.load(cpu_path), torch.load(emu_path)
+    assert cpu.keys() == emu.keys()
+    for key in cpu:
+        for a, b in zip(cpu[key], emu[key]):
+            assert a.dtype == b.dtype and a.shape == b.shape, key
+            if not a.is_floating_point():
+                assert torch.equal(a, b), key
+            else:
+                eps = torch.finfo(a.dtype).eps
+                torch.testing.assert_close(b, a, rtol=8 * eps, atol=8 * eps, msg=key)

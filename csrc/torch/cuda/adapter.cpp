@@ -377,6 +377,53 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
   run_config(op, like, cfg, run);
 }
 
+std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* index_arg, const at::Tensor& index, int64_t rows,
+                                                   int64_t operand_entries, const PatternPasses& passes) {
+  rc::Env on_stream;
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  on_stream.stream = c10::cuda::getCurrentCUDAStream(index.device().index()).stream();
+#endif
+  const at::TensorOptions longs = index.options().dtype(at::kLong);
+  at::Tensor slots = at::zeros({rows + 1}, longs);
+  passes.slots(slots.mutable_data_ptr<int64_t>(), on_stream);
+  const at::Tensor offsets = slots.cumsum(0);
+  const int64_t total = offsets[rows].item<int64_t>();
+  int64_t budget = std::max<int64_t>({int64_t(1) << 22, 2 * operand_entries});
+  if (const char* e = env("GNNFUSE_CUDA_PATTERN_BUDGET")) budget = std::max<int64_t>(1, std::atoll(e));  // tests: force chunks
+  std::vector<int64_t> cuts{0};
+  int64_t table = total;
+  if (total <= budget) {
+    cuts.push_back(rows);
+  } else {  // chunks of rows whose tables fit the budget (a longer row alone)
+    const at::Tensor host = offsets.cpu();
+    const int64_t* o = host.const_data_ptr<int64_t>();
+    table = 0;
+    for (int64_t r = 0; r < rows;) {
+      int64_t r1 = static_cast<int64_t>(std::upper_bound(o + r + 1, o + rows + 1, o[r] + budget) - o) - 1;
+      if (r1 <= r) r1 = r + 1;
+      table = std::max(table, o[r1] - o[r]);
+      cuts.push_back(r1);
+      r = r1;
+    }
+  }
+  at::Tensor sets = at::empty({std::max<int64_t>(table, 1)}, index.options());
+  at::Tensor sizes = at::zeros({rows + 1}, longs);
+  for (size_t c = 1; c < cuts.size(); ++c)
+    passes.rows(cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), sets.mutable_data_ptr(), sizes.mutable_data_ptr<int64_t>(), nullptr, on_stream);
+  at::Tensor rowptr = sizes.cumsum(0);
+  const int64_t nnz = rowptr[rows].item<int64_t>();
+  checks::fits_index(op, index_arg, index.scalar_type(), nnz);
+  at::Tensor col = at::empty({nnz}, index.options());
+  for (size_t c = 1; c < cuts.size(); ++c)
+    passes.rows(cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), sets.mutable_data_ptr(), rowptr.mutable_data_ptr<int64_t>(), col.mutable_data_ptr(),
+                on_stream);
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+#endif
+  count_launch(std::string(op) + " pattern " + std::to_string(cuts.size() - 1) + " 0");
+  return {rowptr, col};
+}
+
 std::map<std::string, int64_t> launch_counts() {
   std::lock_guard<std::mutex> lock(counts_mutex);
   return counts;
