@@ -277,7 +277,9 @@ def main():
     # The Tensor-Core SpMM forced (gnnfuse.backends.set_cuda_tensor_cores("on")): the SpMM forms in
     # float16 and bfloat16, forward and backward, against the CPU kernels (on a GPU: the real mma's
     # fragment layouts and rounding against the PTX ISA the emulator follows); float32 as tf32.
-    if (opts.device != "cpu" or "cuda_emu" in gnnfuse.library_path()) and hasattr(torch.ops.gnnfuse, "_cuda_set_tensor_cores"):
+    # (only where spmm is among the ops checked: --ops without it asks for none of this)
+    if (opts.device != "cpu" or "cuda_emu" in gnnfuse.library_path()) and hasattr(torch.ops.gnnfuse, "_cuda_set_tensor_cores") \
+            and any(s["op"] == "spmm" for s in specs):
         with gnnfuse.backends.cuda_tensor_cores("on"):
             for s in specs:
                 if s["op"] not in ("spmm", "scaled_spmm"):

@@ -261,8 +261,9 @@ void KernelEmitter::row_bounds(const IStmt& r) {
 // only where both store an entry).
 void KernelEmitter::locate(const IStmt& l) {
   const std::string& L = l.level;
-  if (l.by_map) {
-    line("const int64_t " + pos(L) + " = static_cast<int64_t>(loc_" + L + "[" + l.var + "]);");
+  if (l.by_map) {  // the map where the worker keeps one (map_L), else a search
+    line("const int64_t " + pos(L) + " = map_" + L + " ? static_cast<int64_t>(loc_" + L + "[" + l.var + "]) : runtime::find_sorted(" + L +
+         (l.csc ? "_row" : "_col") + ", static_cast<int64_t>(" + L + "_rb), static_cast<int64_t>(" + L + "_re), " + l.var + ");");
   } else {
     line("const int64_t " + pos(L) + " = runtime::find_sorted(" + L + (l.csc ? "_row" : "_col") + ", static_cast<int64_t>(" + L +
          "_rb), static_cast<int64_t>(" + L + "_re), " + l.var + ");");
@@ -275,8 +276,10 @@ void KernelEmitter::locate(const IStmt& l) {
 // The row map of L: loc_L[column] = CSR position in the current row (fill), -1 (clear).
 void KernelEmitter::fill_map(const IStmt& m, bool fill) {
   const std::string& L = m.level;
+  open("if (map_" + L + ") {");
   open("for (index_t q_ = " + L + "_rb; q_ < " + L + "_re; ++q_) {");
   line("loc_" + L + "[" + L + (m.csc ? "_row" : "_col") + "[q_]] = " + (fill ? "q_" : "index_t(-1)") + ";");
+  close();
   close();
 }
 
@@ -285,8 +288,11 @@ void KernelEmitter::per_worker(const IStmt& top) {
   for (auto& w : top.per_worker) {
     const std::string& name = w->tensor;
     if (w->kind == Kind::MapWorkspace) {
-      // Positions in the index dtype (they fit: the operand's own row pointers hold them).
-      line("std::vector<index_t> locv_" + w->level + "(static_cast<size_t>(n_" + p_.inner_var(w->level) + "), index_t(-1));");
+      // Positions in the index dtype (they fit: the operand's own row pointers hold them); over
+      // columns up to runtime::kRowMapColumns, past which the locates search the row.
+      const std::string n = "n_" + p_.inner_var(w->level);
+      line("const bool map_" + w->level + " = " + n + " <= runtime::kRowMapColumns;");
+      line("std::vector<index_t> locv_" + w->level + "(static_cast<size_t>(map_" + w->level + " ? " + n + " : 0), index_t(-1));");
       line("index_t* __restrict__ loc_" + w->level + " = locv_" + w->level + ".data();");
     } else if (!w->compressed_by.empty()) {
       line("std::vector<acc_t> ws_" + name + ";");

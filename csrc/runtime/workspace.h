@@ -22,6 +22,11 @@
 
 namespace gnnfuse::runtime {
 
+// The widest column extent a kernel keeps a dense row map over (loc_<L>: column -> position in
+// the current row, one per worker, 8 MiB at int64): past it a kernel locates coordinates by binary
+// search in the sorted row (a map over 2^31 columns per worker was 16 GiB for a tiny product).
+constexpr int64_t kRowMapColumns = int64_t(1) << 20;
+
 // Position of `key` among idx[begin, end) (sorted, distinct), or -1.
 template <typename index_t>
 inline int64_t find_sorted(const index_t* idx, int64_t begin, int64_t end, int64_t key) {

@@ -760,3 +760,41 @@ def test_heavy_edge_matching_deploy():
     assert torch.equal(compiled(rowptr, col, order), want * 2)
     with pytest.raises(RuntimeError, match=r"gnnfuse::heavy_edge_matching: argument 'edge_weight'"):
         torch.ops.gnnfuse.heavy_edge_matching(rowptr, col, torch.ones(3), order)
+
+
+def test_spgemm_over_a_huge_column_extent_stays_small():
+    """The numeric pass kept a dense row map over the output's columns per worker: a tiny product
+    with n_cols = 2^31 - 1 allocated 16 GiB (int64) per worker and was killed (found by the
+    adversarial review). Past runtime::kRowMapColumns columns it locates by binary search: run in
+    a subprocess under a 6 GiB address-space limit, every index dtype, values against scipy; and a
+    product just past the map's extent (search) against scipy too."""
+    import os
+    import subprocess
+    import sys
+
+    probe = r"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+import numpy as np, scipy.sparse as sp, torch, gnnfuse
+sys.path.insert(0, sys.argv[1])
+from test_spgemm import random_matrix
+for n_cols in (2**31 - 1, 2**20 + 7):
+    for itype in (torch.int32, torch.int64):
+        a = random_matrix(20, 15, 60, 1)
+        br, bc, bv, B = random_matrix(15, 12, 50, 2)
+        bc = bc * (n_cols // 12)  # spread over the extent, still sorted within rows
+        ar, ac, av = (torch.tensor(x) for x in a[:3])
+        cr, cc = torch.ops.gnnfuse.spgemm_symbolic(ar.to(itype), ac.to(itype), torch.tensor(br).to(itype), torch.tensor(bc).to(itype), n_cols)
+        cv = torch.ops.gnnfuse.spgemm(ar.to(itype), ac.to(itype), av, torch.tensor(br).to(itype), torch.tensor(bc).to(itype), torch.tensor(bv),
+                                      cr, cc, n_cols)
+        # (scipy's product keeps a dense row over the columns too: the reference is the product
+        # over the 12 columns, whose columns then spread as B's did)
+        ref = (a[3] @ B).tocsr()
+        ref.sum_duplicates(); ref.sort_indices()
+        assert np.array_equal(cc.long().numpy(), ref.indices.astype(np.int64) * (n_cols // 12))
+        assert np.allclose(cv.numpy(), ref.data, rtol=1e-12, atol=0)
+print("ok")
+"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", probe, here], cwd=here, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
