@@ -36,12 +36,9 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     open("for (int64_t " + i + " = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; " + i + " < n_" + i + "; " + i +
          " += static_cast<int64_t>(gridDim.x) * blockDim.x) {");
     mode_ = Mode::Slots;
-    for (auto& s : top.body) {
-      if (s->kind == imp::Stmt::Kind::BeginOutputRow) {
-        stmt(*s);
-        break;
-      }
+    for (auto& s : top.body) {  // up to the row's product count
       stmt(*s);
+      if (s->kind == imp::Stmt::Kind::BeginOutputRow) break;
     }
     close();
     close();
