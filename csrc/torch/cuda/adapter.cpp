@@ -216,6 +216,16 @@ namespace {
 
 using Run = std::function<void(const rc::LaunchConfig&, const rc::Env&)>;
 
+// The current stream on `like`'s device, as Env::stream holds it (emulated: none).
+void* current_stream(const at::Tensor& like) {
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  return c10::cuda::getCurrentCUDAStream(like.device().index()).stream();
+#else
+  (void)like;
+  return nullptr;
+#endif
+}
+
 // One launch of a decided config: the workspace as one byte tensor from the caching allocator,
 // aligned inside it, the dense-product hook, the current stream.
 void run_config(const char* op, const at::Tensor& like, const rc::LaunchConfig& cfg, const Run& run) {
@@ -226,9 +236,7 @@ void run_config(const char* op, const at::Tensor& like, const rc::LaunchConfig& 
   env.workspace = reinterpret_cast<void*>((base + rc::kWorkspaceAlign - 1) / rc::kWorkspaceAlign * rc::kWorkspaceAlign);
   env.matmul = matmul_hook;
   env.matmul_ctx = &mm;
-#if !defined(GNNFUSE_CUDA_EMULATED)
-  env.stream = c10::cuda::getCurrentCUDAStream(like.device().index()).stream();
-#endif
+  env.stream = current_stream(like);
   run(cfg, env);
 #if !defined(GNNFUSE_CUDA_EMULATED)
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -380,9 +388,7 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
 std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* index_arg, const at::Tensor& index, int64_t rows,
                                                    int64_t operand_entries, const PatternPasses& passes) {
   rc::Env on_stream;
-#if !defined(GNNFUSE_CUDA_EMULATED)
-  on_stream.stream = c10::cuda::getCurrentCUDAStream(index.device().index()).stream();
-#endif
+  on_stream.stream = current_stream(index);
   const at::TensorOptions longs = index.options().dtype(at::kLong);
   at::Tensor slots = at::zeros({rows + 1}, longs);
   passes.slots(slots.mutable_data_ptr<int64_t>(), on_stream);
