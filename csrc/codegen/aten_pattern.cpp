@@ -322,9 +322,13 @@ void emit_symbolic_cuda_adapters(const Compiled& c, std::ostream& r) {
   emit_assemble_check(c, r);
   r << "std::tuple<at::Tensor, at::Tensor, at::Tensor> " << sc.name << "_cuda_kernel(" << signature(sc, true) << ") {\n";
   r << "  " << sc.name << "_check(" << arg_names(sc) << ");\n";
-  r << "  auto [rowptr_, col_] = " << op << "_cuda_kernel(" << pattern_args(c) << ");\n";
-  r << "  at::Tensor values_ = " << s.name << "_cuda_kernel(" << args_with_pattern(s, "rowptr_", "col_") << ");\n";
-  r << "  return {rowptr_, col_, values_};\n}\n\n";
+  // A failed allocation in the ops it runs names this op (as the CPU adapter's).
+  std::ostringstream assemble_call;
+  assemble_call << "auto [rowptr_, col_] = " << op << "_cuda_kernel(" << pattern_args(c) << ");\n";
+  assemble_call << "at::Tensor values_ = " << s.name << "_cuda_kernel(" << args_with_pattern(s, "rowptr_", "col_") << ");\n";
+  assemble_call << "return {rowptr_, col_, values_};\n";
+  emit_allocation_guard(r, "\"" + sc.name + "\"", assemble_call.str(), "std::string()");
+  r << "}\n\n";
 }
 
 // The batching rule of `<op>_symbolic`: a batch of patterns, element by element, stacked (the
