@@ -82,7 +82,7 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
     // library, whose CPU key is the CUDA adapters'), so both libraries link this one object.
     const bool loaded_key = dk.kind == DispatchKey::Kind::Backend && f.target == Target::Cpu;
     if (loaded_key)
-      r << "\nnamespace {\nvoid gnnfuse_register_cpu_kernels(torch::Library& m) {\n";
+      r << "\nnamespace {\nvoid register_" << fam_op << "_cpu_kernels(torch::Library& m) {\n";
     else
       r << "\nTORCH_LIBRARY_IMPL(gnnfuse, " << key << ", m) {\n";
     for (auto& c : f.ops) r << "  m.impl(\"" << c->spec.name << "\", &gnnfuse::generated::" << c->spec.name << suffix << ");\n";
@@ -96,8 +96,8 @@ std::vector<GeneratedFile> emit_op_registration(const Family& f) {
       r << "  m.impl(\"" << fam_op << "_assemble\", &gnnfuse::generated::" << fam_op << "_assemble" << suffix << ");\n";
     r << "}\n";
     if (loaded_key)
-      r << "const gnnfuse::detail::CpuKernelRegistration gnnfuse_cpu_kernels(&gnnfuse_register_cpu_kernels, __FILE__, __LINE__);\n"
-           "}  // namespace\n";
+      r << "const gnnfuse::detail::CpuKernelRegistration " << fam_op << "_cpu_kernels(&register_" << fam_op << "_cpu_kernels, __FILE__, __LINE__);\n"
+        << "}  // namespace\n";
   }
   r << emit_fake_info(f);  // the fake kernels of <op>_symbolic and <op>_assemble (emit_fake_info.cpp)
   return {{fam + "_register.cpp", r.str()}};
