@@ -20,7 +20,7 @@
 # and fails on a compile error, a spill, a SASS violation or a failed emulated test.
 #
 #   bash scripts/check_cuda.sh [--build DIR] [--jobs N] [--only fam1,fam2,...] [--archs a,b]
-#                              [--types d:i,...] [--ci] [--emulated]
+#                              [--types d:i,...] [--host all|fam1,...] [--ci] [--emulated]
 #     --build  the CMake build folder (default build; gnnfuse-gen is built there if missing)
 #     --jobs   parallel nvcc (and cuobjdump) processes (default: the number of cores)
 #     --only   a subset of the families (the ctest gate compiles a representative subset)
@@ -29,9 +29,15 @@
 #     --types  the (dtype:index dtype) pairs the generated families instantiate (default all
 #              eight: Float32 Float64 BFloat16 Float16 x Int32 Int64), through
 #              GNNFUSE_CUDA_INSTANTIATES (cuda/type_subset.h)
+#     --host   the families compiled whole (nvcc -c: the host pass too, the launchers and the
+#              launch decision); the others device code only (nvcc --fatbin: the same cicc and
+#              ptxas, the same SASS, a quarter less time). Default all
 #     --ci     what scripts/run_tests.sh (CI, 2 cores) runs: --archs sm_90a (the H100/H200 the
 #              project targets) --types Float64:Int64,Float32:Int32,BFloat16:Int32, every
-#              family and kernel, about a sixth of the instances: double with 64-bit indices
+#              family and kernel, about a sixth of the instances, and --host $CI_HOST (below:
+#              small families whose host code has between them every form the printer gives it:
+#              the library kernel's launcher, the pattern kernels', every lowering's launch,
+#              heads, an edge operand): double with 64-bit indices
 #              bounds the register pressure, float and bfloat16 take the 4- and 8-wide vector
 #              loads. The whole gate (no flags, about 75 CPU-minutes) runs before a GPU session
 #              and after a change that could move register pressure between types (bench/gpu/NOTES.md)
@@ -48,6 +54,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
 jobs="$(nproc 2>/dev/null || echo 2)"
 only=""
+host="all"
+# --ci's --host: small families between them printing every form of host code (above; sddmm_add
+# has all seven lowerings).
+CI_HOST="tc_spmm,coarsen,spgemm,edge_softmax_heads,spmm_heads,sddmm_add,gat_edge"
 emulated=0
 archs=(sm_80 sm_90a)
 types=()
@@ -59,7 +69,8 @@ while [[ $# -gt 0 ]]; do
     --only) only="$2"; shift 2 ;;
     --archs) IFS=, read -r -a archs <<<"$2"; shift 2 ;;
     --types) IFS=, read -r -a types <<<"$2"; shift 2 ;;
-    --ci) archs=(sm_90a); types=(Float64:Int64 Float32:Int32 BFloat16:Int32); shift ;;
+    --host) host="$2"; shift 2 ;;
+    --ci) archs=(sm_90a); types=(Float64:Int64 Float32:Int32 BFloat16:Int32); host="$CI_HOST"; shift ;;
     -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) echo "check_cuda.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -123,8 +134,10 @@ compile() {
   local fam="$1"
   local start end flags
   if [[ " $LIBRARY_KERNELS " == *" $fam "* ]]; then flags=($LIBRARY_GENCODE); else flags=($GENCODE $TYPE_FLAGS); fi
+  local mode=(--fatbin -o "$logs/$fam.fatbin")
+  if [[ "$HOST" == all || ",$HOST," == *",$fam,"* ]]; then mode=(-c -o "$logs/$fam.o"); fi
   start=$(date +%s)
-  if "$nvcc" -std=c++17 -c -o "$logs/$fam.o" "$out/${fam}_cuda.cu" -I"$root/csrc" -I"$out" "${flags[@]}" \
+  if "$nvcc" -std=c++17 "${mode[@]}" "$out/${fam}_cuda.cu" -I"$root/csrc" -I"$out" "${flags[@]}" \
       -Xptxas -v,-warn-spills,-warn-lmem-usage,-Werror >"$logs/$fam.log" 2>&1; then
     end=$(date +%s)
     echo "$fam ok $((end - start))s" >"$logs/$fam.status"
@@ -135,6 +148,7 @@ compile() {
 }
 export -f compile
 export nvcc root out logs
+export HOST="$host"
 export GENCODE="$(gencode_of "${archs[@]}")" LIBRARY_GENCODE="$(gencode_of "${library_archs[@]}")" TYPE_FLAGS="${type_flags[*]}" LIBRARY_KERNELS="${library_kernels[*]}"
 
 t0=$(date +%s)
@@ -212,7 +226,9 @@ EOF
 read -r kernels spills maxregs <"$logs/summary.txt"
 ops=0
 for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu" || true))); done
-echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs; table: $table (at most $maxregs registers)"
+host_note="host code of all"
+if [[ "$host" != all ]]; then host_note="host code of $host only"; fi
+echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs ($host_note); table: $table (at most $maxregs registers)"
 
 # ---- the SASS checks, on the objects that compiled
 cuobjdump_tool() {  # prints a cuobjdump that has its nvdisasm, fetching them if need be

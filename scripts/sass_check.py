@@ -4,7 +4,7 @@
     python3 scripts/sass_check.py --cuobjdump BIN --generated DIR --objects DIR [--jobs N]
                                   [--report FILE] FAMILY...
 
-For each family, ``cuobjdump -sass OBJECTS/<family>.o`` (nvdisasm beside cuobjdump or on PATH) is
+For each family, ``cuobjdump -sass OBJECTS/<family>.o`` (or ``<family>.fatbin``) (nvdisasm beside cuobjdump or on PATH) is
 split into its kernels per architecture, their names demangled (c++filt), and each kernel instance
 is checked against what the generated source ``GENERATED/<family>_cuda.cu`` states for it:
 
@@ -326,14 +326,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cuobjdump", required=True)
     ap.add_argument("--generated", required=True, help="the folder of <family>_cuda.cu")
-    ap.add_argument("--objects", required=True, help="the folder of <family>.o")
+    ap.add_argument("--objects", required=True, help="the folder of <family>.o (or <family>.fatbin: device code only)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--report", help="write the checks of every kernel instance here")
     ap.add_argument("families", nargs="+")
     a = ap.parse_args(argv)
 
     def one(fam):
-        kernels = cuobjdump_sass(a.cuobjdump, os.path.join(a.objects, fam + ".o"))
+        obj = os.path.join(a.objects, fam + ".o")
+        if not os.path.exists(obj):
+            obj = os.path.join(a.objects, fam + ".fatbin")
+        kernels = cuobjdump_sass(a.cuobjdump, obj)
         with open(os.path.join(a.generated, fam + "_cuda.cu")) as f:
             source = parse_source(f.read())
         return fam, kernels, source
