@@ -31,16 +31,16 @@
 #              GNNFUSE_CUDA_INSTANTIATES (cuda/type_subset.h)
 #     --host   the families compiled whole (nvcc -c: the host pass too, the launchers and the
 #              launch decision); the others device code only (nvcc --fatbin: the same cicc and
-#              ptxas, the same SASS, a quarter less time). Default all
+#              ptxas, the same SASS, a quarter less time). Default all; given, it wins over --ci's
 #     --ci     what scripts/run_tests.sh (CI, 2 cores) runs: --archs sm_90a (the H100/H200 the
 #              project targets) --types Float64:Int64,Float32:Int32,BFloat16:Int32, every
-#              family and kernel, about a sixth of the instances, and --host $CI_HOST (below:
-#              small families whose host code has between them every form the printer gives it:
-#              the library kernel's launcher, the pattern kernels', every lowering's launch,
-#              heads, an edge operand): double with 64-bit indices
+#              family and kernel, about a sixth of the instances: double with 64-bit indices
 #              bounds the register pressure, float and bfloat16 take the 4- and 8-wide vector
-#              loads. The whole gate (no flags, about 75 CPU-minutes) runs before a GPU session
-#              and after a change that could move register pressure between types (bench/gpu/NOTES.md)
+#              loads. And --host CI_HOST (below): small families whose host code has between them
+#              every form the printer gives it (the library kernel's launcher, the pattern
+#              kernels', every lowering's launch, heads, an edge operand). The whole gate (no
+#              flags, about 75 CPU-minutes) runs before a GPU session and after a change that
+#              could move register pressure between types (bench/gpu/NOTES.md)
 #     --emulated  also run the emulated op battery (scripts/run_tests.sh does)
 # Environment: GNNFUSE_CUDA_EMU_LIBRARY (the emulated library the battery runs; default
 # BUILD/libgnnfuse_cuda_emu.so, built if missing); NVCC (default nvcc on PATH, else /usr/local/cuda/bin/nvcc); CUOBJDUMP (a
@@ -54,11 +54,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
 jobs="$(nproc 2>/dev/null || echo 2)"
 only=""
-host="all"
+host=""
 # --ci's --host: small families between them printing every form of host code (above; sddmm_add
 # has all seven lowerings).
 CI_HOST="tc_spmm,coarsen,spgemm,edge_softmax_heads,spmm_heads,sddmm_add,gat_edge"
 emulated=0
+ci=0
 archs=(sm_80 sm_90a)
 types=()
 while [[ $# -gt 0 ]]; do
@@ -70,11 +71,16 @@ while [[ $# -gt 0 ]]; do
     --archs) IFS=, read -r -a archs <<<"$2"; shift 2 ;;
     --types) IFS=, read -r -a types <<<"$2"; shift 2 ;;
     --host) host="$2"; shift 2 ;;
-    --ci) archs=(sm_90a); types=(Float64:Int64 Float32:Int32 BFloat16:Int32); host="$CI_HOST"; shift ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    --ci) archs=(sm_90a); types=(Float64:Int64 Float32:Int32 BFloat16:Int32); ci=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "check_cuda.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+if [[ -z "$host" ]]; then
+  host=all
+  if ((ci)); then host="$CI_HOST"; fi
+fi
 
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 if [[ ! -x "$nvcc" ]]; then
@@ -135,7 +141,7 @@ compile() {
   local start end flags
   if [[ " $LIBRARY_KERNELS " == *" $fam "* ]]; then flags=($LIBRARY_GENCODE); else flags=($GENCODE $TYPE_FLAGS); fi
   local mode=(--fatbin -o "$logs/$fam.fatbin")
-  if [[ "$HOST" == all || ",$HOST," == *",$fam,"* ]]; then mode=(-c -o "$logs/$fam.o"); fi
+  if [[ "$GNNFUSE_GATE_HOST" == all || ",$GNNFUSE_GATE_HOST," == *",$fam,"* ]]; then mode=(-c -o "$logs/$fam.o"); fi
   start=$(date +%s)
   if "$nvcc" -std=c++17 "${mode[@]}" "$out/${fam}_cuda.cu" -I"$root/csrc" -I"$out" "${flags[@]}" \
       -Xptxas -v,-warn-spills,-warn-lmem-usage,-Werror >"$logs/$fam.log" 2>&1; then
@@ -148,12 +154,19 @@ compile() {
 }
 export -f compile
 export nvcc root out logs
-export HOST="$host"
+export GNNFUSE_GATE_HOST="$host"
 export GENCODE="$(gencode_of "${archs[@]}")" LIBRARY_GENCODE="$(gencode_of "${library_archs[@]}")" TYPE_FLAGS="${type_flags[*]}" LIBRARY_KERNELS="${library_kernels[*]}"
 
 t0=$(date +%s)
 fams=("${library_kernels[@]}")
 for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
+if [[ "$host" != all ]]; then  # a misspelt family would quietly lose its host pass
+  known=" ${library_kernels[*]} $(for s in "$root"/ops/*.spec; do basename "$s" .spec; done | tr '\n' ' ')"
+  IFS=, read -r -a host_fams <<<"$host"
+  for fam in "${host_fams[@]}"; do
+    if [[ "$known" != *" $fam "* ]]; then echo "check_cuda.sh: --host: no family '$fam'" >&2; exit 2; fi
+  done
+fi
 # Largest first (by the size of the generated source): the last jobs are the short ones, so the
 # cores stay busy to the end.
 for fam in "${fams[@]}"; do echo "$(wc -c <"$out/${fam}_cuda.cu") $fam"; done | sort -rn | cut -d' ' -f2 |
@@ -227,7 +240,11 @@ read -r kernels spills maxregs <"$logs/summary.txt"
 ops=0
 for fam in "${fams[@]}"; do ops=$((ops + $(grep -c '^runtime::cuda::Request .*_cuda_request(' "$out/${fam}_cuda.cu" || true))); done
 host_note="host code of all"
-if [[ "$host" != all ]]; then host_note="host code of $host only"; fi
+if [[ "$host" != all ]]; then
+  whole=()
+  for fam in "${fams[@]}"; do [[ -f "$logs/$fam.o" ]] && whole+=("$fam"); done
+  host_note="host code of ${whole[*]:-no family}"
+fi
 echo "check_cuda.sh: ${#fams[@]} families compiled in $((t1 - t0))s with $jobs jobs ($host_note); table: $table (at most $maxregs registers)"
 
 # ---- the SASS checks, on the objects that compiled

@@ -130,7 +130,7 @@ def commands(build, include):
             continue
         # The CUDA adapters (CUDA mode, c10/cuda): the ctest cuda_adapters_compile compiles them
         # against the pinned torch; against torch 2.11 they are built on the GPU machine.
-        if src.endswith("_cuda_register.cpp"):
+        if src.endswith("_cuda_register.cpp") or "/Unity/unity_cuda_adapters_" in src:  # (their unity groups)
             continue
         torch_inc = [a for a in args if a.endswith("/torch/include")]
         if not torch_inc:

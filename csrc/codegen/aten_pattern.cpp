@@ -324,9 +324,9 @@ void emit_symbolic_cuda_adapters(const Compiled& c, std::ostream& r) {
   r << "  " << sc.name << "_check(" << arg_names(sc) << ");\n";
   // A failed allocation in the ops it runs names this op (as the CPU adapter's).
   std::ostringstream assemble_call;
-  assemble_call << "auto [rowptr_, col_] = " << op << "_cuda_kernel(" << pattern_args(c) << ");\n";
-  assemble_call << "at::Tensor values_ = " << s.name << "_cuda_kernel(" << args_with_pattern(s, "rowptr_", "col_") << ");\n";
-  assemble_call << "return {rowptr_, col_, values_};\n";
+  assemble_call << "  auto [rowptr_, col_] = " << op << "_cuda_kernel(" << pattern_args(c) << ");\n";
+  assemble_call << "  at::Tensor values_ = " << s.name << "_cuda_kernel(" << args_with_pattern(s, "rowptr_", "col_") << ");\n";
+  assemble_call << "  return {rowptr_, col_, values_};\n";
   emit_allocation_guard(r, "\"" + sc.name + "\"", assemble_call.str(), "std::string()");
   r << "}\n\n";
 }

@@ -232,8 +232,12 @@ def test_command_line(tmp_path, capsys):
     assert "sass: VIOLATION spmm spmm_lanes_k0<float, int> sm_80 local-memory: 1 LDL/STL instructions" in out
     assert out[-1] == "sass: 19 checks, 1 violations"
     assert len((tmp_path / "r.txt").read_text().splitlines()) == 8
+    # a family compiled device code only (check_cuda.sh --host) is read from <family>.fatbin
+    (tmp_path / "spmm.o").rename(tmp_path / "spmm.fatbin")
+    assert sc.main(args + ["spmm"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "sass: 19 checks, 1 violations"
     # a cuobjdump that fails is a tool failure (2), not a pass
-    (tmp_path / "spmm.o").unlink()
+    (tmp_path / "spmm.fatbin").unlink()
     assert sc.main(args + ["spmm"]) == 2
 
 

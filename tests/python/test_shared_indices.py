@@ -292,28 +292,29 @@ def test_huge_column_extent_is_a_bound_not_an_allocation():
         OPS.spgemm(s.ar, s.ac, s.av, s.br, s.bc, s.bv, s.cr, s.cc, 2**62)
 
 
-# coarsen_assemble on a complete graph of 2048 nodes, one cluster each (4M entries out); the
-# second call runs the numeric op on the cached pattern (with a gradient to record: after the
-# cached coarsen_symbolic) under an address-space limit of what is mapped + 8 MiB, below its
-# 32 MiB of values, so that its allocation fails where the test wants it.
+# coarsen_assemble on a complete graph of 2048 nodes, one cluster each (4M entries out, int32
+# indices: 16 MiB of columns, float64: 32 MiB of values); the second call runs the numeric op
+# on the cached pattern (with a gradient to record: after the cached coarsen_symbolic), both of
+# which first clone the cached pattern, under an address-space limit of what is mapped + 24 MiB:
+# the clone fits, the values do not, so the numeric op's allocation is the one that fails.
 _ASSEMBLE_OOM_PROBE = r"""
 import re, resource, sys, torch, gnnfuse
 OPS = torch.ops.gnnfuse
 k = 2048
-ar = torch.arange(0, k * k + 1, k)
-ac = torch.arange(k).repeat(k)
+ar = torch.arange(0, k * k + 1, k, dtype=torch.int32)
+ac = torch.arange(k, dtype=torch.int32).repeat(k)
 w = torch.rand(k * k, dtype=torch.float64)
-ident = torch.arange(k + 1), torch.arange(k)
+ident = torch.arange(k + 1, dtype=torch.int32), torch.arange(k, dtype=torch.int32)
 args = (*ident, ar, ac, w, *ident, k)
 first = OPS.coarsen_assemble(*args)
 if sys.argv[1] == "grad":
     args = (*ident, ar, ac, w.requires_grad_(), *ident, k)
 mapped = int(re.search(r"VmSize:\s+(\d+) kB", open("/proc/self/status").read()).group(1)) << 10
-resource.setrlimit(resource.RLIMIT_AS, (mapped + (8 << 20), resource.RLIM_INFINITY))
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (24 << 20), resource.RLIM_INFINITY))
 try:
     OPS.coarsen_assemble(*args)
 except RuntimeError as e:
-    print(str(e).splitlines()[0])
+    print(" ".join(str(e).split()))
 else:
     print("no error")
 """
@@ -329,9 +330,14 @@ def test_assembling_op_running_the_numeric_op_names_itself(mode):
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run([sys.executable, "-c", _ASSEMBLE_OOM_PROBE, mode], cwd=here, capture_output=True, text=True, timeout=300)
+    import gnnfuse
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(gnnfuse.__file__))))
+    proc = subprocess.run([sys.executable, "-c", _ASSEMBLE_OOM_PROBE, mode], cwd=here, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert re.match(r"^gnnfuse::coarsen_assemble: not enough memory ", proc.stdout.strip()), proc.stdout[-2000:]
+    # Its own name around the numeric op's message (the failed allocation is coarsen's).
+    assert re.match(r"^gnnfuse::coarsen_assemble: not enough memory .*\(got gnnfuse::coarsen: not enough memory ", proc.stdout.strip()), \
+        proc.stdout[-2000:]
 
 
 def test_csc_view_given_as_a_cache_is_checked_by_the_op_given_it():
