@@ -117,8 +117,10 @@ mkdir -p "$out" "$(dirname "$table")"
 
 # The families: every spec of ops/, or the --only subset.
 specs=()
+all_fams=" "  # every generated family (--host is checked against them)
 for spec in "$root"/ops/*.spec; do
   fam="$(basename "$spec" .spec)"
+  all_fams+="$fam "
   if [[ -n "$only" && ",$only," != *",$fam,"* ]]; then continue; fi
   specs+=("$spec")
 done
@@ -161,10 +163,9 @@ t0=$(date +%s)
 fams=("${library_kernels[@]}")
 for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
 if [[ "$host" != all ]]; then  # a misspelt family would quietly lose its host pass
-  known=" ${library_kernels[*]} $(for s in "$root"/ops/*.spec; do basename "$s" .spec; done | tr '\n' ' ')"
   IFS=, read -r -a host_fams <<<"$host"
   for fam in "${host_fams[@]}"; do
-    if [[ "$known" != *" $fam "* ]]; then echo "check_cuda.sh: --host: no family '$fam'" >&2; exit 2; fi
+    if [[ " ${library_kernels[*]}$all_fams" != *" $fam "* ]]; then echo "check_cuda.sh: --host: no family '$fam'" >&2; exit 2; fi
   done
 fi
 # Largest first (by the size of the generated source): the last jobs are the short ones, so the

@@ -11,12 +11,15 @@ TorchScript; the C++ API is covered by tests/cpp/test_shared_indices.cpp.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
 
-import gnnfuse  # noqa: F401  (loads the library)
+import gnnfuse  # (loads the library)
 
 OPS = torch.ops.gnnfuse
 INDEX_DTYPES = [torch.int32, torch.int64]
@@ -325,13 +328,7 @@ def test_assembling_op_running_the_numeric_op_names_itself(mode):
     """fuzz_ops: coarsen_assemble on a cached pattern runs the numeric coarsen, and with a
     gradient to record it runs coarsen_symbolic and coarsen: a failed allocation there was
     reported as coarsen's, an op the caller never called. It names coarsen_assemble."""
-    import os
-    import subprocess
-    import sys
-
     here = os.path.dirname(os.path.abspath(__file__))
-    import gnnfuse
-
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(gnnfuse.__file__))))
     proc = subprocess.run([sys.executable, "-c", _ASSEMBLE_OOM_PROBE, mode], cwd=here, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
