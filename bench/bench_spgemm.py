@@ -10,6 +10,8 @@ repeated runs after a warm-up, every result checked against scipy in float64 fir
     gnnfuse 2pass  the symbolic pass then the numeric pass (the first call when a gradient is
                    wanted; before the one-pass assembly, every first call)
     gnnfuse warm   the numeric pass on a cached pattern (every epoch after the first)
+    gnnfuse 2pass one bin  (CUDA) 2pass with every row's pattern set in the global table
+                   (GNNFUSE_CUDA_PATTERN_BINS=0,0: no register lists, no shared-memory sets)
     torch.sparse   Pᵀ @ A @ P with CSR tensors (two sparse@sparse products)
     scipy          (P.T @ A) @ P, csr_matrix (single thread, its SMMP)
     mkl            sparse_dot_mkl.dot_product_mkl twice, when importable
@@ -50,7 +52,7 @@ for _rt in sorted(Path(sys.prefix, "lib").glob("libmkl_rt.so*")):
     os.environ.setdefault("MKL_RT", str(_rt))
 
 DEFAULT_GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16", "rmat-20-16", "rmat-21-14"]
-METHODS = ["gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_warm", "torch_sparse", "scipy", "mkl"]
+METHODS = ["gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_2pass_one_bin", "gnnfuse_warm", "torch_sparse", "scipy", "mkl"]
 
 
 DEVICE = "cpu"
@@ -141,9 +143,18 @@ def runners(d):
     def scipy_():
         return (PT @ A) @ P
 
+    def two_pass_one_bin():  # CUDA: every row's set in the global table (the kernels before the bins)
+        os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = "0,0"
+        try:
+            return two_pass()
+        finally:
+            os.environ.pop("GNNFUSE_CUDA_PATTERN_BINS", None)
+
     out = {"gnnfuse_cold": cold, "gnnfuse_2pass": two_pass, "gnnfuse_warm": warm, "torch_sparse": torch_sparse}
     if dev.type == "cpu":
         out["scipy"] = scipy_
+    else:
+        out["gnnfuse_2pass_one_bin"] = two_pass_one_bin
     try:
         if dev.type != "cpu":
             raise ImportError("MKL runs on the CPU")

@@ -1,14 +1,19 @@
 // The CUDA pattern kernels of a `symbolic S` op (seed 002): the pattern IR (Compiled::pattern,
 // the statements BuildRows .. EndOutputRow that SymbolicEmitter prints for the CPU) printed as
-// two thread-per-row kernels over cuda/device_runtime.cuh, and their host launches:
+// kernels over cuda/device_runtime.cuh, and their host launches:
 //   <op>_symbolic_cuda_slots  per row, its product count (the BeginOutputRow's count walk) turned
 //                             into the slots of its column set (cu::row_set_slots), at [row + 1];
-//   <op>_symbolic_cuda_rows   rows [r0, r1), each inserting its columns into a hash set of its
-//                             slots in `table` (offsets: the slots' running sum), then writing
-//                             the set's size at out_rowptr[row + 1] (col null), or its columns
-//                             sorted at col + out_rowptr[row] (col given: the row pointers).
-// The adapter (aten_cuda.cpp, cuda_adapter::computed_pattern) sizes the chunks of rows so that
-// their tables fit a bounded workspace, scans, allocates exactly and runs the second call.
+//   <op>_symbolic_cuda_rows   the listed rows of one bin (runtime::cuda::PatternBin), each
+//                             inserting its columns into its workspace, then writing the set's
+//                             size at out_rowptr[row + 1] (col null), or its columns sorted at
+//                             col + out_rowptr[row] (col given: the row pointers). List: a thread
+//                             per row, a sorted list in registers (cu::RowList); Shared: a block
+//                             per row, the row's first loop split over its threads, a hash set in
+//                             shared memory sorted by the block (cu::SharedRowSet); Global: a
+//                             thread per row, a hash set of its slots in `table` (cu::RowSet).
+// The adapter (cuda_adapter::computed_pattern) bins the rows by their slots, sizes the chunks of
+// Global rows so that their tables fit a bounded workspace, scans, allocates exactly and runs the
+// second call.
 #include <functional>
 #include <sstream>
 
@@ -43,19 +48,34 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     close();
     close();
     line("");
-    // rows
-    line("template <typename index_t>");
-    open("GNNFUSE_GLOBAL void " + op + "_rows_k(const " + op +
-         "_params prm, int64_t r0_, int64_t r1_, const int64_t* __restrict__ off_, index_t* __restrict__ table_, "
-         "int64_t* __restrict__ out_rowptr_, index_t* __restrict__ col_) {");
-    locals();
-    open("for (int64_t " + i + " = r0_ + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; " + i + " < r1_; " + i +
-         " += static_cast<int64_t>(gridDim.x) * blockDim.x) {");
-    mode_ = Mode::Rows;
-    for (auto& s : top.body) stmt(*s);
-    close();
-    close();
-    line("");
+    // the rows of a bin, listed: rows_[t] for t in [t0_, t1_)
+    for (Mode m : {Mode::List, Mode::Shared, Mode::Global}) {
+      mode_ = m;
+      line("template <typename index_t>");
+      const std::string tail = "int64_t* __restrict__ out_rowptr_, index_t* __restrict__ col_) {";
+      if (m == Mode::List) {
+        open("GNNFUSE_GLOBAL void " + op + "_list_k(const " + op + "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, " + tail);
+      } else if (m == Mode::Shared) {
+        open("GNNFUSE_GLOBAL void " + op + "_shared_k(const " + op +
+             "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, const int64_t* __restrict__ slots_, " + tail);
+        line("GNNFUSE_DYNAMIC_SHARED(index_t, set_);");
+        line("GNNFUSE_SHARED_ARRAY(int, set_size_, 1);");
+      } else {
+        open("GNNFUSE_GLOBAL void " + op + "_global_k(const " + op +
+             "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, const int64_t* __restrict__ off_, "
+             "index_t* __restrict__ table_, " + tail);
+      }
+      locals();
+      if (m == Mode::Shared)  // a block per row: every thread of the block walks it
+        open("for (int64_t t_ = t0_ + static_cast<int64_t>(blockIdx.x); t_ < t1_; t_ += static_cast<int64_t>(gridDim.x)) {");
+      else
+        open("for (int64_t t_ = t0_ + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t_ < t1_; t_ += static_cast<int64_t>(gridDim.x) * blockDim.x) {");
+      line("const int64_t " + i + " = rows_[t_];");
+      for (auto& s : top.body) stmt(*s);
+      close();
+      close();
+      line("");
+    }
     return os_.str();
   }
 
@@ -64,16 +84,22 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     depth_ = 0;
     const std::string op = symbolic_name(s_);
     const std::string prm = "const " + op + "_params& prm";
-    // A grid-stride launch of `kernel` over `rows` rows, per index dtype (args: its arguments).
-    auto launch = [&](const std::string& kernel, const std::string& rows, const std::function<std::string(const std::string&)>& args) {
-      line("const cudaStream_t stream = static_cast<cudaStream_t>(env.stream);");
+    // A launch of `kernel` per index dtype: grid-stride over `rows` rows, a thread per row (block:
+    // a block per row, the bin's shared set of `smem` index_t); args: its arguments.
+    auto launch = [&](const std::string& kernel, const std::string& rows, bool block, const std::string& smem,
+                      const std::function<std::string(const std::string&)>& args) {
       line("const int64_t rows_ = " + rows + ";");
       line("if (rows_ <= 0) return;");
-      line("const int64_t blocks_ = (rows_ + 255) / 256 < 65535 ? (rows_ + 255) / 256 : 65535;");
+      if (block)
+        line("const int64_t blocks_ = rows_ < 65535 ? rows_ : 65535;");
+      else
+        line("const int64_t blocks_ = (rows_ + 255) / 256 < 65535 ? (rows_ + 255) / 256 : 65535;");
+      const std::string threads = block ? "runtime::cuda::kPatternBlock" : "256";
       for (auto& it : s_.index_dtypes) {
         const std::string t = ctype(it);
         open("if (itype == " + dtype_enum(it) + ") {");
-        line("GNNFUSE_LAUNCH((" + kernel + "<" + t + ">), dim3(static_cast<unsigned>(blocks_)), dim3(256), 0, stream, " + args(t) + ");");
+        line("GNNFUSE_LAUNCH((" + kernel + "<" + t + ">), dim3(static_cast<unsigned>(blocks_)), dim3(" + threads + "), " +
+             (block ? "static_cast<size_t>(" + smem + ") * sizeof(" + t + ")" : std::string("0")) + ", stream, " + args(t) + ");");
         line("return;");
         close();
       }
@@ -81,14 +107,27 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     };
     const std::string& i = k_.body->body.at(0)->var;
     open("void " + op + "_cuda_slots(" + prm + ", runtime::IType itype, int64_t* slots, const runtime::cuda::Env& env) {");
-    launch(op + "_slots_k", "prm.n_" + i, [](const std::string&) { return std::string("prm, slots"); });
+    line("const cudaStream_t stream = static_cast<cudaStream_t>(env.stream);");
+    launch(op + "_slots_k", "prm.n_" + i, false, "", [](const std::string&) { return std::string("prm, slots"); });
     close();
     line("");
     open("void " + op + "_cuda_rows(" + prm +
-         ", runtime::IType itype, int64_t r0, int64_t r1, const int64_t* offsets, void* table, int64_t* out_rowptr, void* col, "
-         "const runtime::cuda::Env& env) {");
-    launch(op + "_rows_k", "r1 - r0", [](const std::string& t) {
-      return "prm, r0, r1, offsets, static_cast<" + t + "*>(table), out_rowptr, static_cast<" + t + "*>(col)";
+         ", runtime::IType itype, runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, const int64_t* offsets, "
+         "int64_t most, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env) {");
+    line("const cudaStream_t stream = static_cast<cudaStream_t>(env.stream);");
+    line("(void)most;  (void)table;");
+    open("if (bin == runtime::cuda::PatternBin::List) {");
+    launch(op + "_list_k", "t1 - t0", false, "", [](const std::string& t) {
+      return "prm, rows, t0, t1, out_rowptr, static_cast<" + t + "*>(col)";
+    });
+    close();
+    open("if (bin == runtime::cuda::PatternBin::Shared) {");
+    launch(op + "_shared_k", "t1 - t0", true, "most", [](const std::string& t) {
+      return "prm, rows, t0, t1, offsets, out_rowptr, static_cast<" + t + "*>(col)";
+    });
+    close();
+    launch(op + "_global_k", "t1 - t0", false, "", [](const std::string& t) {
+      return "prm, rows, t0, t1, offsets, static_cast<" + t + "*>(table), out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
     line("");
@@ -99,18 +138,21 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     const std::string op = symbolic_name(s);
     std::ostringstream h;
     h << "// The pattern " << s.symbolic << " of " << s.name << "'s output on CUDA (seed 002): per row the slots of its column set\n"
-      << "// (at slots[row + 1]); then the rows [r0, r1) with their sets in `table` (index_t; row r's at offsets[r] -\n"
-      << "// offsets[r0]): their sizes at out_rowptr[row + 1] (col null), or their columns sorted at col + out_rowptr[row].\n";
+      << "// (at slots[row + 1]); then the rows rows[t0 .. t1) of one bin (runtime::cuda::PatternBin): their sizes at\n"
+      << "// out_rowptr[row + 1] (col null), or their columns sorted at col + out_rowptr[row]. offsets: List none, Shared\n"
+      << "// the slots (at [row + 1]; most: the largest), Global the running sum of the listed rows' slots (row rows[t]'s\n"
+      << "// set at offsets[t] - offsets[t0] of `table`, index_t).\n";
     h << "void " << op << "_cuda_slots(const " << op << "_params& prm, runtime::IType itype, int64_t* slots, const runtime::cuda::Env& env);\n";
     h << "void " << op << "_cuda_rows(const " << op
-      << "_params& prm, runtime::IType itype, int64_t r0, int64_t r1, const int64_t* offsets, void* table, int64_t* out_rowptr, void* col, "
-         "const runtime::cuda::Env& env);\n\n";
+      << "_params& prm, runtime::IType itype, runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, "
+         "const int64_t* offsets, int64_t most, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env);\n\n";
     return h.str();
   }
 
  private:
-  enum class Mode { Slots, Rows };
+  enum class Mode { Slots, List, Shared, Global };
   Mode mode_ = Mode::Slots;
+  bool stride_ = false;  // Shared: the row's first loop is split over the block's threads
 
   void locals() {
     for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";  (void)n_" + v + ";");
@@ -121,7 +163,8 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     }
   }
 
-  // The row's set; the walks, row bounds and product counts are the CPU printer's.
+  // The row's set; the walks, row bounds and product counts are the CPU printer's (the first loop
+  // of a Shared row strided over the block).
   void stmt(const imp::Stmt& s) override {
     using Kind = imp::Stmt::Kind;
     const std::string& row = k_.body->body.at(0)->var;
@@ -131,8 +174,13 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
           line("int64_t ub_ = 0;");
           for (auto& k : s.body) stmt(*k);
           line("slots_[" + row + " + 1] = cu::row_set_slots(ub_, n_" + p_.inner_var(s_.symbolic) + ");");
+        } else if (mode_ == Mode::List) {
+          line("cu::RowList<index_t, static_cast<int>(runtime::cuda::kPatternListSlots / 2)> ws_;");
+        } else if (mode_ == Mode::Shared) {
+          line("cu::SharedRowSet<index_t> ws_(set_, slots_[" + row + " + 1], set_size_);");
+          stride_ = true;
         } else {
-          line("cu::RowSet<index_t> ws_(table_ + (off_[" + row + "] - off_[r0_]), off_[" + row + " + 1] - off_[" + row + "]);");
+          line("cu::RowSet<index_t> ws_(table_ + (off_[t_] - off_[t0_]), off_[t_ + 1] - off_[t_]);");
         }
         return;
       case Kind::Insert:
@@ -140,8 +188,38 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         line("ws_.insert(" + s.var + ");");
         return;
       case Kind::EndOutputRow:
+        if (stride_) fail(s_.loc, "internal error: the shared pattern kernel of " + s_.name + " found no loop to split");
+        if (mode_ == Mode::Shared) {
+          line("const int64_t len_ = ws_.finish();");
+          line("if (col_ == nullptr) { if (threadIdx.x == 0) out_rowptr_[" + row + " + 1] = len_; }");
+          line("else ws_.emit_sorted(col_ + out_rowptr_[" + row + "], len_);");
+          return;
+        }
         line("if (col_ == nullptr) out_rowptr_[" + row + " + 1] = ws_.count;");
         line("else ws_.emit_sorted(col_ + out_rowptr_[" + row + "]);");
+        return;
+      case Kind::Walk:
+        if (stride_) {
+          stride_ = false;
+          const std::string& L = s.level;
+          open("for (index_t p_" + L + " = " + L + "_rb + static_cast<index_t>(threadIdx.x); p_" + L + " < " + L + "_re; p_" + L +
+               " += static_cast<index_t>(blockDim.x)) {");
+          line("const int64_t " + s.var + " = static_cast<int64_t>(" + L + (s.csc ? "_row" : "_col") + "[p_" + L + "]);");
+          for (auto& k : s.body) stmt(*k);
+          close();
+          return;
+        }
+        SymbolicEmitter::stmt(s);
+        return;
+      case Kind::For:
+        if (stride_) {
+          stride_ = false;
+          open("for (int64_t " + s.var + " = threadIdx.x; " + s.var + " < n_" + s.var + "; " + s.var + " += blockDim.x) {");
+          for (auto& k : s.body) stmt(*k);
+          close();
+          return;
+        }
+        SymbolicEmitter::stmt(s);
         return;
       default: SymbolicEmitter::stmt(s);
     }

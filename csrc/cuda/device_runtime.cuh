@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cuda/simt.cuh"
 #include "cuda/type_subset.h"
@@ -302,6 +303,101 @@ struct RowSet {
       out[end] = t;
       sift(0, end);
     }
+  }
+};
+
+// The binned workspaces of the pattern kernels (seed 002; the adapter bins rows by their slots,
+// cuda_adapter::computed_pattern): a short row's distinct columns (at most C) in a sorted list
+// one thread holds in registers, a middle row's in a hash set in the block's shared memory, a
+// long row's in a RowSet of the global table above.
+//
+// RowList: sorted ascending, the unused tail at the largest value (never a column); every access
+// at a constant position (the loops unroll), so nvcc keeps it in registers. insert is O(C):
+// compare all, then shift the larger entries one place right in one unrolled pass.
+template <typename I, int C>
+struct RowList {
+  I v[C];
+  int count;
+  GNNFUSE_DEVICE RowList() : count(0) {
+    GNNFUSE_UNROLL
+    for (int k = 0; k < C; ++k) v[k] = list_end();
+  }
+  static GNNFUSE_DEVICE I list_end() { return static_cast<I>(~(static_cast<uint64_t>(1) << (8 * sizeof(I) - 1))); }
+  GNNFUSE_DEVICE void insert(int64_t key64) {
+    const I key = static_cast<I>(key64);
+    bool seen = false;
+    GNNFUSE_UNROLL
+    for (int k = 0; k < C; ++k) seen |= v[k] == key;
+    if (seen) return;
+    GNNFUSE_DEVICE_CHECK(count < C, "gnnfuse: a pattern row's sorted list overflowed (the adapter's bins)");
+    GNNFUSE_UNROLL
+    for (int k = C - 1; k > 0; --k) v[k] = v[k - 1] > key ? v[k - 1] : (v[k] > key ? key : v[k]);
+    v[0] = v[0] > key ? key : v[0];
+    ++count;
+  }
+  GNNFUSE_DEVICE void emit_sorted(I* out) const {
+    GNNFUSE_UNROLL
+    for (int k = 0; k < C; ++k)
+      if (k < count) out[k] = v[k];
+  }
+};
+
+// The compare-and-swap of an index in shared memory (int32 or int64 bits).
+GNNFUSE_DEVICE int32_t cas_index(int32_t* at, int32_t expected, int32_t desired) { return atomicCAS(at, expected, desired); }
+GNNFUSE_DEVICE int64_t cas_index(int64_t* at, int64_t expected, int64_t desired) {
+  return static_cast<int64_t>(atomicCAS(reinterpret_cast<unsigned long long*>(at), static_cast<unsigned long long>(expected),
+                                        static_cast<unsigned long long>(desired)));
+}
+
+// SharedRowSet: the block's threads insert one row's columns into `slots` (a power of two,
+// row_set_slots) of shared memory, open addressing by compare-and-swap (-1 empty); `counter` is
+// a shared int. Every thread of the block constructs it and calls finish / emit_sorted (they
+// synchronise): finish sorts the table in place (bitonic, empty slots last: compared unsigned)
+// and returns the row's size; emit_sorted copies the sorted columns out.
+template <typename I>
+struct SharedRowSet {
+  I* slot;
+  int64_t slots;
+  int* counter;
+  GNNFUSE_DEVICE SharedRowSet(I* s, int64_t n, int* c) : slot(s), slots(n), counter(c) {
+    __syncthreads();  // the block's previous row is written out
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) slot[k] = I(-1);
+    if (threadIdx.x == 0) *counter = 0;
+    __syncthreads();
+  }
+  GNNFUSE_DEVICE void insert(int64_t key) {
+    const uint64_t mask = static_cast<uint64_t>(slots - 1);
+    uint64_t h = (static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 20;
+    for (;;) {
+      const I old = cas_index(slot + (h & mask), I(-1), static_cast<I>(key));
+      if (old == I(-1)) {
+        atomicAdd(counter, 1);
+        return;
+      }
+      if (static_cast<int64_t>(old) == key) return;
+      ++h;
+    }
+  }
+  GNNFUSE_DEVICE int64_t finish() {
+    using U = typename std::conditional<sizeof(I) == 4, uint32_t, uint64_t>::type;
+    __syncthreads();
+    for (int64_t k = 2; k <= slots; k <<= 1)
+      for (int64_t j = k >> 1; j > 0; j >>= 1) {
+        for (int64_t t = threadIdx.x; t < slots; t += blockDim.x) {
+          const int64_t u = t ^ j;
+          if (u <= t) continue;
+          const U a = static_cast<U>(slot[t]), b = static_cast<U>(slot[u]);
+          if ((a > b) == ((t & k) == 0)) {
+            slot[t] = static_cast<I>(b);
+            slot[u] = static_cast<I>(a);
+          }
+        }
+        __syncthreads();
+      }
+    return *counter;  // (reset only after the next row's first barrier)
+  }
+  GNNFUSE_DEVICE void emit_sorted(I* out, int64_t n) const {
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) out[k] = slot[k];
   }
 };
 

@@ -152,6 +152,18 @@ struct Env {
   void* matmul_ctx = nullptr;
 };
 
+// The bins of a computed pattern's rows (seed 002; cuda_adapter::computed_pattern, the kernels of
+// codegen/cuda_symbolic.cpp), by the slots of a row's set (cu::row_set_slots: a power of two at
+// least twice its possible distinct columns): up to kPatternListSlots a thread per row with a
+// sorted list of kPatternListSlots / 2 columns in registers (cu::RowList), up to
+// kPatternSharedSlots a block of kPatternBlock threads per row with a hash set in shared memory
+// (cu::SharedRowSet), longer rows a thread per row with a hash set in the global table
+// (cu::RowSet). The slots kernel writes each row's slots; no row reads more than its bin's.
+enum class PatternBin { List = 0, Shared = 1, Global = 2 };
+constexpr int64_t kPatternListSlots = 64;
+constexpr int64_t kPatternSharedSlots = 4096;
+constexpr int kPatternBlock = 128;
+
 // The greatest common divisor of two extents (a kernel's lane loops: KernelShape::lane_gcd).
 inline int64_t gcd_of(int64_t a, int64_t b) { return b == 0 ? a : gcd_of(b, a % b); }
 

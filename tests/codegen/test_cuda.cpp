@@ -196,7 +196,7 @@ TEST(Cuda, GcnDenseProductIsAHook) {
 // Symbolic ops (seed 002): the numeric op's row workspace, stored by the positions of S's entries,
 // is a buffer of the call over S's stored entries, indexed by the position located (no per-lane
 // buffer over the column extent), reset per row and written by the group's lane 0; the pattern
-// kernels count a row's products into its hash set's slots, then insert and emit sorted.
+// kernels count a row's products into its set's slots, then, per bin of rows, insert and emit sorted.
 TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
   for (const char* op : {"spgemm", "coarsen"}) {
     std::vector<GeneratedFile> files = emit_op_cuda(compile_family(load_spec(kOps + "/" + op + ".spec"), Target::Cuda));
@@ -211,7 +211,14 @@ TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
     EXPECT_EQ(cu.find("Cacc[j]"), std::string::npos) << op;
     EXPECT_EQ(cu.find("Cacc[d]"), std::string::npos) << op;
     EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + "_symbolic_slots_k("), std::string::npos) << op;
-    EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + "_symbolic_rows_k("), std::string::npos) << op;
+    // the bins: a sorted list in registers, a block's shared set (its first loop split over the
+    // block's threads), a set in the global table
+    for (const char* k : {"_symbolic_list_k(", "_symbolic_shared_k(", "_symbolic_global_k("})
+      EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + k), std::string::npos) << op << k;
+    EXPECT_NE(cu.find("cu::RowList<index_t, static_cast<int>(runtime::cuda::kPatternListSlots / 2)> ws_;"), std::string::npos) << op;
+    EXPECT_NE(cu.find("cu::SharedRowSet<index_t> ws_(set_, slots_["), std::string::npos) << op;
+    EXPECT_NE(cu.find("_rb + static_cast<index_t>(threadIdx.x); p_"), std::string::npos) << op;
+    EXPECT_NE(cu.find("const int64_t len_ = ws_.finish();"), std::string::npos) << op;
     EXPECT_NE(cu.find("cu::RowSet<index_t> ws_("), std::string::npos) << op;
     EXPECT_NE(cu.find("ws_.insert("), std::string::npos) << op;
     EXPECT_NE(cu.find("else ws_.emit_sorted(col_ + out_rowptr_["), std::string::npos) << op;

@@ -132,8 +132,9 @@ TENSOR_CORE_SUBSET = [
 # SpGEMM and coarsening (seed 002): the pattern kernels (hash sets per row, chunks of rows), the
 # numeric ops (their row workspace by the pattern's positions) and their derived adjoints, through
 # the whole test file (scipy references, masked products, gradients, opcheck, TorchScript,
-# compile, the pattern cache, pooling); and with the pattern's workspace forced into chunks of a
-# few rows.
+# compile, the pattern cache, pooling) under the bins' bounds (a sorted list in registers, a
+# shared-memory set per block); and with every row in the global table's bin, forced into chunks of
+# a few rows.
 SPGEMM_SUBSET = ["test_spgemm.py"]
 SPGEMM_CHUNKED = ["test_spgemm.py::test_spgemm_matches_scipy", "test_spgemm.py::test_coarsen_matches_scipy",
                   "test_spgemm.py::test_spgemm_masked"]
@@ -177,7 +178,8 @@ RUNS = [
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
     ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET, "spmm_sum or sddmm_dot or GCNConv"),
     ("spgemm-coarsen", {}, True, SPGEMM_SUBSET, ""),
-    ("spgemm-coarsen-chunks-random", {"GNNFUSE_CUDA_PATTERN_BUDGET": "16", "GNNFUSE_SIMT_ORDER": "random:13"}, False, SPGEMM_CHUNKED, ""),
+    ("spgemm-coarsen-chunks-random", {"GNNFUSE_CUDA_PATTERN_BUDGET": "16", "GNNFUSE_CUDA_PATTERN_BINS": "0,0", "GNNFUSE_SIMT_ORDER": "random:13"},
+     False, SPGEMM_CHUNKED, ""),
 ]
 if FULL:
     RUNS.append(("full-decision", {}, False, FULL_FILES, ""))
@@ -186,7 +188,8 @@ if FULL:
 def _env(extra):
     env = dict(os.environ)
     for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER", "GNNFUSE_SIMT_THREADS",
-              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_TENSOR_CORES", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE", "GNNFUSE_CUDA_PATTERN_BUDGET"):
+              "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_TENSOR_CORES", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE", "GNNFUSE_CUDA_PATTERN_BUDGET",
+              "GNNFUSE_CUDA_PATTERN_BINS"):
         env.pop(k, None)
     env.update(extra)
     env["GNNFUSE_LIBRARY"] = EMU
@@ -421,3 +424,94 @@ def test_spgemm_and_coarsen_run_their_cuda_kernels_and_match_the_cpu(tmp_path):
             else:
                 eps = torch.finfo(a.dtype).eps
                 torch.testing.assert_close(b, a, rtol=8 * eps, atol=8 * eps, msg=key)
+
+
+_PATTERN_BINS_PROBE = r"""
+import os, sys, torch, gnnfuse
+ops = torch.ops.gnnfuse
+
+
+def csr(rows, lists, itype):
+    rowptr = torch.zeros(rows + 1, dtype=torch.long)
+    rowptr[1:] = torch.cumsum(torch.tensor([len(l) for l in lists]), 0)
+    col = torch.tensor([c for l in lists for c in sorted(l)], dtype=torch.long)
+    return rowptr.to(itype), col.to(itype)
+
+
+def expected(pairs, cols):  # the sorted distinct (row, column) pairs as CSR
+    keys = torch.unique(pairs[0] * cols + pairs[1])
+    return keys // cols, keys % cols
+
+
+g = torch.Generator().manual_seed(7)
+n_cols, n_k = 3000, 70
+# B: 40 long rows (120 columns of 3000, duplicates kept), 30 short ones (0-5 columns)
+b_lists = [torch.randint(0, n_cols, (120 if k < 40 else int(torch.randint(0, 6, (1,), generator=g)),), generator=g).tolist() for k in range(n_k)]
+# A: row 0 reaches the 40 long rows (4800 products, ~2400 distinct columns: the Global bin by the
+# kernels' bounds), row 1 ten of them (Shared), row 2 one (Shared), row 3 300 short rows (Shared,
+# more entries than the block's threads), then power-law rows over the short ones (List) with
+# empty rows and duplicate entries
+a_lists = [list(range(40)), list(range(10)), [0, 0], (40 + torch.randint(0, 30, (300,), generator=g)).tolist()]
+for r in range(4, 90):
+    n = 0 if r % 7 == 0 else int((torch.rand(1, generator=g) ** 3 * 12).item())
+    a_lists.append((40 + torch.randint(0, 30, (n,), generator=g)).tolist())
+# coarsening: 6000 nodes, node v in cluster v // 2 (3000 clusters); node 0 has 5000 incoming edges
+# (its coarse row, by target: Global), node 2 1000 (Shared), the others 0-4 (List)
+n_nodes, n_clusters = 6000, 3000
+edges = [torch.randint(0, n_nodes, (5000 if v == 0 else 1000 if v == 2 else int(torch.randint(0, 5, (1,), generator=g)),), generator=g).tolist()
+         for v in range(n_nodes)]
+cluster = torch.arange(n_nodes) // 2
+src = torch.repeat_interleave(torch.arange(n_nodes), torch.tensor([len(e) for e in edges]))
+dst = torch.tensor([d for e in edges for d in e], dtype=torch.long)
+products = [(i, j) for i, l in enumerate(a_lists) for k in l for j in b_lists[k]]
+want_spgemm = expected((torch.tensor([p[0] for p in products]), torch.tensor([p[1] for p in products])), n_cols)
+want_coarsen = expected((cluster[src], cluster[dst]), n_clusters)
+
+failures = []
+for bins in (None, "0,0", "0,4096", "16,128"):
+    if bins is None:
+        os.environ.pop("GNNFUSE_CUDA_PATTERN_BINS", None)
+    else:
+        os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = bins
+    for itype in (torch.int32, torch.int64):
+        ar, ac = csr(90, a_lists, itype)  # new tensors: no pattern cache hit
+        br, bc = csr(n_k, b_lists, itype)
+        cr, cc = ops.spgemm_symbolic(ar, ac, br, bc, n_cols)
+        rows = torch.repeat_interleave(torch.arange(90), cr.long().diff())
+        if cc.dtype != itype or not (torch.equal(rows, want_spgemm[0]) and torch.equal(cc.long(), want_spgemm[1])):
+            failures.append(f"spgemm {bins} {itype}")
+        graph, _ = gnnfuse.coarsen(torch.stack([dst, src]).to(itype), cluster.clone(), n_clusters)  # rows by target
+        rows = torch.repeat_interleave(torch.arange(n_clusters), graph.rowptr.long().diff())
+        if not (torch.equal(rows, want_coarsen[0]) and torch.equal(graph.col.long(), want_coarsen[1])):
+            failures.append(f"coarsen {bins} {itype}")
+for bad in ("64", "64,4096,1", "-1,8", "a,b"):  # a malformed bound is an error naming the variable
+    os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = bad
+    try:
+        ops.spgemm_symbolic(*csr(90, a_lists, torch.int64), *csr(n_k, b_lists, torch.int64), n_cols)
+        failures.append(f"bins {bad!r} accepted")
+    except RuntimeError as e:
+        if f"GNNFUSE_CUDA_PATTERN_BINS='{bad}'" not in str(e):
+            failures.append(f"bins {bad!r}: {e}")
+print("FAILED " + ", ".join(failures) if failures else "ok")
+print(torch.ops.gnnfuse._cuda_launch_counts())
+"""
+
+
+def test_pattern_bins_each_build_the_sorted_pattern(tmp_path):
+    """The pattern kernels' three bins (seed 002): a row's distinct columns in a sorted list in
+    registers (a thread per row), a hash set in shared memory (a block per row, its first loop split
+    over the threads, compare-and-swap inserts, a bitonic sort), a hash set in the global table. A
+    product and a coarsening with rows in each bin by the kernels' own bounds (thousands of
+    distinct columns of 3000 in one row), then every row forced into the global bin, into the
+    shared bin, and lowered bounds; int32 and int64; threads in a random order. Every pattern
+    equals the sorted distinct pairs computed in Python, and each bin's kernels ran; malformed
+    bounds are an error naming the variable."""
+    env = _env({"GNNFUSE_SIMT_ORDER": "random:17"})
+    proc = subprocess.run([sys.executable, "-c", _PATTERN_BINS_PROBE], cwd=_HERE, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "ok", lines[0]
+    counts = {" ".join(l.split()[:-1]) for l in lines[1:] if l.strip()}
+    for op in ("spgemm_symbolic", "coarsen_symbolic"):
+        for b in ("list", "shared", "global"):
+            assert f"{op} pattern {b}" in counts, proc.stdout

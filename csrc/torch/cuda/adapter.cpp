@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -385,27 +386,63 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
   run_config(op, like, cfg, run);
 }
 
+namespace {
+
+// The bounds of the List and Shared bins: the kernels' (runtime/cuda_launch.h), or lower ones
+// from GNNFUSE_CUDA_PATTERN_BINS="<list>,<shared>" (tests: every bin on small graphs).
+std::pair<int64_t, int64_t> pattern_bins() {
+  int64_t list = rc::kPatternListSlots, shared = rc::kPatternSharedSlots;
+  if (const char* e = env("GNNFUSE_CUDA_PATTERN_BINS")) {
+    long long a = 0, b = 0;
+    int end = 0;
+    if (std::sscanf(e, "%lld,%lld%n", &a, &b, &end) != 2 || e[end] != '\0' || a < 0 || b < 0)
+      bad_env("GNNFUSE_CUDA_PATTERN_BINS", e, "<list>,<shared>: two slot bounds, e.g. 64,4096");
+    list = std::min<int64_t>(list, a);
+    shared = std::min<int64_t>(shared, b);
+  }
+  return {list, shared};
+}
+
+}  // namespace
+
 std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* index_arg, const at::Tensor& index, int64_t rows,
                                                    int64_t operand_entries, const PatternPasses& passes) {
+  using rc::PatternBin;
   rc::Env on_stream;
   on_stream.stream = current_stream(index);
   const at::TensorOptions longs = index.options().dtype(at::kLong);
+  if (rows == 0) return {at::zeros({1}, longs), at::empty({0}, index.options())};
   at::Tensor slots = at::zeros({rows + 1}, longs);
   passes.slots(slots.mutable_data_ptr<int64_t>(), on_stream);
-  const at::Tensor offsets = slots.cumsum(0);
-  const int64_t total = offsets[rows].item<int64_t>();
+  // The bins (0 List, 1 Shared, 2 Global, 3 rows without products), their rows listed in order.
+  const auto [list_bound, shared_bound] = pattern_bins();
+  const at::Tensor s = slots.narrow(0, 1, rows);
+  at::Tensor bin = (s > list_bound).to(at::kLong) + (s > shared_bound).to(at::kLong);
+  bin.masked_fill_(s == 0, 3);
+  const at::Tensor order = at::argsort(bin, /*stable=*/true);
+  const at::Tensor zero = at::zeros({}, longs);
+  const at::Tensor stats = at::cat({at::bincount(bin, {}, 4), at::where(bin == 1, s, zero).amax().view({1}),
+                                    at::where(bin == 2, s, zero).sum().view({1})})
+                               .cpu();  // one synchronisation
+  const int64_t* st = stats.const_data_ptr<int64_t>();
+  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], shared_most = st[4], total = st[5];
+  // The Global rows' tables: their slots' running sum, in chunks that fit the budget.
+  const int64_t* listed = order.const_data_ptr<int64_t>();
+  const int64_t g0 = n_list + n_shared;
+  at::Tensor offsets = at::zeros({n_global + 1}, longs);
+  if (n_global > 0) offsets.narrow(0, 1, n_global).copy_(s.index_select(0, order.narrow(0, g0, n_global)).cumsum(0));
   int64_t budget = std::max<int64_t>({int64_t(1) << 22, 2 * operand_entries});
   if (const char* e = env("GNNFUSE_CUDA_PATTERN_BUDGET")) budget = std::max<int64_t>(1, std::atoll(e));  // tests: force chunks
   std::vector<int64_t> cuts{0};
   int64_t table = total;
   if (total <= budget) {
-    cuts.push_back(rows);
+    cuts.push_back(n_global);
   } else {  // chunks of rows whose tables fit the budget (a longer row alone)
     const at::Tensor host = offsets.cpu();
     const int64_t* o = host.const_data_ptr<int64_t>();
     table = 0;
-    for (int64_t r = 0; r < rows;) {
-      int64_t r1 = static_cast<int64_t>(std::upper_bound(o + r + 1, o + rows + 1, o[r] + budget) - o) - 1;
+    for (int64_t r = 0; r < n_global;) {
+      int64_t r1 = static_cast<int64_t>(std::upper_bound(o + r + 1, o + n_global + 1, o[r] + budget) - o) - 1;
       if (r1 <= r) r1 = r + 1;
       table = std::max(table, o[r1] - o[r]);
       cuts.push_back(r1);
@@ -413,20 +450,29 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
     }
   }
   at::Tensor sets = at::empty({std::max<int64_t>(table, 1)}, index.options());
+  auto run = [&](int64_t* out_rowptr, void* col) {
+    if (n_list > 0) passes.rows(PatternBin::List, listed, 0, n_list, nullptr, 0, nullptr, out_rowptr, col, on_stream);
+    if (n_shared > 0)
+      passes.rows(PatternBin::Shared, listed, n_list, g0, slots.const_data_ptr<int64_t>(), shared_most, nullptr, out_rowptr, col, on_stream);
+    if (n_global > 0)
+      for (size_t c = 1; c < cuts.size(); ++c)
+        passes.rows(PatternBin::Global, listed + g0, cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), 0, sets.mutable_data_ptr(), out_rowptr,
+                    col, on_stream);
+  };
   at::Tensor sizes = at::zeros({rows + 1}, longs);
-  for (size_t c = 1; c < cuts.size(); ++c)
-    passes.rows(cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), sets.mutable_data_ptr(), sizes.mutable_data_ptr<int64_t>(), nullptr, on_stream);
+  run(sizes.mutable_data_ptr<int64_t>(), nullptr);
   at::Tensor rowptr = sizes.cumsum(0);
   const int64_t nnz = rowptr[rows].item<int64_t>();
   checks::fits_index(op, index_arg, index.scalar_type(), nnz);
   at::Tensor col = at::empty({nnz}, index.options());
-  for (size_t c = 1; c < cuts.size(); ++c)
-    passes.rows(cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), sets.mutable_data_ptr(), rowptr.mutable_data_ptr<int64_t>(), col.mutable_data_ptr(),
-                on_stream);
+  run(rowptr.mutable_data_ptr<int64_t>(), col.mutable_data_ptr());
 #if !defined(GNNFUSE_CUDA_EMULATED)
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 #endif
   count_launch(std::string(op) + " pattern " + std::to_string(cuts.size() - 1) + " 0");
+  const char* names[] = {"list", "shared", "global"};
+  for (int b = 0; b < 3; ++b)
+    if (st[b] > 0) count_launch(std::string(op) + " pattern " + names[b]);
   return {rowptr, col};
 }
 
