@@ -11,7 +11,7 @@ repeated runs after a warm-up, every result checked against scipy in float64 fir
                    wanted; before the one-pass assembly, every first call)
     gnnfuse warm   the numeric pass on a cached pattern (every epoch after the first)
     gnnfuse 2pass one bin  (CUDA) 2pass with every row's pattern set in the global table
-                   (GNNFUSE_CUDA_PATTERN_BINS=0,0: no register lists, no shared-memory sets)
+                   (GNNFUSE_CUDA_PATTERN_BINS=0,0,0: no register lists, shared-memory sets or flags)
     torch.sparse   Pᵀ @ A @ P with CSR tensors (two sparse@sparse products)
     scipy          (P.T @ A) @ P, csr_matrix (single thread, its SMMP)
     mkl            sparse_dot_mkl.dot_product_mkl twice, when importable
@@ -144,7 +144,7 @@ def runners(d):
         return (PT @ A) @ P
 
     def two_pass_one_bin():  # CUDA: every row's set in the global table (the kernels before the bins)
-        os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = "0,0"
+        os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = "0,0,0"
         try:
             return two_pass()
         finally:
@@ -282,6 +282,90 @@ def bench(args):
     return out
 
 
+def regression_cases(scale: float):
+    """The shapes where cuSPARSE's SpGEMM fails or returns zeros (issue 26): (name, A, B) as
+    float32 scipy CSR, sorted. `scale` shrinks the first (1: the reported size)."""
+    import scipy.sparse as sp
+
+    n_x = max(100, int(50000 * scale))
+    cols = max(50, int(5000 * scale))
+    # cupy #10033: X.T @ X, X random(N, 5000, density 0.05): right at N = 10k, INSUFFICIENT_RESOURCES
+    # at 20k, all zeros at 50k, though the dense result fits
+    X = sp.random(n_x, cols, density=0.05, format="csr", dtype=np.float32, random_state=42)
+    X.sort_indices()
+    # ginkgo #1794: past ~4M rows the default algorithm's buffer estimate fails (a Poisson product)
+    n = 4194305
+    L = sp.diags([-np.ones(n - 1, np.float32), 2 * np.ones(n, np.float32), -np.ones(n - 1, np.float32)], [-1, 0, 1], format="csr")
+    L.sort_indices()
+    return [("cupy-10033 XtX", X.T.tocsr(), X), ("ginkgo-1794 poisson", L, L)]
+
+
+def regressions(args):
+    """--regressions: each shape through gnnfuse's spgemm (symbolic + numeric, int32 indices) and
+    torch.sparse.mm (cuSPARSE SpGEMM on a GPU, MKL on the CPU): an outcome per method (ok, error,
+    zeros, wrong), the milliseconds (median) where ok and the peak device memory beyond the inputs."""
+    import scipy.sparse as sp
+
+    gnnfuse, err = import_gnnfuse()
+    if gnnfuse is None:
+        raise SystemExit(f"cannot import gnnfuse: {err}")
+    dev = torch.device(DEVICE)
+    machine = torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model()
+    rows = []
+    print(f"# {machine}, torch {torch.__version__}, float32, device {DEVICE}: SpGEMM shapes that fail in cuSPARSE")
+    for name, A, B in regression_cases(args.regression_scale):
+        ref = (A.astype(np.float64) @ B.astype(np.float64)).tocsr()
+        ref.sum_duplicates()
+        ref.sort_indices()
+
+        def t(x, dtype=torch.int32):
+            return torch.from_numpy(np.ascontiguousarray(x)).to(dtype).to(dev)
+
+        ar, ac, av, br, bc, bv = t(A.indptr), t(A.indices), t(A.data, torch.float32), t(B.indptr), t(B.indices), t(B.data, torch.float32)
+        At = torch.sparse_csr_tensor(ar.long(), ac.long(), av, A.shape)
+        Bt = torch.sparse_csr_tensor(br.long(), bc.long(), bv, B.shape)
+
+        def ours():
+            cr, cc = torch.ops.gnnfuse.spgemm_symbolic(ar, ac.clone(), br, bc, B.shape[1])  # a fresh pattern each call
+            return cr, cc, torch.ops.gnnfuse.spgemm(ar, ac, av, br, bc, bv, cr, cc, B.shape[1])
+
+        def theirs():
+            c = torch.sparse.mm(At, Bt)
+            return c.crow_indices(), c.col_indices(), c.values()
+
+        for meth, fn in (("gnnfuse", ours), ("torch_sparse", theirs)):
+            row = dict(case=name, rows=A.shape[0], inner=A.shape[1], cols=B.shape[1], nnz_a=int(A.nnz), nnz_b=int(B.nnz), nnz_c=int(ref.nnz),
+                       products=int(np.bincount(A.indices, minlength=A.shape[1]).astype(np.int64) @ np.diff(B.indptr).astype(np.int64)), method=meth)
+            try:
+                cr, cc, cv = fn()
+                sync()
+                got = sp.csr_matrix((cv.double().cpu().numpy(), cc.long().cpu().numpy(), cr.long().cpu().numpy()), shape=ref.shape)
+                if got.nnz == 0 or not np.any(got.data):
+                    row["outcome"] = "zeros"
+                else:
+                    diff = abs(got - ref)
+                    row["rel_err"] = float(diff.max()) / max(1.0, float(abs(ref).max())) if diff.nnz else 0.0
+                    row["outcome"] = "ok" if row["rel_err"] <= 1e-4 else "wrong"
+                del cr, cc, cv, got
+            except Exception as e:  # noqa: BLE001 - the outcome is the measurement
+                row["outcome"] = "error"
+                row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            if row["outcome"] == "ok":
+                row["ms"] = median_ms(fn, args.repeats)
+                if dev.type == "cuda":
+                    row["peak_mb"] = device_peak_mb(fn)
+            rows.append(row)
+            print(f"{name:<22}{meth:>14}  {row['outcome']:<6}" + (f"{row['ms']:10.2f} ms" if "ms" in row else "")
+                  + (f"{row['peak_mb']:10.1f} MiB" if row.get("peak_mb") is not None else "") + (f"  {row.get('error', '')}"), flush=True)
+    result = dict(machine=machine, device=DEVICE, torch=torch.__version__, commit=git_commit(), dtype="float32", repeats=args.repeats,
+                  scale=args.regression_scale, rows=rows)
+    tag = machine_tag() if dev.type == "cpu" else "".join(ch if ch.isalnum() else "-" for ch in machine.lower()).strip("-")
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / f"{'cpu' if dev.type == 'cpu' else 'gpu'}_spgemm_regressions_{tag}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"# wrote {out}")
+    return out
+
+
 def plot(path: Path):
     import matplotlib
 
@@ -329,6 +413,9 @@ def main(argv=None):
     p.add_argument("--out", default=None)
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: the operands and the timed calls on that device")
+    p.add_argument("--regressions", action="store_true",
+                   help="the shapes where cuSPARSE's SpGEMM fails or returns zeros (cupy #10033, ginkgo #1794): ours vs torch.sparse")
+    p.add_argument("--regression-scale", type=float, default=1.0, help="--regressions: shrink the cupy #10033 shape (1: as reported)")
     p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--graph-name", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
@@ -338,6 +425,8 @@ def main(argv=None):
     if args.memory_child:
         args.threads = args.threads[0]
         return memory_child(args)
+    if args.regressions:
+        return regressions(args)
     out = bench(args)
     if not args.no_plot:
         try:

@@ -8,7 +8,9 @@
 #
 # usage: bench/gpu/torch_gpu.sh [build] [smoke] [ops] [bench] [compile] [spgemm]   (none named: the first five)
 #          spgemm: bench/bench_spgemm.py --device cuda (SpGEMM and Pᵀ·A·P against torch.sparse, i.e.
-#                  cuSPARSE SpGEMM chained, with peak device memory): spgemm.{log,json,png}
+#                  cuSPARSE SpGEMM chained, with peak device memory): spgemm.{log,json,png}; then
+#                  --regressions (the shapes where cuSPARSE fails or returns zeros, cupy #10033 and
+#                  ginkgo #1794, at full size): spgemm-regressions.{log,json}
 #          [--budget-s S]      the whole call's seconds (default 540), stages start only with time left
 #          [--build-dir DIR]   default build/torch-gpu (ignored by git: kept between calls on a warm machine)
 #          [--arch A]          GNNFUSE_CUDA_GENCODE (default: the device's, 90a on an H100/H200)
@@ -183,6 +185,15 @@ if want spgemm && [[ $dry == 0 ]]; then  # SpGEMM and coarsening: our CUDA kerne
     r=$?
     grep -v -i "warn\|sparse_csr_tensor" "$res/spgemm.log" | tail -40
     [[ $r != 0 ]] && { echo "bench_spgemm.py rc=$r (124: killed at its timeout)"; status=1; }
+    t=$(( $(left) - 10 ))
+    if (( t > 30 )); then  # the shapes where cuSPARSE's SpGEMM fails or returns zeros (cupy #10033, ginkgo #1794)
+      stamp "bench_spgemm.py --regressions --device cuda (timeout $t s)"
+      timeout "$t" "$py" "$root/bench/bench_spgemm.py" --regressions --device cuda --repeats 3 \
+        --out "$res/spgemm-regressions.json" > "$res/spgemm-regressions.log" 2>&1
+      r=$?
+      grep -v -i "warn\|sparse_csr_tensor" "$res/spgemm-regressions.log" | tail -10
+      [[ $r != 0 ]] && { echo "bench_spgemm.py --regressions rc=$r (124: killed at its timeout)"; status=1; }
+    fi
   else
     echo "spgemm: out of time"
   fi

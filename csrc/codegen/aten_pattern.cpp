@@ -312,7 +312,7 @@ void emit_symbolic_cuda_adapters(const Compiled& c, std::ostream& r) {
        "                     void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env) {\n";
   r << "    " << op << "_cuda_rows(prm, itype_, bin, rows, t0, t1, offsets, most, table, out_rowptr, col, env);\n  };\n";
   r << "  auto [rowptr64_, pattern_col_] = cuda_adapter::computed_pattern(op, \"" << first << "\", " << first << ", n_" << p_outer(c, s.symbolic)
-    << ", " << entries << ", passes_);\n";
+    << ", n_" << c.program.inner_var(s.symbolic) << ", " << entries << ", passes_);\n";
   r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";
   r << "  cache::store(op, {" << keys << "}, {" << ints << "}, {pattern_rowptr_, pattern_col_});\n";
   r << "  return {pattern_rowptr_, pattern_col_};\n";

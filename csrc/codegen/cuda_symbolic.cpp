@@ -10,7 +10,9 @@
 //                             per row, a sorted list in registers (cu::RowList); Shared: a block
 //                             per row, the row's first loop split over its threads, a hash set in
 //                             shared memory sorted by the block (cu::SharedRowSet); Global: a
-//                             thread per row, a hash set of its slots in `table` (cu::RowSet).
+//                             thread per row, a hash set of its slots in `table` (cu::RowSet);
+//                             Dense: a block per row as Shared, flags over the columns in `table`
+//                             (uint32 words, `most` per row; cu::DenseRowSet).
 // The adapter (cuda_adapter::computed_pattern) bins the rows by their slots, sizes the chunks of
 // Global rows so that their tables fit a bounded workspace, scans, allocates exactly and runs the
 // second call.
@@ -49,7 +51,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     close();
     line("");
     // the rows of a bin, listed: rows_[t] for t in [t0_, t1_)
-    for (Mode m : {Mode::List, Mode::Shared, Mode::Global}) {
+    for (Mode m : {Mode::List, Mode::Shared, Mode::Global, Mode::Dense}) {
       mode_ = m;
       line("template <typename index_t>");
       const std::string tail = "int64_t* __restrict__ out_rowptr_, index_t* __restrict__ col_) {";
@@ -60,13 +62,17 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
              "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, const int64_t* __restrict__ slots_, " + tail);
         line("GNNFUSE_DYNAMIC_SHARED(index_t, set_);");
         line("GNNFUSE_SHARED_ARRAY(int, set_size_, 1);");
+      } else if (m == Mode::Dense) {
+        open("GNNFUSE_GLOBAL void " + op + "_dense_k(const " + op +
+             "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, int64_t words_, uint32_t* __restrict__ bits_, " + tail);
+        line("GNNFUSE_SHARED_ARRAY(int64_t, scan_, runtime::cuda::kPatternBlock + 1);");
       } else {
         open("GNNFUSE_GLOBAL void " + op + "_global_k(const " + op +
              "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, const int64_t* __restrict__ off_, "
              "index_t* __restrict__ table_, " + tail);
       }
       locals();
-      if (m == Mode::Shared)  // a block per row: every thread of the block walks it
+      if (m == Mode::Shared || m == Mode::Dense)  // a block per row: every thread of the block walks it
         open("for (int64_t t_ = t0_ + static_cast<int64_t>(blockIdx.x); t_ < t1_; t_ += static_cast<int64_t>(gridDim.x)) {");
       else
         open("for (int64_t t_ = t0_ + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t_ < t1_; t_ += static_cast<int64_t>(gridDim.x) * blockDim.x) {");
@@ -99,7 +105,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         const std::string t = ctype(it);
         open("if (itype == " + dtype_enum(it) + ") {");
         line("GNNFUSE_LAUNCH((" + kernel + "<" + t + ">), dim3(static_cast<unsigned>(blocks_)), dim3(" + threads + "), " +
-             (block ? "static_cast<size_t>(" + smem + ") * sizeof(" + t + ")" : std::string("0")) + ", stream, " + args(t) + ");");
+             (smem != "0" ? "static_cast<size_t>(" + smem + ") * sizeof(" + t + ")" : std::string("0")) + ", stream, " + args(t) + ");");
         line("return;");
         close();
       }
@@ -108,7 +114,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     const std::string& i = k_.body->body.at(0)->var;
     open("void " + op + "_cuda_slots(" + prm + ", runtime::IType itype, int64_t* slots, const runtime::cuda::Env& env) {");
     line("const cudaStream_t stream = static_cast<cudaStream_t>(env.stream);");
-    launch(op + "_slots_k", "prm.n_" + i, false, "", [](const std::string&) { return std::string("prm, slots"); });
+    launch(op + "_slots_k", "prm.n_" + i, false, "0", [](const std::string&) { return std::string("prm, slots"); });
     close();
     line("");
     open("void " + op + "_cuda_rows(" + prm +
@@ -117,7 +123,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     line("const cudaStream_t stream = static_cast<cudaStream_t>(env.stream);");
     line("(void)most;  (void)table;");
     open("if (bin == runtime::cuda::PatternBin::List) {");
-    launch(op + "_list_k", "t1 - t0", false, "", [](const std::string& t) {
+    launch(op + "_list_k", "t1 - t0", false, "0", [](const std::string& t) {
       return "prm, rows, t0, t1, out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
@@ -126,7 +132,12 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
       return "prm, rows, t0, t1, offsets, out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
-    launch(op + "_global_k", "t1 - t0", false, "", [](const std::string& t) {
+    open("if (bin == runtime::cuda::PatternBin::Dense) {");
+    launch(op + "_dense_k", "t1 - t0", true, "0", [](const std::string& t) {
+      return "prm, rows, t0, t1, most, static_cast<uint32_t*>(table), out_rowptr, static_cast<" + t + "*>(col)";
+    });
+    close();
+    launch(op + "_global_k", "t1 - t0", false, "0", [](const std::string& t) {
       return "prm, rows, t0, t1, offsets, static_cast<" + t + "*>(table), out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
@@ -141,7 +152,8 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
       << "// (at slots[row + 1]); then the rows rows[t0 .. t1) of one bin (runtime::cuda::PatternBin): their sizes at\n"
       << "// out_rowptr[row + 1] (col null), or their columns sorted at col + out_rowptr[row]. offsets: List none, Shared\n"
       << "// the slots (at [row + 1]; most: the largest), Global the running sum of the listed rows' slots (row rows[t]'s\n"
-      << "// set at offsets[t] - offsets[t0] of `table`, index_t).\n";
+      << "// set at offsets[t] - offsets[t0] of `table`, index_t), Dense none (row rows[t]'s flags: `most` uint32 words at\n"
+      << "// (t - t0) * most of `table`).\n";
     h << "void " << op << "_cuda_slots(const " << op << "_params& prm, runtime::IType itype, int64_t* slots, const runtime::cuda::Env& env);\n";
     h << "void " << op << "_cuda_rows(const " << op
       << "_params& prm, runtime::IType itype, runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, "
@@ -150,7 +162,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
   }
 
  private:
-  enum class Mode { Slots, List, Shared, Global };
+  enum class Mode { Slots, List, Shared, Global, Dense };
   Mode mode_ = Mode::Slots;
   bool stride_ = false;  // Shared: the row's first loop is split over the block's threads
 
@@ -179,6 +191,9 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         } else if (mode_ == Mode::Shared) {
           line("cu::SharedRowSet<index_t> ws_(set_, slots_[" + row + " + 1], set_size_);");
           stride_ = true;
+        } else if (mode_ == Mode::Dense) {
+          line("cu::DenseRowSet ws_(bits_ + (t_ - t0_) * words_, words_, scan_);");
+          stride_ = true;
         } else {
           line("cu::RowSet<index_t> ws_(table_ + (off_[t_] - off_[t0_]), off_[t_ + 1] - off_[t_]);");
         }
@@ -189,7 +204,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         return;
       case Kind::EndOutputRow:
         if (stride_) fail(s_.loc, "internal error: the shared pattern kernel of " + s_.name + " found no loop to split");
-        if (mode_ == Mode::Shared) {
+        if (mode_ == Mode::Shared || mode_ == Mode::Dense) {
           line("const int64_t len_ = ws_.finish();");
           line("if (col_ == nullptr) { if (threadIdx.x == 0) out_rowptr_[" + row + " + 1] = len_; }");
           line("else ws_.emit_sorted(col_ + out_rowptr_[" + row + "], len_);");

@@ -401,6 +401,48 @@ struct SharedRowSet {
   }
 };
 
+// DenseRowSet: the block's threads set one row's columns as bits of `words` 32-bit flags in
+// global memory (atomicOr); `scan` is kPatternBlock + 1 shared int64. Every thread of the block
+// constructs it and calls finish / emit_sorted (they synchronise): finish counts the set bits of
+// each thread's contiguous run of words, scans the counts over the block and returns the row's
+// size; emit_sorted writes each thread's columns at its offset, in increasing order.
+struct DenseRowSet {
+  uint32_t* bits;
+  int64_t words;
+  int64_t* scan;
+  int64_t w0 = 0, w1 = 0, start = 0;
+  GNNFUSE_DEVICE DenseRowSet(uint32_t* b, int64_t n, int64_t* s) : bits(b), words(n), scan(s) {
+    __syncthreads();  // the block's previous row is written out
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) bits[k] = 0u;
+    __syncthreads();
+  }
+  GNNFUSE_DEVICE void insert(int64_t key) { atomicOr(bits + (key >> 5), 1u << static_cast<unsigned>(key & 31)); }
+  GNNFUSE_DEVICE int64_t finish() {
+    __syncthreads();
+    const int64_t per = (words + blockDim.x - 1) / blockDim.x;
+    w0 = static_cast<int64_t>(threadIdx.x) * per;
+    w0 = w0 < words ? w0 : words;
+    w1 = w0 + per < words ? w0 + per : words;
+    int64_t c = 0;
+    for (int64_t w = w0; w < w1; ++w) c += __popc(bits[w]);
+    scan[threadIdx.x + 1] = c;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      scan[0] = 0;
+      for (unsigned t = 1; t <= blockDim.x; ++t) scan[t] += scan[t - 1];
+    }
+    __syncthreads();
+    start = scan[threadIdx.x];
+    return scan[blockDim.x];
+  }
+  template <typename I>
+  GNNFUSE_DEVICE void emit_sorted(I* out, int64_t) const {
+    int64_t at = start;
+    for (int64_t w = w0; w < w1; ++w)
+      for (uint32_t v = bits[w]; v != 0u; v &= v - 1u) out[at++] = static_cast<I>(w * 32 + (__ffs(static_cast<int>(v)) - 1));
+  }
+};
+
 // The segmented reduction of a warp over C columns: row[l] is the row of lane l's entry,
 // non-decreasing across the live lanes (dead lanes carry distinct negative keys). Afterwards the
 // head lane of each run of equal rows holds the run's sums (suffix sums within the run).

@@ -158,10 +158,14 @@ struct Env {
 // sorted list of kPatternListSlots / 2 columns in registers (cu::RowList), up to
 // kPatternSharedSlots a block of kPatternBlock threads per row with a hash set in shared memory
 // (cu::SharedRowSet), longer rows a thread per row with a hash set in the global table
-// (cu::RowSet). The slots kernel writes each row's slots; no row reads more than its bin's.
-enum class PatternBin { List = 0, Shared = 1, Global = 2 };
+// (cu::RowSet), or, where the column extent n is at most kPatternDenseRatio times their slots
+// (the flags' n / 8 bytes at most half the smallest table's), a block per row with dense flags
+// over the columns in global memory (cu::DenseRowSet: sorted by construction). The slots kernel
+// writes each row's slots; no row reads more than its bin's.
+enum class PatternBin { List = 0, Shared = 1, Global = 2, Dense = 3 };
 constexpr int64_t kPatternListSlots = 64;
 constexpr int64_t kPatternSharedSlots = 4096;
+constexpr int64_t kPatternDenseRatio = 16;
 constexpr int kPatternBlock = 128;
 
 // The greatest common divisor of two extents (a kernel's lane loops: KernelShape::lane_gcd).

@@ -213,7 +213,7 @@ TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
     EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + "_symbolic_slots_k("), std::string::npos) << op;
     // the bins: a sorted list in registers, a block's shared set (its first loop split over the
     // block's threads), a set in the global table
-    for (const char* k : {"_symbolic_list_k(", "_symbolic_shared_k(", "_symbolic_global_k("})
+    for (const char* k : {"_symbolic_list_k(", "_symbolic_shared_k(", "_symbolic_global_k(", "_symbolic_dense_k("})
       EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + k), std::string::npos) << op << k;
     EXPECT_NE(cu.find("cu::RowList<index_t, static_cast<int>(runtime::cuda::kPatternListSlots / 2)> ws_;"), std::string::npos) << op;
     EXPECT_NE(cu.find("cu::SharedRowSet<index_t> ws_(set_, slots_["), std::string::npos) << op;

@@ -178,7 +178,7 @@ RUNS = [
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
     ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET, "spmm_sum or sddmm_dot or GCNConv"),
     ("spgemm-coarsen", {}, True, SPGEMM_SUBSET, ""),
-    ("spgemm-coarsen-chunks-random", {"GNNFUSE_CUDA_PATTERN_BUDGET": "16", "GNNFUSE_CUDA_PATTERN_BINS": "0,0", "GNNFUSE_SIMT_ORDER": "random:13"},
+    ("spgemm-coarsen-chunks-random", {"GNNFUSE_CUDA_PATTERN_BUDGET": "16", "GNNFUSE_CUDA_PATTERN_BINS": "0,0,0", "GNNFUSE_SIMT_ORDER": "random:13"},
      False, SPGEMM_CHUNKED, ""),
 ]
 if FULL:
@@ -447,8 +447,8 @@ g = torch.Generator().manual_seed(7)
 n_cols, n_k = 3000, 70
 # B: 40 long rows (120 columns of 3000, duplicates kept), 30 short ones (0-5 columns)
 b_lists = [torch.randint(0, n_cols, (120 if k < 40 else int(torch.randint(0, 6, (1,), generator=g)),), generator=g).tolist() for k in range(n_k)]
-# A: row 0 reaches the 40 long rows (4800 products, ~2400 distinct columns: the Global bin by the
-# kernels' bounds), row 1 ten of them (Shared), row 2 one (Shared), row 3 300 short rows (Shared,
+# A: row 0 reaches the 40 long rows (4800 products, ~2400 distinct columns: Dense by the kernels'
+# bounds, 3000 columns <= 16 x its 8192 slots), row 1 ten of them (Shared), row 2 one (Shared), row 3 300 short rows (Shared,
 # more entries than the block's threads), then power-law rows over the short ones (List) with
 # empty rows and duplicate entries
 a_lists = [list(range(40)), list(range(10)), [0, 0], (40 + torch.randint(0, 30, (300,), generator=g)).tolist()]
@@ -456,7 +456,7 @@ for r in range(4, 90):
     n = 0 if r % 7 == 0 else int((torch.rand(1, generator=g) ** 3 * 12).item())
     a_lists.append((40 + torch.randint(0, 30, (n,), generator=g)).tolist())
 # coarsening: 6000 nodes, node v in cluster v // 2 (3000 clusters); node 0 has 5000 incoming edges
-# (its coarse row, by target: Global), node 2 1000 (Shared), the others 0-4 (List)
+# (its coarse row, by target: Dense), node 2 1000 (Shared), the others 0-4 (List)
 n_nodes, n_clusters = 6000, 3000
 edges = [torch.randint(0, n_nodes, (5000 if v == 0 else 1000 if v == 2 else int(torch.randint(0, 5, (1,), generator=g)),), generator=g).tolist()
          for v in range(n_nodes)]
@@ -468,23 +468,27 @@ want_spgemm = expected((torch.tensor([p[0] for p in products]), torch.tensor([p[
 want_coarsen = expected((cluster[src], cluster[dst]), n_clusters)
 
 failures = []
-for bins in (None, "0,0", "0,4096", "16,128"):
-    if bins is None:
-        os.environ.pop("GNNFUSE_CUDA_PATTERN_BINS", None)
-    else:
-        os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = bins
+# the kernels' bounds; every row in the global table; in shared memory; lowered bounds; every row
+# dense (the flags of 3000 columns in chunks of one or a few rows)
+for bins, budget in ((None, None), ("0,0,0", None), ("0,4096,0", None), ("16,128", None), ("0,0,1000000", "300"), ("0,0,1000000", "90")):
+    for name, value in (("GNNFUSE_CUDA_PATTERN_BINS", bins), ("GNNFUSE_CUDA_PATTERN_BUDGET", budget)):
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     for itype in (torch.int32, torch.int64):
         ar, ac = csr(90, a_lists, itype)  # new tensors: no pattern cache hit
         br, bc = csr(n_k, b_lists, itype)
         cr, cc = ops.spgemm_symbolic(ar, ac, br, bc, n_cols)
         rows = torch.repeat_interleave(torch.arange(90), cr.long().diff())
         if cc.dtype != itype or not (torch.equal(rows, want_spgemm[0]) and torch.equal(cc.long(), want_spgemm[1])):
-            failures.append(f"spgemm {bins} {itype}")
+            failures.append(f"spgemm {bins} {budget} {itype}")
         graph, _ = gnnfuse.coarsen(torch.stack([dst, src]).to(itype), cluster.clone(), n_clusters)  # rows by target
         rows = torch.repeat_interleave(torch.arange(n_clusters), graph.rowptr.long().diff())
         if not (torch.equal(rows, want_coarsen[0]) and torch.equal(graph.col.long(), want_coarsen[1])):
-            failures.append(f"coarsen {bins} {itype}")
-for bad in ("64", "64,4096,1", "-1,8", "a,b"):  # a malformed bound is an error naming the variable
+            failures.append(f"coarsen {bins} {budget} {itype}")
+os.environ.pop("GNNFUSE_CUDA_PATTERN_BUDGET", None)
+for bad in ("64", "64,4096,1,2", "-1,8", "a,b", "0,0,-1"):  # a malformed bound is an error naming the variable
     os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = bad
     try:
         ops.spgemm_symbolic(*csr(90, a_lists, torch.int64), *csr(n_k, b_lists, torch.int64), n_cols)
@@ -498,12 +502,14 @@ print(torch.ops.gnnfuse._cuda_launch_counts())
 
 
 def test_pattern_bins_each_build_the_sorted_pattern(tmp_path):
-    """The pattern kernels' three bins (seed 002): a row's distinct columns in a sorted list in
+    """The pattern kernels' four bins (seed 002): a row's distinct columns in a sorted list in
     registers (a thread per row), a hash set in shared memory (a block per row, its first loop split
-    over the threads, compare-and-swap inserts, a bitonic sort), a hash set in the global table. A
-    product and a coarsening with rows in each bin by the kernels' own bounds (thousands of
-    distinct columns of 3000 in one row), then every row forced into the global bin, into the
-    shared bin, and lowered bounds; int32 and int64; threads in a random order. Every pattern
+    over the threads, compare-and-swap inserts, a bitonic sort), a hash set in the global table,
+    dense flags over the columns (a block per row, atomicOr, a scan of the counts). A product and
+    a coarsening with rows in the bins by the kernels' own bounds (thousands of distinct columns of
+    3000 in one row: dense), then every row forced into the global bin, into the shared bin,
+    lowered bounds, every row dense in chunks of one or three rows; int32 and int64; threads in a
+    random order. Every pattern
     equals the sorted distinct pairs computed in Python, and each bin's kernels ran; malformed
     bounds are an error naming the variable."""
     env = _env({"GNNFUSE_SIMT_ORDER": "random:17"})
@@ -513,5 +519,5 @@ def test_pattern_bins_each_build_the_sorted_pattern(tmp_path):
     assert lines[0] == "ok", lines[0]
     counts = {" ".join(l.split()[:-1]) for l in lines[1:] if l.strip()}
     for op in ("spgemm_symbolic", "coarsen_symbolic"):
-        for b in ("list", "shared", "global"):
+        for b in ("list", "shared", "global", "dense"):
             assert f"{op} pattern {b}" in counts, proc.stdout

@@ -798,3 +798,64 @@ print("ok")
     here = os.path.dirname(os.path.abspath(__file__))
     proc = subprocess.run([sys.executable, "-c", probe, here], cwd=here, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+# Shapes where cuSPARSE's SpGEMM fails or returns zeros (issue 26): regression tests of ours,
+# run on the CPU kernels and, in test_cuda_emulated's spgemm-coarsen run, on the CUDA kernels
+# (bench_spgemm.py --regressions runs them at full size on a GPU beside torch.sparse).
+def _product_against_scipy(A, B, itype, dtype, tol):
+    ar, ac, av = as_torch(A.indptr, A.indices, A.data, itype, dtype)
+    br, bc, bv = as_torch(B.indptr, B.indices, B.data, itype, dtype)
+    cr, cc = torch.ops.gnnfuse.spgemm_symbolic(ar, ac, br, bc, B.shape[1])
+    cv = torch.ops.gnnfuse.spgemm(ar, ac, av, br, bc, bv, cr, cc, B.shape[1])
+    ref = (A @ B).tocsr()
+    ref.sum_duplicates()
+    ref.sort_indices()
+    assert torch.equal(cr.long(), torch.from_numpy(ref.indptr.astype(np.int64)))
+    assert torch.equal(cc.long(), torch.from_numpy(ref.indices.astype(np.int64)))
+    torch.testing.assert_close(cv.double(), torch.from_numpy(ref.data), rtol=tol, atol=tol)
+    return cr, cc, cv
+
+
+@pytest.mark.parametrize("itype,dtype", [(torch.int32, torch.float32), (torch.int64, torch.float64)], ids=["int32-f32", "int64-f64"])
+def test_gram_product_with_a_dense_result_cupy_10033(itype, dtype):
+    """cupy #10033: X.T @ X for X = random(N, 5000, density 0.05) through cuSPARSE's SpGEMM is
+    right at N = 10k, fails (INSUFFICIENT_RESOURCES) at 20k and returns all zeros at 50k, though
+    the dense result fits. The shape scaled to run everywhere (N = 2000, 500 columns): a 99% dense
+    500 x 500 result from 1.25M products, 2500 per output row (on CUDA: rows in shared-memory sets
+    here, in dense flags at full size)."""
+    X = sp.random(2000, 500, density=0.05, format="csr", dtype=np.float64, random_state=42)
+    X.sort_indices()
+    _, _, cv = _product_against_scipy(X.T.tocsr(), X, itype, dtype, 1e-4 if dtype == torch.float32 else 1e-12)
+    assert cv.numel() > 0.99 * 500 * 500 and bool((cv != 0).all())
+
+
+def test_poisson_product_past_four_million_rows_ginkgo_1794():
+    """ginkgo #1794: cuSPARSE's default SpGEMM estimates an oversized buffer for matrices past
+    about 4M rows and fails whatever the GPU's memory (building a Poisson operator by a product).
+    Its shape: the 1-D Laplacian of 4,194,305 rows squared (int32 indices), against scipy."""
+    n = 4194305
+    A = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1], format="csr")
+    A.sort_indices()
+    cr, cc, cv = _product_against_scipy(A, A, torch.int32, torch.float64, 0)
+    assert cc.numel() == 5 * n - 6 and cv[5 * (n // 2) - 3 : 5 * (n // 2) + 2].tolist() == [1.0, -4.0, 6.0, -4.0, 1.0]
+
+
+def test_bench_regressions_mode_runs(tmp_path):
+    """bench_spgemm.py --regressions (what the GPU script runs at full size), shrunk: every shape
+    computed right by gnnfuse, an outcome and a time per method in its JSON."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = tmp_path / "reg.json"
+    proc = subprocess.run([sys.executable, os.path.join(root, "bench", "bench_spgemm.py"), "--regressions", "--regression-scale", "0.02",
+                           "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["case"], r["method"]) for r in rows} == {(c, m) for c in ("cupy-10033 XtX", "ginkgo-1794 poisson") for m in ("gnnfuse", "torch_sparse")}
+    for r in rows:
+        if r["method"] == "gnnfuse":
+            assert r["outcome"] == "ok" and r["ms"] > 0 and r["rel_err"] <= 1e-4, r

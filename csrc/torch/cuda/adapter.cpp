@@ -13,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -388,24 +389,46 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
 
 namespace {
 
-// The bounds of the List and Shared bins: the kernels' (runtime/cuda_launch.h), or lower ones
-// from GNNFUSE_CUDA_PATTERN_BINS="<list>,<shared>" (tests: every bin on small graphs).
-std::pair<int64_t, int64_t> pattern_bins() {
-  int64_t list = rc::kPatternListSlots, shared = rc::kPatternSharedSlots;
+// The bounds of the List and Shared bins and the Dense ratio: the kernels' (runtime/cuda_launch.h),
+// or from GNNFUSE_CUDA_PATTERN_BINS="<list>,<shared>[,<dense ratio>]" (the bounds only lowered;
+// tests: every bin on small graphs).
+struct PatternBounds {
+  int64_t list = rc::kPatternListSlots, shared = rc::kPatternSharedSlots, dense = rc::kPatternDenseRatio;
+};
+
+PatternBounds pattern_bounds() {
+  PatternBounds b;
   if (const char* e = env("GNNFUSE_CUDA_PATTERN_BINS")) {
-    long long a = 0, b = 0;
+    long long v[3] = {0, 0, b.dense};
     int end = 0;
-    if (std::sscanf(e, "%lld,%lld%n", &a, &b, &end) != 2 || e[end] != '\0' || a < 0 || b < 0)
-      bad_env("GNNFUSE_CUDA_PATTERN_BINS", e, "<list>,<shared>: two slot bounds, e.g. 64,4096");
-    list = std::min<int64_t>(list, a);
-    shared = std::min<int64_t>(shared, b);
+    const int got = std::sscanf(e, "%lld,%lld%n,%lld%n", &v[0], &v[1], &end, &v[2], &end);
+    if (got < 2 || e[end] != '\0' || v[0] < 0 || v[1] < 0 || v[2] < 0)
+      bad_env("GNNFUSE_CUDA_PATTERN_BINS", e, "<list>,<shared>[,<dense ratio>]: slot bounds and a ratio, e.g. 64,4096,16");
+    b.list = std::min<int64_t>(b.list, v[0]);
+    b.shared = std::min<int64_t>(b.shared, v[1]);
+    b.dense = v[2];
   }
-  return {list, shared};
+  return b;
+}
+
+// Cuts [0, n) into chunks whose tables (offsets o[0 .. n], running sums) fit `budget` (a longer
+// row alone); returns the cuts and the largest chunk's table.
+std::pair<std::vector<int64_t>, int64_t> chunks(const int64_t* o, int64_t n, int64_t budget) {
+  std::vector<int64_t> cuts{0};
+  int64_t table = 0;
+  for (int64_t r = 0; r < n;) {
+    int64_t r1 = static_cast<int64_t>(std::upper_bound(o + r + 1, o + n + 1, o[r] + budget) - o) - 1;
+    if (r1 <= r) r1 = r + 1;
+    table = std::max(table, o[r1] - o[r]);
+    cuts.push_back(r1);
+    r = r1;
+  }
+  return {cuts, table};
 }
 
 }  // namespace
 
-std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* index_arg, const at::Tensor& index, int64_t rows,
+std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* index_arg, const at::Tensor& index, int64_t rows, int64_t cols,
                                                    int64_t operand_entries, const PatternPasses& passes) {
   using rc::PatternBin;
   rc::Env on_stream;
@@ -414,42 +437,37 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   if (rows == 0) return {at::zeros({1}, longs), at::empty({0}, index.options())};
   at::Tensor slots = at::zeros({rows + 1}, longs);
   passes.slots(slots.mutable_data_ptr<int64_t>(), on_stream);
-  // The bins (0 List, 1 Shared, 2 Global, 3 rows without products), their rows listed in order.
-  const auto [list_bound, shared_bound] = pattern_bins();
+  // The bins (PatternBin's values; 4: rows without products), their rows listed in order.
+  const PatternBounds bounds = pattern_bounds();
   const at::Tensor s = slots.narrow(0, 1, rows);
-  at::Tensor bin = (s > list_bound).to(at::kLong) + (s > shared_bound).to(at::kLong);
-  bin.masked_fill_(s == 0, 3);
+  at::Tensor bin = (s > bounds.list).to(at::kLong) + (s > bounds.shared).to(at::kLong);
+  if (cols > 0 && bounds.dense > 0) bin.add_(((bin == 2) & (s * bounds.dense >= cols)).to(at::kLong));
+  bin.masked_fill_(s == 0, 4);
   const at::Tensor order = at::argsort(bin, /*stable=*/true);
   const at::Tensor zero = at::zeros({}, longs);
-  const at::Tensor stats = at::cat({at::bincount(bin, {}, 4), at::where(bin == 1, s, zero).amax().view({1}),
+  const at::Tensor stats = at::cat({at::bincount(bin, {}, 5), at::where(bin == 1, s, zero).amax().view({1}),
                                     at::where(bin == 2, s, zero).sum().view({1})})
                                .cpu();  // one synchronisation
   const int64_t* st = stats.const_data_ptr<int64_t>();
-  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], shared_most = st[4], total = st[5];
-  // The Global rows' tables: their slots' running sum, in chunks that fit the budget.
+  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], n_dense = st[3], shared_most = st[5], total = st[6];
   const int64_t* listed = order.const_data_ptr<int64_t>();
-  const int64_t g0 = n_list + n_shared;
-  at::Tensor offsets = at::zeros({n_global + 1}, longs);
-  if (n_global > 0) offsets.narrow(0, 1, n_global).copy_(s.index_select(0, order.narrow(0, g0, n_global)).cumsum(0));
+  const int64_t g0 = n_list + n_shared, d0 = g0 + n_global;
   int64_t budget = std::max<int64_t>({int64_t(1) << 22, 2 * operand_entries});
   if (const char* e = env("GNNFUSE_CUDA_PATTERN_BUDGET")) budget = std::max<int64_t>(1, std::atoll(e));  // tests: force chunks
-  std::vector<int64_t> cuts{0};
+  // The Global rows' tables: their slots' running sum, in chunks that fit the budget.
+  at::Tensor offsets = at::zeros({n_global + 1}, longs);
+  if (n_global > 0) offsets.narrow(0, 1, n_global).copy_(s.index_select(0, order.narrow(0, g0, n_global)).cumsum(0));
+  std::vector<int64_t> cuts{0, n_global};
   int64_t table = total;
-  if (total <= budget) {
-    cuts.push_back(n_global);
-  } else {  // chunks of rows whose tables fit the budget (a longer row alone)
+  if (total > budget) {
     const at::Tensor host = offsets.cpu();
-    const int64_t* o = host.const_data_ptr<int64_t>();
-    table = 0;
-    for (int64_t r = 0; r < n_global;) {
-      int64_t r1 = static_cast<int64_t>(std::upper_bound(o + r + 1, o + n_global + 1, o[r] + budget) - o) - 1;
-      if (r1 <= r) r1 = r + 1;
-      table = std::max(table, o[r1] - o[r]);
-      cuts.push_back(r1);
-      r = r1;
-    }
+    std::tie(cuts, table) = chunks(host.const_data_ptr<int64_t>(), n_global, budget);
   }
   at::Tensor sets = at::empty({std::max<int64_t>(table, 1)}, index.options());
+  // The Dense rows' flags: `words` per row, as many rows per chunk as fit the budget.
+  const int64_t words = cols > 0 ? (cols + 31) / 32 : 0;
+  const int64_t per_chunk = n_dense > 0 ? std::min<int64_t>(n_dense, std::max<int64_t>(1, budget / words)) : 0;
+  at::Tensor flags = at::empty({std::max<int64_t>(per_chunk * words, 1)}, index.options().dtype(at::kInt));
   auto run = [&](int64_t* out_rowptr, void* col) {
     if (n_list > 0) passes.rows(PatternBin::List, listed, 0, n_list, nullptr, 0, nullptr, out_rowptr, col, on_stream);
     if (n_shared > 0)
@@ -458,6 +476,9 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
       for (size_t c = 1; c < cuts.size(); ++c)
         passes.rows(PatternBin::Global, listed + g0, cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), 0, sets.mutable_data_ptr(), out_rowptr,
                     col, on_stream);
+    for (int64_t t = 0; t < n_dense; t += per_chunk)
+      passes.rows(PatternBin::Dense, listed + d0, t, std::min(n_dense, t + per_chunk), nullptr, words, flags.mutable_data_ptr(), out_rowptr, col,
+                  on_stream);
   };
   at::Tensor sizes = at::zeros({rows + 1}, longs);
   run(sizes.mutable_data_ptr<int64_t>(), nullptr);
@@ -470,8 +491,8 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 #endif
   count_launch(std::string(op) + " pattern " + std::to_string(cuts.size() - 1) + " 0");
-  const char* names[] = {"list", "shared", "global"};
-  for (int b = 0; b < 3; ++b)
+  const char* names[] = {"list", "shared", "global", "dense"};
+  for (int b = 0; b < 4; ++b)
     if (st[b] > 0) count_launch(std::string(op) + " pattern " + names[b]);
   return {rowptr, col};
 }
