@@ -309,8 +309,8 @@ void emit_symbolic_cuda_adapters(const Compiled& c, std::ostream& r) {
   r << "  cuda_adapter::PatternPasses passes_;\n";
   r << "  passes_.slots = [&](int64_t* slots, const runtime::cuda::Env& env) { " << op << "_cuda_slots(prm, itype_, slots, env); };\n";
   r << "  passes_.rows = [&](runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, const int64_t* offsets, int64_t most,\n"
-       "                     void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env) {\n";
-  r << "    " << op << "_cuda_rows(prm, itype_, bin, rows, t0, t1, offsets, most, table, out_rowptr, col, env);\n  };\n";
+       "                     int64_t grid, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env) {\n";
+  r << "    " << op << "_cuda_rows(prm, itype_, bin, rows, t0, t1, offsets, most, grid, table, out_rowptr, col, env);\n  };\n";
   r << "  auto [rowptr64_, pattern_col_] = cuda_adapter::computed_pattern(op, \"" << first << "\", " << first << ", n_" << p_outer(c, s.symbolic)
     << ", n_" << c.program.inner_var(s.symbolic) << ", " << entries << ", passes_);\n";
   r << "  at::Tensor pattern_rowptr_ = rowptr64_.to(" << first << ".scalar_type());\n";

@@ -92,14 +92,13 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     const std::string prm = "const " + op + "_params& prm";
     // A launch of `kernel` per index dtype: grid-stride over `rows` rows, a thread per row (block:
     // a block per row, the bin's shared set of `smem` index_t); args: its arguments.
-    auto launch = [&](const std::string& kernel, const std::string& rows, bool block, const std::string& smem,
+    // `cap`: the most blocks (grid-stride loops beyond).
+    auto launch = [&](const std::string& kernel, const std::string& rows, bool block, const std::string& smem, const std::string& cap,
                       const std::function<std::string(const std::string&)>& args) {
       line("const int64_t rows_ = " + rows + ";");
       line("if (rows_ <= 0) return;");
-      if (block)
-        line("const int64_t blocks_ = rows_ < 65535 ? rows_ : 65535;");
-      else
-        line("const int64_t blocks_ = (rows_ + 255) / 256 < 65535 ? (rows_ + 255) / 256 : 65535;");
+      line("const int64_t need_ = " + std::string(block ? "rows_" : "(rows_ + 255) / 256") + ";");
+      line("const int64_t blocks_ = need_ < " + cap + " ? need_ : " + cap + ";");
       const std::string threads = block ? "runtime::cuda::kPatternBlock" : "256";
       for (auto& it : s_.index_dtypes) {
         const std::string t = ctype(it);
@@ -114,30 +113,31 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     const std::string& i = k_.body->body.at(0)->var;
     open("void " + op + "_cuda_slots(" + prm + ", runtime::IType itype, int64_t* slots, const runtime::cuda::Env& env) {");
     line("const cudaStream_t stream = static_cast<cudaStream_t>(env.stream);");
-    launch(op + "_slots_k", "prm.n_" + i, false, "0", [](const std::string&) { return std::string("prm, slots"); });
+    launch(op + "_slots_k", "prm.n_" + i, false, "0", "int64_t(65535)", [](const std::string&) { return std::string("prm, slots"); });
     close();
     line("");
     open("void " + op + "_cuda_rows(" + prm +
          ", runtime::IType itype, runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, const int64_t* offsets, "
-         "int64_t most, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env) {");
+         "int64_t most, int64_t grid, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env) {");
     line("const cudaStream_t stream = static_cast<cudaStream_t>(env.stream);");
+    line("const int64_t grid_ = grid > 0 && grid < 65535 ? grid : 65535;");
     line("(void)most;  (void)table;");
     open("if (bin == runtime::cuda::PatternBin::List) {");
-    launch(op + "_list_k", "t1 - t0", false, "0", [](const std::string& t) {
+    launch(op + "_list_k", "t1 - t0", false, "0", "grid_", [](const std::string& t) {
       return "prm, rows, t0, t1, out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
     open("if (bin == runtime::cuda::PatternBin::Shared) {");
-    launch(op + "_shared_k", "t1 - t0", true, "most", [](const std::string& t) {
+    launch(op + "_shared_k", "t1 - t0", true, "most", "grid_", [](const std::string& t) {
       return "prm, rows, t0, t1, offsets, out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
     open("if (bin == runtime::cuda::PatternBin::Dense) {");
-    launch(op + "_dense_k", "t1 - t0", true, "0", [](const std::string& t) {
+    launch(op + "_dense_k", "t1 - t0", true, "0", "grid_", [](const std::string& t) {
       return "prm, rows, t0, t1, most, static_cast<uint32_t*>(table), out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
-    launch(op + "_global_k", "t1 - t0", false, "0", [](const std::string& t) {
+    launch(op + "_global_k", "t1 - t0", false, "0", "grid_", [](const std::string& t) {
       return "prm, rows, t0, t1, offsets, static_cast<" + t + "*>(table), out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
@@ -153,11 +153,11 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
       << "// out_rowptr[row + 1] (col null), or their columns sorted at col + out_rowptr[row]. offsets: List none, Shared\n"
       << "// the slots (at [row + 1]; most: the largest), Global the running sum of the listed rows' slots (row rows[t]'s\n"
       << "// set at offsets[t] - offsets[t0] of `table`, index_t), Dense none (row rows[t]'s flags: `most` uint32 words at\n"
-      << "// (t - t0) * most of `table`).\n";
+      << "// (t - t0) * most of `table`). grid: the most blocks (<= 0: CUDA's 65535), grid-stride loops beyond.\n";
     h << "void " << op << "_cuda_slots(const " << op << "_params& prm, runtime::IType itype, int64_t* slots, const runtime::cuda::Env& env);\n";
     h << "void " << op << "_cuda_rows(const " << op
       << "_params& prm, runtime::IType itype, runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, "
-         "const int64_t* offsets, int64_t most, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env);\n\n";
+         "const int64_t* offsets, int64_t most, int64_t grid, void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env);\n\n";
     return h.str();
   }
 
@@ -205,7 +205,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
       case Kind::EndOutputRow:
         if (stride_) fail(s_.loc, "internal error: the shared pattern kernel of " + s_.name + " found no loop to split");
         if (mode_ == Mode::Shared || mode_ == Mode::Dense) {
-          line("const int64_t len_ = ws_.finish();");
+          line("const int64_t len_ = ws_.finish(col_ != nullptr);  // (the sizes pass needs no order)");
           line("if (col_ == nullptr) { if (threadIdx.x == 0) out_rowptr_[" + row + " + 1] = len_; }");
           line("else ws_.emit_sorted(col_ + out_rowptr_[" + row + "], len_);");
           return;
@@ -217,8 +217,8 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         if (stride_) {
           stride_ = false;
           const std::string& L = s.level;
-          open("for (index_t p_" + L + " = " + L + "_rb + static_cast<index_t>(threadIdx.x); p_" + L + " < " + L + "_re; p_" + L +
-               " += static_cast<index_t>(blockDim.x)) {");
+          open("for (int64_t p_" + L + " = static_cast<int64_t>(" + L + "_rb) + threadIdx.x; p_" + L + " < static_cast<int64_t>(" + L +
+               "_re); p_" + L + " += blockDim.x) {");  // (int64: no index_t overflow past the last entry)
           line("const int64_t " + s.var + " = static_cast<int64_t>(" + L + (s.csc ? "_row" : "_col") + "[p_" + L + "]);");
           for (auto& k : s.body) stmt(*k);
           close();

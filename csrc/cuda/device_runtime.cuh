@@ -352,8 +352,8 @@ GNNFUSE_DEVICE int64_t cas_index(int64_t* at, int64_t expected, int64_t desired)
 // SharedRowSet: the block's threads insert one row's columns into `slots` (a power of two,
 // row_set_slots) of shared memory, open addressing by compare-and-swap (-1 empty); `counter` is
 // a shared int. Every thread of the block constructs it and calls finish / emit_sorted (they
-// synchronise): finish sorts the table in place (bitonic, empty slots last: compared unsigned)
-// and returns the row's size; emit_sorted copies the sorted columns out.
+// synchronise): finish(sort) sorts the table in place if asked (bitonic, empty slots last:
+// compared unsigned) and returns the row's size; emit_sorted copies the sorted columns out.
 template <typename I>
 struct SharedRowSet {
   I* slot;
@@ -378,10 +378,10 @@ struct SharedRowSet {
       ++h;
     }
   }
-  GNNFUSE_DEVICE int64_t finish() {
+  GNNFUSE_DEVICE int64_t finish(bool sort) {
     using U = typename std::conditional<sizeof(I) == 4, uint32_t, uint64_t>::type;
     __syncthreads();
-    for (int64_t k = 2; k <= slots; k <<= 1)
+    for (int64_t k = 2; sort && k <= slots; k <<= 1)
       for (int64_t j = k >> 1; j > 0; j >>= 1) {
         for (int64_t t = threadIdx.x; t < slots; t += blockDim.x) {
           const int64_t u = t ^ j;
@@ -417,7 +417,7 @@ struct DenseRowSet {
     __syncthreads();
   }
   GNNFUSE_DEVICE void insert(int64_t key) { atomicOr(bits + (key >> 5), 1u << static_cast<unsigned>(key & 31)); }
-  GNNFUSE_DEVICE int64_t finish() {
+  GNNFUSE_DEVICE int64_t finish(bool) {
     __syncthreads();
     const int64_t per = (words + blockDim.x - 1) / blockDim.x;
     w0 = static_cast<int64_t>(threadIdx.x) * per;

@@ -167,6 +167,8 @@ constexpr int64_t kPatternListSlots = 64;
 constexpr int64_t kPatternSharedSlots = 4096;
 constexpr int64_t kPatternDenseRatio = 16;
 constexpr int kPatternBlock = 128;
+// A Shared set of int64 indices and its counter fit the 48 KiB of a launch without opting in.
+static_assert(kPatternSharedSlots * 8 + 4 <= 48 * 1024, "the Shared bin's set must fit 48 KiB of shared memory");
 
 // The greatest common divisor of two extents (a kernel's lane loops: KernelShape::lane_gcd).
 inline int64_t gcd_of(int64_t a, int64_t b) { return b == 0 ? a : gcd_of(b, a % b); }

@@ -189,7 +189,7 @@ def _env(extra):
     env = dict(os.environ)
     for k in ("GNNFUSE_CUDA_FORCE_VARIANT", "GNNFUSE_CUDA_FORCE_GROUP", "GNNFUSE_CUDA_FORCE_LOWERING", "GNNFUSE_SIMT_ORDER", "GNNFUSE_SIMT_THREADS",
               "GNNFUSE_CUDA_BACKEND", "GNNFUSE_CUDA_TENSOR_CORES", "GNNFUSE_CUDA_AUTOTUNE", "GNNFUSE_SIMULATE_CAPTURE", "GNNFUSE_CHECKS_ON_DEVICE", "GNNFUSE_CUDA_PATTERN_BUDGET",
-              "GNNFUSE_CUDA_PATTERN_BINS"):
+              "GNNFUSE_CUDA_PATTERN_BINS", "GNNFUSE_CUDA_PATTERN_GRID"):
         env.pop(k, None)
     env.update(extra)
     env["GNNFUSE_LIBRARY"] = EMU
@@ -444,54 +444,67 @@ def expected(pairs, cols):  # the sorted distinct (row, column) pairs as CSR
 
 
 g = torch.Generator().manual_seed(7)
-n_cols, n_k = 3000, 70
-# B: 40 long rows (120 columns of 3000, duplicates kept), 30 short ones (0-5 columns)
-b_lists = [torch.randint(0, n_cols, (120 if k < 40 else int(torch.randint(0, 6, (1,), generator=g)),), generator=g).tolist() for k in range(n_k)]
-# A: row 0 reaches the 40 long rows (4800 products, ~2400 distinct columns: Dense by the kernels'
-# bounds, 3000 columns <= 16 x its 8192 slots), row 1 ten of them (Shared), row 2 one (Shared), row 3 300 short rows (Shared,
-# more entries than the block's threads), then power-law rows over the short ones (List) with
-# empty rows and duplicate entries
+n_k = 70
+
+
+def b_rows(n_cols):  # 40 long rows (120 columns of n_cols, duplicates kept), 30 short ones (0-5 columns)
+    return [torch.randint(0, n_cols, (120 if k < 40 else int(torch.randint(0, 6, (1,), generator=g)),), generator=g).tolist() for k in range(n_k)]
+
+
+# B over 9000 columns (Dense rows: 282 flag words, several per thread of the block) and over
+# 300000 (Global rows by the kernels' bounds: 300000 columns > 16 x 16384 slots)
+products_of = {n_cols: b_rows(n_cols) for n_cols in (9000, 300000)}
+# A: row 0 reaches the 40 long rows (4800 products, thousands of distinct columns: 16384 slots),
+# row 1 ten of them (Shared), row 2 one (Shared), row 3 300 short rows (Shared, more entries than
+# the block's threads), then power-law rows over the short ones (List) with empty rows and
+# duplicate entries
 a_lists = [list(range(40)), list(range(10)), [0, 0], (40 + torch.randint(0, 30, (300,), generator=g)).tolist()]
 for r in range(4, 90):
     n = 0 if r % 7 == 0 else int((torch.rand(1, generator=g) ** 3 * 12).item())
     a_lists.append((40 + torch.randint(0, 30, (n,), generator=g)).tolist())
-# coarsening: 6000 nodes, node v in cluster v // 2 (3000 clusters); node 0 has 5000 incoming edges
-# (its coarse row, by target: Dense), node 2 1000 (Shared), the others 0-4 (List)
-n_nodes, n_clusters = 6000, 3000
+# coarsening: 18000 nodes, node v in cluster v // 2 (9000 clusters); node 0 has 5000 incoming
+# edges (its coarse row, by target: Dense), node 2 1000 (Shared), the others 0-4 (List)
+n_nodes, n_clusters = 18000, 9000
 edges = [torch.randint(0, n_nodes, (5000 if v == 0 else 1000 if v == 2 else int(torch.randint(0, 5, (1,), generator=g)),), generator=g).tolist()
          for v in range(n_nodes)]
 cluster = torch.arange(n_nodes) // 2
 src = torch.repeat_interleave(torch.arange(n_nodes), torch.tensor([len(e) for e in edges]))
 dst = torch.tensor([d for e in edges for d in e], dtype=torch.long)
-products = [(i, j) for i, l in enumerate(a_lists) for k in l for j in b_lists[k]]
-want_spgemm = expected((torch.tensor([p[0] for p in products]), torch.tensor([p[1] for p in products])), n_cols)
+want_spgemm = {}
+for n_cols, b_lists in products_of.items():
+    products = [(i, j) for i, l in enumerate(a_lists) for k in l for j in b_lists[k]]
+    want_spgemm[n_cols] = expected((torch.tensor([p[0] for p in products]), torch.tensor([p[1] for p in products])), n_cols)
 want_coarsen = expected((cluster[src], cluster[dst]), n_clusters)
 
 failures = []
-# the kernels' bounds; every row in the global table; in shared memory; lowered bounds; every row
-# dense (the flags of 3000 columns in chunks of one or a few rows)
-for bins, budget in ((None, None), ("0,0,0", None), ("0,4096,0", None), ("16,128", None), ("0,0,1000000", "300"), ("0,0,1000000", "90")):
-    for name, value in (("GNNFUSE_CUDA_PATTERN_BINS", bins), ("GNNFUSE_CUDA_PATTERN_BUDGET", budget)):
+# the kernels' bounds (alone, and with at most 2 blocks per launch: blocks loop over rows); every
+# row in the global table; in shared memory; lowered bounds; every row dense (in chunks of one or
+# a few rows; one block per launch)
+for bins, budget, grid in ((None, None, None), (None, None, "2"), ("0,0,0", None, None), ("0,4096,0", None, None), ("16,128", None, None),
+                           ("0,0,1000000", "300", None), ("0,0,1000000", "600", "1")):
+    for name, value in (("GNNFUSE_CUDA_PATTERN_BINS", bins), ("GNNFUSE_CUDA_PATTERN_BUDGET", budget), ("GNNFUSE_CUDA_PATTERN_GRID", grid)):
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
     for itype in (torch.int32, torch.int64):
-        ar, ac = csr(90, a_lists, itype)  # new tensors: no pattern cache hit
-        br, bc = csr(n_k, b_lists, itype)
-        cr, cc = ops.spgemm_symbolic(ar, ac, br, bc, n_cols)
-        rows = torch.repeat_interleave(torch.arange(90), cr.long().diff())
-        if cc.dtype != itype or not (torch.equal(rows, want_spgemm[0]) and torch.equal(cc.long(), want_spgemm[1])):
-            failures.append(f"spgemm {bins} {budget} {itype}")
+        for n_cols, b_lists in products_of.items():
+            ar, ac = csr(90, a_lists, itype)  # new tensors: no pattern cache hit
+            br, bc = csr(n_k, b_lists, itype)
+            cr, cc = ops.spgemm_symbolic(ar, ac, br, bc, n_cols)
+            rows = torch.repeat_interleave(torch.arange(90), cr.long().diff())
+            if cc.dtype != itype or not (torch.equal(rows, want_spgemm[n_cols][0]) and torch.equal(cc.long(), want_spgemm[n_cols][1])):
+                failures.append(f"spgemm {n_cols} {bins} {budget} {grid} {itype}")
         graph, _ = gnnfuse.coarsen(torch.stack([dst, src]).to(itype), cluster.clone(), n_clusters)  # rows by target
         rows = torch.repeat_interleave(torch.arange(n_clusters), graph.rowptr.long().diff())
         if not (torch.equal(rows, want_coarsen[0]) and torch.equal(graph.col.long(), want_coarsen[1])):
-            failures.append(f"coarsen {bins} {budget} {itype}")
+            failures.append(f"coarsen {bins} {budget} {grid} {itype}")
 os.environ.pop("GNNFUSE_CUDA_PATTERN_BUDGET", None)
+os.environ.pop("GNNFUSE_CUDA_PATTERN_GRID", None)
 for bad in ("64", "64,4096,1,2", "-1,8", "a,b", "0,0,-1"):  # a malformed bound is an error naming the variable
     os.environ["GNNFUSE_CUDA_PATTERN_BINS"] = bad
     try:
-        ops.spgemm_symbolic(*csr(90, a_lists, torch.int64), *csr(n_k, b_lists, torch.int64), n_cols)
+        ops.spgemm_symbolic(*csr(90, a_lists, torch.int64), *csr(n_k, products_of[9000], torch.int64), 9000)
         failures.append(f"bins {bad!r} accepted")
     except RuntimeError as e:
         if f"GNNFUSE_CUDA_PATTERN_BINS='{bad}'" not in str(e):
@@ -505,11 +518,13 @@ def test_pattern_bins_each_build_the_sorted_pattern(tmp_path):
     """The pattern kernels' four bins (seed 002): a row's distinct columns in a sorted list in
     registers (a thread per row), a hash set in shared memory (a block per row, its first loop split
     over the threads, compare-and-swap inserts, a bitonic sort), a hash set in the global table,
-    dense flags over the columns (a block per row, atomicOr, a scan of the counts). A product and
-    a coarsening with rows in the bins by the kernels' own bounds (thousands of distinct columns of
-    3000 in one row: dense), then every row forced into the global bin, into the shared bin,
-    lowered bounds, every row dense in chunks of one or three rows; int32 and int64; threads in a
-    random order. Every pattern
+    dense flags over the columns (a block per row, atomicOr, a scan of the counts). Products over
+    9000 and 300000 columns and a coarsening with rows in the bins by the kernels' own bounds
+    (thousands of distinct columns in one row: dense flags of several words per thread, or the
+    global table past 16 x its slots), also with at most 2 blocks per launch (blocks reuse their
+    shared memory row after row); then every row forced into the global bin, into the shared bin,
+    lowered bounds, every row dense in chunks of a few rows, one block per launch; int32 and
+    int64; threads in a random order. Every pattern
     equals the sorted distinct pairs computed in Python, and each bin's kernels ran; malformed
     bounds are an error naming the variable."""
     env = _env({"GNNFUSE_SIMT_ORDER": "random:17"})

@@ -390,8 +390,8 @@ void launch(const char* op, const at::Tensor& like, rc::Request req,
 namespace {
 
 // The bounds of the List and Shared bins and the Dense ratio: the kernels' (runtime/cuda_launch.h),
-// or from GNNFUSE_CUDA_PATTERN_BINS="<list>,<shared>[,<dense ratio>]" (the bounds only lowered;
-// tests: every bin on small graphs).
+// or from GNNFUSE_CUDA_PATTERN_BINS="<list>,<shared>[,<dense ratio>]" (the bounds only lowered,
+// the ratio set, 0 for no Dense bin; tests: every bin on small graphs).
 struct PatternBounds {
   int64_t list = rc::kPatternListSlots, shared = rc::kPatternSharedSlots, dense = rc::kPatternDenseRatio;
 };
@@ -441,15 +441,16 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   const PatternBounds bounds = pattern_bounds();
   const at::Tensor s = slots.narrow(0, 1, rows);
   at::Tensor bin = (s > bounds.list).to(at::kLong) + (s > bounds.shared).to(at::kLong);
-  if (cols > 0 && bounds.dense > 0) bin.add_(((bin == 2) & (s * bounds.dense >= cols)).to(at::kLong));
+  if (cols > 0 && bounds.dense > 0) bin.add_(((bin == 2) & (s >= (cols + bounds.dense - 1) / bounds.dense)).to(at::kLong));  // cols <= ratio * s
   bin.masked_fill_(s == 0, 4);
   const at::Tensor order = at::argsort(bin, /*stable=*/true);
   const at::Tensor zero = at::zeros({}, longs);
-  const at::Tensor stats = at::cat({at::bincount(bin, {}, 5), at::where(bin == 1, s, zero).amax().view({1}),
-                                    at::where(bin == 2, s, zero).sum().view({1})})
+  // (counted by comparison: CUDA's bincount reads its range back, two more synchronisations)
+  const at::Tensor counts = (bin.unsqueeze(1) == at::arange(4, longs)).sum(0);
+  const at::Tensor stats = at::cat({counts, at::where(bin == 1, s, zero).amax().view({1}), at::where(bin == 2, s, zero).sum().view({1})})
                                .cpu();  // one synchronisation
   const int64_t* st = stats.const_data_ptr<int64_t>();
-  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], n_dense = st[3], shared_most = st[5], total = st[6];
+  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], n_dense = st[3], shared_most = st[4], total = st[5];
   const int64_t* listed = order.const_data_ptr<int64_t>();
   const int64_t g0 = n_list + n_shared, d0 = g0 + n_global;
   int64_t budget = std::max<int64_t>({int64_t(1) << 22, 2 * operand_entries});
@@ -468,20 +469,24 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   const int64_t words = cols > 0 ? (cols + 31) / 32 : 0;
   const int64_t per_chunk = n_dense > 0 ? std::min<int64_t>(n_dense, std::max<int64_t>(1, budget / words)) : 0;
   at::Tensor flags = at::empty({std::max<int64_t>(per_chunk * words, 1)}, index.options().dtype(at::kInt));
+  const int64_t grid = env_int("GNNFUSE_CUDA_PATTERN_GRID", "a count of blocks");  // tests: blocks loop over rows (-1 unset: none)
   auto run = [&](int64_t* out_rowptr, void* col) {
-    if (n_list > 0) passes.rows(PatternBin::List, listed, 0, n_list, nullptr, 0, nullptr, out_rowptr, col, on_stream);
+    if (n_list > 0) passes.rows(PatternBin::List, listed, 0, n_list, nullptr, 0, grid, nullptr, out_rowptr, col, on_stream);
     if (n_shared > 0)
-      passes.rows(PatternBin::Shared, listed, n_list, g0, slots.const_data_ptr<int64_t>(), shared_most, nullptr, out_rowptr, col, on_stream);
+      passes.rows(PatternBin::Shared, listed, n_list, g0, slots.const_data_ptr<int64_t>(), shared_most, grid, nullptr, out_rowptr, col, on_stream);
     if (n_global > 0)
       for (size_t c = 1; c < cuts.size(); ++c)
-        passes.rows(PatternBin::Global, listed + g0, cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), 0, sets.mutable_data_ptr(), out_rowptr,
-                    col, on_stream);
+        passes.rows(PatternBin::Global, listed + g0, cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), 0, grid, sets.mutable_data_ptr(),
+                    out_rowptr, col, on_stream);
     for (int64_t t = 0; t < n_dense; t += per_chunk)
-      passes.rows(PatternBin::Dense, listed + d0, t, std::min(n_dense, t + per_chunk), nullptr, words, flags.mutable_data_ptr(), out_rowptr, col,
-                  on_stream);
+      passes.rows(PatternBin::Dense, listed + d0, t, std::min(n_dense, t + per_chunk), nullptr, words, grid, flags.mutable_data_ptr(), out_rowptr,
+                  col, on_stream);
   };
   at::Tensor sizes = at::zeros({rows + 1}, longs);
   run(sizes.mutable_data_ptr<int64_t>(), nullptr);
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  C10_CUDA_KERNEL_LAUNCH_CHECK();  // (a failed launch of the sizes pass would read as empty rows)
+#endif
   at::Tensor rowptr = sizes.cumsum(0);
   const int64_t nnz = rowptr[rows].item<int64_t>();
   checks::fits_index(op, index_arg, index.scalar_type(), nnz);

@@ -88,21 +88,22 @@ void launch(const char* op, const at::Tensor& like, runtime::cuda::Request req,
 // kPatternSharedSlots a hash set in shared memory, longer a hash set in a global table, or dense
 // flags over the `cols` columns where cols <= kPatternDenseRatio * slots (cols < 0: unknown,
 // never); GNNFUSE_CUDA_PATTERN_BINS="<list>,<shared>[,<dense ratio>]" lowers the two bounds and
-// sets the ratio: tests) and `rows` runs the listed rows rows[t0 .. t1) of one bin: without col
+// sets the ratio, GNNFUSE_CUDA_PATTERN_GRID caps the blocks of a launch (`grid`; <= 0: none) so
+// that blocks loop over rows: tests) and `rows` runs the listed rows rows[t0 .. t1) of one bin: without col
 // it writes each row's size at out_rowptr[row + 1], with col the row's columns sorted at
 // col + out_rowptr[row]. Its offsets: the slots (Shared; `most` their largest in the bin), the
 // running sum of the listed rows' slots (Global: row rows[t]'s set at offsets[t] - offsets[t0]
 // of `table`, index elements), none (Dense: `most` flag words per row, row rows[t]'s at
 // (t - t0) * most of `table`). The Global and Dense rows go in chunks whose tables fit
-// max(4M, 2 * operand_entries, the largest row's) elements (never a buffer of every product;
-// GNNFUSE_CUDA_PATTERN_BUDGET, elements, forces a smaller budget: tests); then the sizes are
-// scanned and the columns allocated exactly.
-// Two synchronisations (the bins' sizes, the output's size); more chunks read the offsets on the
-// host. Returns (int64 row pointers [rows + 1], columns of `index`'s dtype).
+// max(4M, 2 * operand_entries, the largest row's) elements (index elements; flag words for
+// Dense) (never a buffer of every product; GNNFUSE_CUDA_PATTERN_BUDGET forces a smaller budget:
+// tests); then the sizes are scanned and the columns allocated exactly.
+// Two synchronisations (the bins' sizes, the output's size); more Global chunks read the offsets
+// on the host. Returns (int64 row pointers [rows + 1], columns of `index`'s dtype).
 struct PatternPasses {
   std::function<void(int64_t* slots, const runtime::cuda::Env& env)> slots;
-  std::function<void(runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, const int64_t* offsets, int64_t most, void* table,
-                     int64_t* out_rowptr, void* col, const runtime::cuda::Env& env)>
+  std::function<void(runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, const int64_t* offsets, int64_t most, int64_t grid,
+                     void* table, int64_t* out_rowptr, void* col, const runtime::cuda::Env& env)>
       rows;
 };
 std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* index_arg, const at::Tensor& index, int64_t rows, int64_t cols,
