@@ -535,4 +535,4 @@ def test_pattern_bins_each_build_the_sorted_pattern(tmp_path):
     counts = {" ".join(l.split()[:-1]) for l in lines[1:] if l.strip()}
     for op in ("spgemm_symbolic", "coarsen_symbolic"):
         for b in ("list", "shared", "global", "dense"):
-            assert f"{op} pattern {b}" in counts, proc.stdout
+            assert f"{op} bin {b}" in counts, proc.stdout

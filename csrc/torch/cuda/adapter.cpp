@@ -498,7 +498,7 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   count_launch(std::string(op) + " pattern " + std::to_string(cuts.size() - 1) + " 0");
   const char* names[] = {"list", "shared", "global", "dense"};
   for (int b = 0; b < 4; ++b)
-    if (st[b] > 0) count_launch(std::string(op) + " pattern " + names[b]);
+    if (st[b] > 0) count_launch(std::string(op) + " bin " + names[b]);  // (not "pattern ": the key above counts calls)
   return {rowptr, col};
 }
 
