@@ -14,8 +14,8 @@
 //                             Dense: a block per row as Shared, flags over the columns in `table`
 //                             (uint32 words, `most` per row; cu::DenseRowSet).
 // The adapter (cuda_adapter::computed_pattern) bins the rows by their slots, sizes the chunks of
-// Global rows so that their tables fit a bounded workspace, scans, allocates exactly and runs the
-// second call.
+// Global and Dense rows so that their tables / flags fit a bounded workspace, scans, allocates
+// exactly and runs the second call.
 #include <functional>
 #include <sstream>
 
