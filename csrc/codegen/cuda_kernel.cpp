@@ -168,6 +168,7 @@ void CudaPrinter::plan() {
         st.entrywise = true;
       }
       if (regs && st.form == Form::Lanes && reg_ok(st)) st.form = Form::RegLanes;
+      find_split(st);
       st.kernel = kernels++;
       for (auto* s : st.body)
         each(*s, [&](const imp::Stmt& x) {
@@ -402,6 +403,16 @@ void CudaPrinter::assign(const imp::Stmt& s) {
     else guarded("cu::store(" + s.lhs.tensor + " + (" + at + "), " + v + ");");
     return;
   }
+  if (split_body_ && s.lhs.tensor == step_->split_temp) {  // the lane's term of its entry (find_split)
+    const std::string at = "p_" + positional(s.lhs.tensor)->by;
+    if (step_->split_free) {
+      line(temp_ref(s.lhs) + " += " + v + ";");
+    } else {
+      line("at_ = " + at + ";");
+      line("add_ = " + v + ";");
+    }
+    return;
+  }
   if (call_names_.count(s.lhs.tensor)) {
     if (positional(s.lhs.tensor) && (divergent_ || (step_->form != Form::Lanes && step_->form != Form::Serial)))
       fail(s_.loc, s_.name + ": temporary " + s.lhs.tensor +
@@ -456,6 +467,11 @@ void CudaPrinter::fill(const imp::Stmt& s) {
   if (const CallTemp* t = positional(n)) {  // the row's slots, by the lane that writes them
     if (divergent_) fail(s_.loc, "internal error: temporary " + n + " (stored by positions) reset by split lanes");
     const std::string& S = t->by;
+    if (step_->split) {  // the group's lanes split the slots; the walk's lanes read them after the barrier
+      line("for (int64_t x_ = static_cast<int64_t>(" + S + "_rb) + lane_; x_ < static_cast<int64_t>(" + S + "_re); x_ += G_) " + n + "[x_] = " + v + ";");
+      line("__syncwarp(mask_);");
+      return;
+    }
     line("if (lane_ == 0)");
     line("  for (int64_t x_ = static_cast<int64_t>(" + S + "_rb); x_ < static_cast<int64_t>(" + S + "_re); ++x_) " + n + "[x_] = " + v + ";");
     return;
@@ -688,18 +704,134 @@ void CudaPrinter::walk_entry(const imp::Stmt& s, const std::string& p) {
   for (auto& k : s.body) statement(*k);
 }
 
+// Lanes, a row workspace by positions (Step::split): the innermost walk (not over a `single`
+// operand) around the kernel's one sum into the temporary, when its body does nothing else per
+// entry (locates, scalar temporaries, walks over `single` operands). Its entries go to the
+// group's lanes one each (the mean row of the walked operand sizes the group: KernelShape::
+// split_mean); every lane then adds its term where its entry lands, in the CPU's order
+// (split_walk).
+void CudaPrinter::find_split(Step& st) const {
+  if (st.form != Form::Lanes || !st.tile.empty()) return;
+  const imp::Stmt* acc = nullptr;
+  const imp::Stmt* walk = nullptr;
+  int sums = 0;
+  std::vector<const imp::Stmt*> walks;
+  std::function<void(const imp::Stmt&)> rec = [&](const imp::Stmt& x) {
+    if (x.kind == imp::Stmt::Kind::Accumulate && positional(x.lhs.tensor)) {
+      ++sums;
+      acc = &x;
+      walk = nullptr;
+      for (auto it = walks.rbegin(); it != walks.rend() && !walk; ++it)
+        if (!s_.find((*it)->level)->single) walk = *it;
+    }
+    if (x.kind == imp::Stmt::Kind::Walk) walks.push_back(&x);
+    for (auto& k : x.body) rec(*k);
+    if (x.kind == imp::Stmt::Kind::Walk) walks.pop_back();
+  };
+  for (auto* s : st.body) rec(*s);
+  if (sums != 1 || !walk || acc->reduce != Reduce::Sum) return;
+  std::set<std::string> local;
+  each(*walk, [&](const imp::Stmt& x) {
+    if (x.kind == imp::Stmt::Kind::Alloc && x.dims.empty() && !call_names_.count(x.tensor)) local.insert(x.tensor);
+  });
+  bool ok = true;
+  for (auto& k : walk->body)
+    each(*k, [&](const imp::Stmt& x) {
+      switch (x.kind) {
+        case imp::Stmt::Kind::Walk: ok = ok && s_.find(x.level)->single; break;
+        case imp::Stmt::Kind::Locate: ok = ok && !x.by_map; break;
+        case imp::Stmt::Kind::RowBounds: break;
+        case imp::Stmt::Kind::Alloc:
+        case imp::Stmt::Kind::Fill: ok = ok && local.count(x.tensor); break;
+        case imp::Stmt::Kind::Assign:
+        case imp::Stmt::Kind::Accumulate: ok = ok && (&x == acc || local.count(x.lhs.tensor)); break;
+        default: ok = false;
+      }
+    });
+  if (!ok) return;
+  st.split = walk;
+  st.split_temp = acc->lhs.tensor;
+  st.split_free = positional(acc->lhs.tensor)->by == walk->level && !walk->csc;
+}
+
+// The Step::split walk: lane q takes the entries q, q + G, ... of the row. Where the lanes write
+// their own entries' positions (split_free) each adds directly; else each chunk of G entries
+// computes its terms (a lane's position at_, -1 for none) and cu::ordered_add adds them, lanes
+// meeting at a position one after another in entry order: every position gets its terms in the
+// order of the serial walk (chunks in order, then lanes), the CPU kernel's, bit for bit.
+void CudaPrinter::split_walk(const imp::Stmt& s) {
+  const std::string& L = s.level;
+  const std::string p = "p_" + L;
+  const bool was = divergent_;
+  divergent_ = true;
+  split_body_ = true;
+  if (step_->split_free) {
+    strided_walk(s);
+  } else {
+    const std::string b = "b_" + L;
+    open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
+    line("const index_t " + p + " = " + b + " + static_cast<index_t>(lane_);");
+    line("int64_t at_ = -1;");
+    line("acc_t add_ = acc_t(0);");
+    open("if (" + p + " < " + L + "_re) do {  // (a locate's `continue` leaves the entry)");
+    walk_entry(s, p);
+    close("} while (false);");
+    line("cu::ordered_add(" + step_->split_temp + ", at_, add_, mask_);");
+    close();
+  }
+  split_body_ = false;
+  divergent_ = was;
+}
+
+// The group's lanes split the walk: lane l takes its entries l, l + G, l + 2G, ...
+void CudaPrinter::strided_walk(const imp::Stmt& s) {
+  const std::string& L = s.level;
+  const std::string p = "p_" + L;
+  const bool was = divergent_;
+  open("for (index_t " + p + " = " + L + "_rb + static_cast<index_t>(lane_); " + p + " < " + L + "_re; " + p + " += static_cast<index_t>(G_)) {");
+  divergent_ = true;
+  walk_entry(s, p);
+  divergent_ = was;
+  close();
+}
+
+// Whether every entry of walk s is written apart: its body only reads and assigns the output at
+// the entry's own position (the output stored on the walked operand), through walks over
+// `single` operands at most. Then its entries may go to the lanes one each.
+bool CudaPrinter::entry_writes(const imp::Stmt& s) const {
+  bool ok = true, writes = false;
+  for (auto& k : s.body)
+    each(*k, [&](const imp::Stmt& x) {
+      switch (x.kind) {
+        case imp::Stmt::Kind::Walk: ok = ok && s_.find(x.level)->single; break;
+        case imp::Stmt::Kind::RowBounds: break;
+        case imp::Stmt::Kind::Assign: {
+          const TensorInfo& t = p_.tensor(x.lhs.tensor);
+          ok = ok && t.role == Role::Output && t.pattern == s.level;
+          writes = true;
+          break;
+        }
+        default: ok = false;
+      }
+    });
+  return ok && writes;
+}
+
 void CudaPrinter::walk(const imp::Stmt& s) {
   const std::string& L = s.level;
   const std::string p = "p_" + L;
+  if (step_->split && &s == step_->split && !divergent_) {
+    split_walk(s);
+    return;
+  }
+  if (step_->split && !divergent_ && step_->form == Form::Lanes && entry_writes(s)) {
+    // After the split walk: the lanes store the row's entries one each, once every lane's adds are done.
+    line("__syncwarp(mask_);");
+    strided_walk(s);
+    return;
+  }
   if (s.sched.unit == ParallelUnit::LaneGroup && step_->form == Form::RowSplit) {
-    // The group's lanes split the row: lane l takes its entries l, l + G, l + 2G, ...
-    const bool was = divergent_;
-    open("for (index_t " + p + " = " + L + "_rb + static_cast<index_t>(lane_); " + p + " < " + L + "_re; " + p +
-         " += static_cast<index_t>(G_)) {");
-    divergent_ = true;
-    walk_entry(s, p);
-    divergent_ = was;
-    close();
+    strided_walk(s);
     combine(s, s.sched.reduced);
     return;
   }

@@ -62,6 +62,13 @@ class CudaPrinter : public CodeWriter {
     bool staged = false, staged_values = false, staged_edges = false;  // Lanes: staged walks, and what they keep
     bool entrywise = false;  // PosLanes: one walk of per-entry values (no row sums, no output zeroed)
     bool tile_loads = false;  // RowSplit, PosSplit, RegLanes, PosLanes: a tile loop loads rows by VW_ (else VW_ = 1 only)
+    // Lanes without a lane variable whose row sums go to a temporary stored by positions (a
+    // computed pattern's row workspace, seed 002): the walk whose entries the group's lanes take
+    // one each (find_split), the temporary, and whether each lane writes only the positions of
+    // its own entries (the walk is over the temporary's operand: no two lanes meet).
+    const imp::Stmt* split = nullptr;
+    std::string split_temp;
+    bool split_free = false;
   };
   // A temporary of the whole call: the root's, or the rows of a dense product block operand.
   struct CallTemp {
@@ -96,6 +103,7 @@ class CudaPrinter : public CodeWriter {
   bool in_tile_ = false;            // inside a tile loop (k_ the column of the tile)
   std::string staged_;              // the level of the staged walk being printed
   bool pos_entry_ = false;          // PosSplit: printing the walk's body for one entry
+  bool split_body_ = false;         // printing the body of a Step::split walk for one lane's entry
   std::string staged_value_ = "sv_[q_]";  // the staged walk's value of the entry being printed
   std::string kidx_ = "k_";         // a register buffer's element in a tile (RegLanes, PosLanes: of chunk r_)
   std::string regs_len_ = "C_";     // a register buffer's length
@@ -123,6 +131,10 @@ class CudaPrinter : public CodeWriter {
   // dense inputs and call temporaries indexed last, once, by the tile's variable.
   std::vector<std::pair<Access, bool>> tile_rows(const imp::Stmt& s) const;
   void walk(const imp::Stmt& s);
+  void find_split(Step& st) const;
+  void split_walk(const imp::Stmt& s);
+  void strided_walk(const imp::Stmt& s);
+  bool entry_writes(const imp::Stmt& s) const;
   void staged_walk(const imp::Stmt& s);
   void entry_blocks(const imp::Stmt& s);
   std::string entry_value(const imp::Stmt& s, const std::string& e) const;

@@ -199,6 +199,11 @@ void CudaPrinter::shape(const Step& st) {
     }
     return n;
   };
+  if (st.split) {  // the mean entries per row of the split walk's operand: the group's lanes
+    const TensorDecl* d = s_.find(st.split->level);
+    const std::string rows = "n_" + d->vars.at(st.split->csc ? 1 : 0);
+    line("k_.split_mean = (prm." + st.split->level + "_nnz + std::max<int64_t>(1, " + rows + ") - 1) / std::max<int64_t>(1, " + rows + ");");
+  }
   line("k_.group_elems = " + elems(group_bufs_) + ";");
   line("k_.thread_elems = " + elems(thread_bufs_) + ";");
   if (st.staged)

@@ -137,6 +137,24 @@ GNNFUSE_DEVICE unsigned group_mask(int G) {
   return ((1u << G) - 1u) << first;
 }
 
+// A group's lanes each add `v` into ws[at] (at < 0: nothing), where each lane took one of a
+// chunk of consecutive entries of a walk (lane q the chunk's q-th): lanes with the same position
+// add in lane order, one round per rank among them, so every position's terms arrive in the
+// walk's order, as the CPU kernel adds them (deterministic, bit for bit). One round where the
+// positions differ (a row without duplicate columns). Every lane of `mask` calls it; a
+// __syncwarp after each round orders the adds of this chunk before the next chunk's.
+template <typename A>
+GNNFUSE_DEVICE void ordered_add(A* ws, int64_t at, A v, unsigned mask) {
+  const unsigned peers = __match_any_sync(mask, static_cast<long long>(at));
+  const unsigned below = peers & ((1u << (threadIdx.x & 31u)) - 1u);
+  const int rank = at < 0 ? 0 : __popc(below);
+  for (int r = 0;; ++r) {
+    if (at >= 0 && rank == r) ws[at] += v;
+    __syncwarp(mask);
+    if (!__any_sync(mask, rank > r)) break;
+  }
+}
+
 template <typename A>
 GNNFUSE_HOST_DEVICE A infinity();
 template <>

@@ -6,7 +6,7 @@
 //                              thread as a fiber on the CPU: the test harness of CI.
 // Kernel text uses CUDA's own names for what the emulator provides under the same name
 // (threadIdx, blockIdx, blockDim, gridDim, warpSize, __syncthreads[_count|_and|_or],
-// __syncwarp, __shfl[_up|_down|_xor]_sync, __ballot_sync, __activemask, atomicAdd, atomicMax,
+// __syncwarp, __shfl[_up|_down|_xor]_sync, __ballot_sync, __match_any_sync, __activemask, atomicAdd, atomicMax,
 // atomicMin, atomicCAS, atomicExch, __ldg, __half, __nv_bfloat16 and their conversions) and
 // the macros below for what has no plain-C++ spelling:
 //   GNNFUSE_GLOBAL                    a kernel (__global__)

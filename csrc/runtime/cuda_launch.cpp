@@ -178,7 +178,7 @@ KernelLaunch size(const Request& req, const KernelShape& k, int row_group) {
     }
     case Form::Lanes:
     case Form::Serial: {
-      l.group = req.force_group > 0 ? req.force_group : pow2_at_least(k.tile_extent, kWarp);
+      l.group = req.force_group > 0 ? req.force_group : pow2_at_least(k.split_mean > 0 ? k.split_mean : k.tile_extent, kWarp);
       if (k.form == Form::Serial) {
         l.block = l.group;
         l.grid = 1;

@@ -59,6 +59,10 @@ struct KernelShape {
   bool regs = false;         // RegLanes, PosLanes: row buffers in registers (R chunks must cover a pass); PosLanes without: entrywise, no carries
   bool passes = false;       // RegLanes, PosLanes: the lane variable may be covered in several passes
   int64_t lane_gcd = 0;      // RegLanes: the gcd of the extents of every lane loop (vector loads); 0: tile_extent
+  // Lanes: the mean entries per row (rounded up) of a walk whose entries the group's lanes take
+  // one each (a computed pattern's row sums); the group is the power of two covering it (up to a
+  // warp). 0: none (the group covers tile_extent).
+  int64_t split_mean = 0;
 };
 
 struct VariantShape {

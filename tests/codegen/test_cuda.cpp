@@ -195,7 +195,11 @@ TEST(Cuda, GcnDenseProductIsAHook) {
 
 // Symbolic ops (seed 002): the numeric op's row workspace, stored by the positions of S's entries,
 // is a buffer of the call over S's stored entries, indexed by the position located (no per-lane
-// buffer over the column extent), reset per row and written by the group's lane 0; the pattern
+// buffer over the column extent), reset per row by the group's lanes; the walk feeding it split
+// over the lanes (one entry each, their terms added in entry order by cu::ordered_add, the group
+// sized to the walked operand's mean row), the row stored by the lanes after a barrier; where
+// the walk is over the workspace's own operand (the adjoint of B's values) each lane adds at its
+// own entries' positions; the pattern
 // kernels count a row's products into its set's slots, then, per bin of rows, insert and emit sorted.
 TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
   for (const char* op : {"spgemm", "coarsen"}) {
@@ -205,9 +209,17 @@ TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
     const std::string name(op);
     EXPECT_NE(cu.find("acc_t* Cacc = reinterpret_cast<acc_t*>(ws_ + at_);"), std::string::npos) << op;
     EXPECT_NE(cu.find("at_ += (static_cast<int64_t>(sizeof(acc_t)) * prm.S_nnz + 255) / 256 * 256;"), std::string::npos) << op;
-    EXPECT_NE(cu.find("if (lane_ == 0) Cacc[p_S] += "), std::string::npos) << op;
-    EXPECT_NE(cu.find("for (int64_t x_ = static_cast<int64_t>(S_rb); x_ < static_cast<int64_t>(S_re); ++x_) Cacc[x_] = acc_t(0);"),
+    EXPECT_EQ(cu.find("if (lane_ == 0) Cacc[p_S] += "), std::string::npos) << op;
+    EXPECT_NE(cu.find("at_ = p_S;"), std::string::npos) << op;
+    EXPECT_NE(cu.find("cu::ordered_add(Cacc, at_, add_, mask_);"), std::string::npos) << op;
+    EXPECT_NE(cu.find("for (int64_t x_ = static_cast<int64_t>(S_rb) + lane_; x_ < static_cast<int64_t>(S_re); x_ += G_) Cacc[x_] = acc_t(0);\n"
+                      "    __syncwarp(mask_);"),
               std::string::npos) << op;
+    EXPECT_NE(cu.find("__syncwarp(mask_);\n    for (index_t p_S = S_rb + static_cast<index_t>(lane_); p_S < S_re; p_S += static_cast<index_t>(G_)) {"),
+              std::string::npos) << op;
+    const std::string walked = name == "spgemm" ? "B" : "A", rows = name == "spgemm" ? "n_k" : "n_i";
+    EXPECT_NE(cu.find("k_.split_mean = (prm." + walked + "_nnz + std::max<int64_t>(1, " + rows + ") - 1)"), std::string::npos) << op;
+    if (name == "spgemm") EXPECT_NE(cu.find("DBacc[p_B] += ("), std::string::npos);  // spgemm_grad_bvals: no two lanes meet
     EXPECT_EQ(cu.find("Cacc[j]"), std::string::npos) << op;
     EXPECT_EQ(cu.find("Cacc[d]"), std::string::npos) << op;
     EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + "_symbolic_slots_k("), std::string::npos) << op;

@@ -170,6 +170,26 @@ TEST(CudaLaunch, LanesGroupAndBuffers) {
   EXPECT_EQ(c.workspace_bytes, aligned(1000) + aligned(c.kernels[0].workspace_bytes));
 }
 
+// A lanes kernel whose lanes split a walk (the numeric SpGEMM's products): the group covers the
+// walked operand's mean row (a power of two up to a warp), not the (absent) lane variable.
+TEST(CudaLaunch, SplitWalkGroupFollowsItsMeanRow) {
+  Request r;
+  r.graph = GraphStats{1000, 10000, 30};
+  for (auto [mean, group] : {std::pair<int64_t, int>{1, 1}, {3, 4}, {8, 8}, {9, 16}, {40, 32}, {5000, 32}}) {
+    KernelShape k = lanes_kernel(1000, 1);
+    k.split_mean = mean;
+    r.variants = {{Variant::Lanes, {k}}};
+    const LaunchConfig c = decide(r);
+    EXPECT_EQ(c.kernels[0].group, group) << mean;
+    EXPECT_EQ(c.kernels[0].grid, (1000 + 256 / group - 1) / (256 / group)) << mean;
+  }
+  KernelShape k = lanes_kernel(1000, 1);
+  k.split_mean = 40;
+  r.variants = {{Variant::Lanes, {k}}};
+  r.force_group = 2;
+  EXPECT_EQ(decide(r).kernels[0].group, 2);
+}
+
 // Several kernels (phases of a dense product block, or several loop nests): each sized, the
 // workspace laid out in order after the call's temporaries.
 TEST(CudaLaunch, WorkspaceLayoutOfSeveralKernels) {

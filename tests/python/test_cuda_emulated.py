@@ -411,8 +411,10 @@ def test_spgemm_and_coarsen_run_their_cuda_kernels_and_match_the_cpu(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _SPGEMM_PROBE, str(emu_path)], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = {" ".join(l.split()[:-1]) for l in proc.stdout.splitlines() if l.strip()}
-    for key in ("spgemm_symbolic pattern 1 0", "coarsen_symbolic pattern 1 0", "spgemm lanes 1 0", "coarsen lanes 1 0"):
+    for key in ("spgemm_symbolic pattern 1 0", "coarsen_symbolic pattern 1 0"):
         assert key in counts, proc.stdout
+    # the numeric kernels: groups sized to the walked rows' mean (B: 400 / 60 entries; A: 500 / 70)
+    assert "spgemm lanes 8 0" in counts and "coarsen lanes 8 0" in counts, proc.stdout
     assert any(k.startswith("spgemm_grad_avals ") for k in counts) and any(k.startswith("coarsen_grad_edge_weight ") for k in counts), proc.stdout
     cpu, emu = torch.load(cpu_path), torch.load(emu_path)
     assert cpu.keys() == emu.keys()
@@ -424,6 +426,30 @@ def test_spgemm_and_coarsen_run_their_cuda_kernels_and_match_the_cpu(tmp_path):
             else:
                 eps = torch.finfo(a.dtype).eps
                 torch.testing.assert_close(b, a, rtol=8 * eps, atol=8 * eps, msg=key)
+
+
+def test_spgemm_and_coarsen_split_walks_keep_the_serial_order(tmp_path):
+    """The numeric kernels of spgemm and coarsen (and their adjoints) hand the walk that feeds
+    the row workspace to the group's lanes, one entry each; lanes meeting at a position add one
+    after another in entry order (cu::ordered_add), lanes writing their own entries' positions
+    add directly. So the values are the serial walk's bit for bit, whatever the group and the
+    thread order: the probe's products (duplicate entries in B's rows put two lanes of one chunk
+    on one position; coarsening puts a row's neighbours in one cluster) run with one lane per row
+    and with a warp per row in a random thread order, all dtypes, and must agree exactly."""
+    runs = {}
+    for name, extra in (("serial", {"GNNFUSE_CUDA_FORCE_GROUP": "1"}),
+                        ("warp", {"GNNFUSE_CUDA_FORCE_GROUP": "32", "GNNFUSE_SIMT_ORDER": "random:7"})):
+        path = tmp_path / f"{name}.pt"
+        proc = subprocess.run([sys.executable, "-c", _SPGEMM_PROBE, str(path)], cwd=_HERE, env=_env(extra), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        counts = {" ".join(l.split()[:-1]) for l in proc.stdout.splitlines() if l.strip()}
+        group = extra["GNNFUSE_CUDA_FORCE_GROUP"]
+        for op in ("spgemm", "coarsen", "spgemm_grad_bvals", "coarsen_grad_edge_weight"):
+            assert f"{op} lanes {group} 0" in counts, (op, proc.stdout)
+        runs[name] = torch.load(path)
+    for key in runs["serial"]:
+        for a, b in zip(runs["serial"][key], runs["warp"][key]):
+            assert torch.equal(a, b), key
 
 
 _PATTERN_BINS_PROBE = r"""

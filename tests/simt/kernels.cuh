@@ -144,6 +144,20 @@ inline void launch_vote(int blocks, int threads, const unsigned* masks, const in
   GNNFUSE_LAUNCH(vote, blocks, threads, 0, 0, masks, pred, ballot, any, all);
 }
 
+// __match_any_sync over each lane's mask (0: not taking part), of a 64-bit and a 32-bit value.
+GNNFUSE_GLOBAL void match_any(const unsigned* masks, const long long* wide, const int* narrow, unsigned* out_wide,
+                              unsigned* out_narrow) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned mask = masks[i];
+  if (mask == 0) return;
+  out_wide[i] = __match_any_sync(mask, wide[i]);
+  out_narrow[i] = __match_any_sync(mask, narrow[i]);
+}
+inline void launch_match_any(int blocks, int threads, const unsigned* masks, const long long* wide, const int* narrow,
+                             unsigned* out_wide, unsigned* out_narrow) {
+  GNNFUSE_LAUNCH(match_any, blocks, threads, 0, 0, masks, wide, narrow, out_wide, out_narrow);
+}
+
 // __activemask in two branches: every third lane, and the others.
 GNNFUSE_GLOBAL void active_masks(unsigned* out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -359,6 +359,36 @@ TEST(SimtWarp, VotesMatchTheReference) {
   }
 }
 
+TEST(SimtWarp, MatchAnyMatchesTheReference) {
+  std::mt19937 rng(23);
+  const int blocks = 2, threads = 128, n = blocks * threads;
+  for (int round = 0; round < 6; ++round) {
+    OrderScope scope(round % 2 ? simt::Order::random : simt::Order::forward, unsigned(round));
+    const std::vector<unsigned> masks = make_masks(n / 32, 1 << round % 6, rng);
+    std::vector<long long> wide(n);
+    std::vector<int> narrow(n);
+    std::vector<unsigned> out_wide(n, 0xdeadu), out_narrow(n, 0xdeadu);
+    // few distinct values; the wide ones differ only in their upper 32 bits, where the low words match
+    for (int i = 0; i < n; ++i) {
+      narrow[i] = round == 5 ? 7 : int(rng() % (1 + round));
+      wide[i] = (static_cast<long long>(rng() % 3) << 40) | 5;
+    }
+    launch_match_any(blocks, threads, masks.data(), wide.data(), narrow.data(), out_wide.data(), out_narrow.data());
+    for (int i = 0; i < n; ++i) {
+      if (masks[i] == 0) continue;
+      unsigned ew = 0, en = 0;
+      for (int l = 0; l < 32; ++l) {
+        if (!(masks[i] >> l & 1)) continue;
+        const int j = i / 32 * 32 + l;
+        if (wide[j] == wide[i]) ew |= 1u << l;
+        if (narrow[j] == narrow[i]) en |= 1u << l;
+      }
+      ASSERT_EQ(out_wide[i], ew) << "thread " << i;
+      ASSERT_EQ(out_narrow[i], en) << "thread " << i;
+    }
+  }
+}
+
 TEST(SimtWarp, ActiveMaskIsTheLanesAtTheCall) {
   for (simt::Order order : kOrders) {
     OrderScope scope(order, 2);

@@ -59,6 +59,7 @@ const char* collective_name(Collective k) {
     case Collective::shfl_down: return "__shfl_down_sync";
     case Collective::shfl_xor: return "__shfl_xor_sync";
     case Collective::activemask: return "__activemask";
+    case Collective::match_any: return "__match_any_sync";
     case Collective::mma_m16n8k16_f16f32: return "gnnfuse_mma_m16n8k16_f16f32";
     case Collective::mma_m16n8k16_bf16f32: return "gnnfuse_mma_m16n8k16_bf16f32";
     case Collective::mma_m16n8k8_tf32f32: return "gnnfuse_mma_m16n8k8_tf32f32";
@@ -208,6 +209,7 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
   const Fiber& first = lanes(__builtin_ctz(mask));
   const Collective kind = first.call.kind;
   unsigned word = 0;
+  unsigned words[32];  // match_any: a word per lane
   if (kind == Collective::ballot || kind == Collective::any || kind == Collective::all) {
     unsigned ballot = 0;
     for (unsigned m = mask; m; m &= m - 1) {
@@ -240,6 +242,17 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
       else
         std::memset(f.result, 0xFF, size);
     }
+  } else if (kind == Collective::match_any) {
+    // PTX match.any.sync: per lane, the lanes of the mask whose value has the same bytes.
+    for (unsigned m = mask; m; m &= m - 1) {
+      const unsigned l = __builtin_ctz(m);
+      unsigned same = 0;
+      for (unsigned n = mask; n; n &= n - 1) {
+        const unsigned j = __builtin_ctz(n);
+        if (std::memcmp(lanes(l).value, lanes(j).value, first.call.size) == 0) same |= 1u << j;
+      }
+      words[l] = same;
+    }
   } else if (is_mma(kind)) {
     // The whole warp (the wrappers' mask): each lane's operands are in its own frame.
     const MmaOperands* operands[32];
@@ -251,8 +264,9 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
     warp_mma(kind, operands, d);
   }
   for (unsigned m = mask; m; m &= m - 1) {
-    Fiber& f = lanes(__builtin_ctz(m));
-    f.word = word;
+    const unsigned l = __builtin_ctz(m);
+    Fiber& f = lanes(l);
+    f.word = kind == Collective::match_any ? words[l] : word;
     f.state = State::ready;
   }
 }
@@ -482,7 +496,7 @@ unsigned collective(const CollectiveCall& call) {
   } else {
     suspend(w, f);
   }
-  if (call.size) std::memcpy(call.result, f.result, call.size);
+  if (call.size && call.result) std::memcpy(call.result, f.result, call.size);
   return f.word;
 }
 

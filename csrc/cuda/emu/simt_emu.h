@@ -137,7 +137,7 @@ enum class BarrierKind : unsigned char { plain, count, all, any };
 int barrier(BarrierKind kind, int predicate, const char* file, int line);
 
 enum class Collective : unsigned char {
-  syncwarp, ballot, any, all, shfl_idx, shfl_up, shfl_down, shfl_xor, activemask,
+  syncwarp, ballot, any, all, shfl_idx, shfl_up, shfl_down, shfl_xor, activemask, match_any,
   // Tensor-Core mma.sync (gnnfuse_mma_*): the whole warp, at one call site (.aligned).
   mma_m16n8k16_f16f32, mma_m16n8k16_bf16f32, mma_m16n8k8_tf32f32
 };
@@ -146,13 +146,13 @@ struct CollectiveCall {
   unsigned mask;
   int operand;      // ballot/any/all: the predicate; shuffles: source lane, delta or lane mask
   int width;        // shuffles
-  unsigned size;    // shuffles: bytes of the value
+  unsigned size;    // shuffles, match_any: bytes of the value (match_any: no result bytes)
   const void* value;
   void* result;
   const char* file;
   int line;
 };
-// Ballot/any/all/activemask: the result; shuffles write call.result.
+// Ballot/any/all/activemask/match_any: the result; shuffles write call.result.
 unsigned collective(const CollectiveCall& call);
 
 // A lane's operands of an mma collective (call.value; call.result is its float d[4]). They stay

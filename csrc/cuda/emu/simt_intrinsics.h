@@ -52,6 +52,23 @@ inline int __all_sync(unsigned mask, int predicate, GNNFUSE_SIMT_SITE) {
   return int(::gnnfuse::simt::detail::collective({::gnnfuse::simt::detail::Collective::all, mask,
                                                   predicate, 32, 0, nullptr, nullptr, GNNFUSE_SIMT_AT}));
 }
+// The lanes of the mask whose value equals the caller's (CUDA's overloads: 32- and 64-bit
+// integers, float, double; compared as bytes, as match.any.sync compares bits).
+#define GNNFUSE_SIMT_MATCH(T)                                                                       \
+  inline unsigned __match_any_sync(unsigned mask, T value, GNNFUSE_SIMT_SITE) {                  \
+    return ::gnnfuse::simt::detail::collective({::gnnfuse::simt::detail::Collective::match_any, mask, \
+                                                0, 32, unsigned(sizeof(T)), &value, nullptr,    \
+                                                GNNFUSE_SIMT_AT});                                \
+  }
+GNNFUSE_SIMT_MATCH(int)
+GNNFUSE_SIMT_MATCH(unsigned int)
+GNNFUSE_SIMT_MATCH(long)
+GNNFUSE_SIMT_MATCH(unsigned long)
+GNNFUSE_SIMT_MATCH(long long)
+GNNFUSE_SIMT_MATCH(unsigned long long)
+GNNFUSE_SIMT_MATCH(float)
+GNNFUSE_SIMT_MATCH(double)
+#undef GNNFUSE_SIMT_MATCH
 // The lanes of the warp that reach this call together: those waiting at the same __activemask
 // once every other live lane of the warp waits somewhere else (the emulator's convergence).
 inline unsigned __activemask(GNNFUSE_SIMT_SITE) {
