@@ -8,7 +8,8 @@
 //                             size at out_rowptr[row + 1] (col null), or its columns sorted at
 //                             col + out_rowptr[row] (col given: the row pointers). List: a thread
 //                             per row, a sorted list in registers (cu::RowList); Shared: a block
-//                             per row, the row's first loop split over its threads, a hash set in
+//                             per row, the row's first loop split over its threads (a short one
+//                             over its warps, the lanes over the nested walk), a hash set in
 //                             shared memory sorted by the block (cu::SharedRowSet); Global: a
 //                             thread per row, a hash set of its slots in `table` (cu::RowSet);
 //                             Dense: a block per row as Shared, flags over the columns in `table`
@@ -164,7 +165,35 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
  private:
   enum class Mode { Slots, List, Shared, Global, Dense };
   Mode mode_ = Mode::Slots;
-  bool stride_ = false;  // Shared: the row's first loop is split over the block's threads
+  bool stride_ = false;  // Shared, Dense: the row's first loop is split over the block's threads
+  // Shared, Dense: the walk nested in the first loop whose entries the lanes of a warp take
+  // (warps over the first loop's entries) when the first loop is short (split_header).
+  const imp::Stmt* inner_ = nullptr;
+
+  // The first walk of s's body (in tree order, s excluded) over an operand that is not `single`.
+  const imp::Stmt* inner_walk(const imp::Stmt& s) const {
+    for (auto& k : s.body) {
+      if (k->kind == imp::Stmt::Kind::Walk && !s_.find(k->level)->single) return k.get();
+      if (const imp::Stmt* w = inner_walk(*k)) return w;
+    }
+    return nullptr;
+  }
+
+  // The split of a Shared / Dense row's first loop (`n1` entries), chosen per row: a long one
+  // (at least a warp of entries) over the block's threads; a short one (coarsening's clusters of
+  // two members, a product row of a few long rows of B) over the block's warps, the lanes of each
+  // warp over the nested walk's entries (inner_). The set is the same either way (inserts are
+  // idempotent and unordered); the row's work spreads over the block.
+  void split_header(const imp::Stmt& s, const std::string& n1) {
+    inner_ = inner_walk(s);
+    if (!inner_) {
+      line("const int64_t at1_ = threadIdx.x, step1_ = blockDim.x;");
+      return;
+    }
+    line("const bool wide_ = (" + n1 + ") >= runtime::cuda::kPatternWideFirst;  // the first loop over the block's threads, else its warps");
+    line("const int64_t at1_ = wide_ ? threadIdx.x : threadIdx.x / 32, step1_ = wide_ ? blockDim.x : blockDim.x / 32;");
+    line("const int64_t at2_ = wide_ ? 0 : threadIdx.x % 32, step2_ = wide_ ? 1 : 32;");
+  }
 
   void locals() {
     for (auto& v : s_.order) line("const int64_t n_" + v + " = prm.n_" + v + ";  (void)n_" + v + ";");
@@ -203,7 +232,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         line("ws_.insert(" + s.var + ");");
         return;
       case Kind::EndOutputRow:
-        if (stride_) fail(s_.loc, "internal error: the shared pattern kernel of " + s_.name + " found no loop to split");
+        if (stride_ || inner_) fail(s_.loc, "internal error: the shared pattern kernel of " + s_.name + " found no loop to split");
         if (mode_ == Mode::Shared || mode_ == Mode::Dense) {
           line("const int64_t len_ = ws_.finish(col_ != nullptr);  // (the sizes pass needs no order)");
           line("if (col_ == nullptr) { if (threadIdx.x == 0) out_rowptr_[" + row + " + 1] = len_; }");
@@ -214,11 +243,18 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         line("else ws_.emit_sorted(col_ + out_rowptr_[" + row + "]);");
         return;
       case Kind::Walk:
-        if (stride_) {
-          stride_ = false;
+        if (stride_ || &s == inner_) {
           const std::string& L = s.level;
-          open("for (int64_t p_" + L + " = static_cast<int64_t>(" + L + "_rb) + threadIdx.x; p_" + L + " < static_cast<int64_t>(" + L +
-               "_re); p_" + L + " += blockDim.x) {");  // (int64: no index_t overflow past the last entry)
+          const bool first = stride_;
+          if (first) {
+            stride_ = false;
+            split_header(s, "static_cast<int64_t>(" + L + "_re) - static_cast<int64_t>(" + L + "_rb)");
+          } else {
+            inner_ = nullptr;
+          }
+          const std::string at = first ? "at1_" : "at2_", step = first ? "step1_" : "step2_";
+          open("for (int64_t p_" + L + " = static_cast<int64_t>(" + L + "_rb) + " + at + "; p_" + L + " < static_cast<int64_t>(" + L +
+               "_re); p_" + L + " += " + step + ") {");  // (int64: no index_t overflow past the last entry)
           line("const int64_t " + s.var + " = static_cast<int64_t>(" + L + (s.csc ? "_row" : "_col") + "[p_" + L + "]);");
           for (auto& k : s.body) stmt(*k);
           close();
@@ -229,7 +265,8 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
       case Kind::For:
         if (stride_) {
           stride_ = false;
-          open("for (int64_t " + s.var + " = threadIdx.x; " + s.var + " < n_" + s.var + "; " + s.var + " += blockDim.x) {");
+          split_header(s, "n_" + s.var);
+          open("for (int64_t " + s.var + " = at1_; " + s.var + " < n_" + s.var + "; " + s.var + " += step1_) {");
           for (auto& k : s.body) stmt(*k);
           close();
           return;

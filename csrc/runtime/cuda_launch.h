@@ -171,6 +171,9 @@ constexpr int64_t kPatternListSlots = 64;
 constexpr int64_t kPatternSharedSlots = 4096;
 constexpr int64_t kPatternDenseRatio = 16;
 constexpr int kPatternBlock = 128;
+// A Shared / Dense row whose first loop has at least this many entries splits it over the
+// block's threads; a shorter one over the block's warps, each warp's lanes over the nested walk.
+constexpr int64_t kPatternWideFirst = 32;
 // A Shared set of int64 indices and its counter fit the 48 KiB of a launch without opting in.
 static_assert(kPatternSharedSlots * 8 + 4 <= 48 * 1024, "the Shared bin's set must fit 48 KiB of shared memory");
 

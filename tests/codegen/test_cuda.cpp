@@ -229,7 +229,15 @@ TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
       EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + k), std::string::npos) << op << k;
     EXPECT_NE(cu.find("cu::RowList<index_t, static_cast<int>(runtime::cuda::kPatternListSlots / 2)> ws_;"), std::string::npos) << op;
     EXPECT_NE(cu.find("cu::SharedRowSet<index_t> ws_(set_, slots_["), std::string::npos) << op;
-    EXPECT_NE(cu.find("_rb) + threadIdx.x; p_"), std::string::npos) << op;
+    // a Shared / Dense row's first loop over the threads, a short one over the warps (the lanes
+    // over the nested walk: B's row in SpGEMM, A's in coarsening; P's single entry is not split)
+    EXPECT_NE(cu.find("_rb) + at1_; p_"), std::string::npos) << op;
+    EXPECT_NE(cu.find("const bool wide_ = (static_cast<int64_t>(" + std::string(name == "spgemm" ? "A" : "M") + "_re) - static_cast<int64_t>("),
+              std::string::npos) << op;
+    EXPECT_NE(cu.find("for (int64_t p_" + std::string(name == "spgemm" ? "B = static_cast<int64_t>(B_rb) + at2_; p_B < static_cast<int64_t>(B_re); p_B += step2_)"
+                                                                     : "A = static_cast<int64_t>(A_rb) + at2_; p_A < static_cast<int64_t>(A_re); p_A += step2_)")),
+              std::string::npos) << op;
+    EXPECT_EQ(cu.find("p_P += step2_"), std::string::npos) << op;
     EXPECT_NE(cu.find("const int64_t len_ = ws_.finish(col_ != nullptr);"), std::string::npos) << op;
     EXPECT_NE(cu.find("cu::RowSet<index_t> ws_("), std::string::npos) << op;
     EXPECT_NE(cu.find("ws_.insert("), std::string::npos) << op;
