@@ -562,3 +562,5 @@ def test_pattern_bins_each_build_the_sorted_pattern(tmp_path):
     for op in ("spgemm_symbolic", "coarsen_symbolic"):
         for b in ("list", "shared", "global", "dense"):
             assert f"{op} bin {b}" in counts, proc.stdout
+    # the Shared rows launched per class of slots, each with shared memory for its own sets
+    assert len({k for k in counts if k.startswith("spgemm_symbolic shared slots ")}) >= 3, proc.stdout

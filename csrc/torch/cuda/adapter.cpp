@@ -411,6 +411,14 @@ PatternBounds pattern_bounds() {
   return b;
 }
 
+// The classes of Shared rows by their slots: 2, 4, .., kPatternSharedSlots.
+constexpr int kSharedClasses = [] {
+  int c = 0;
+  for (int64_t v = 2; v <= rc::kPatternSharedSlots; v *= 2) ++c;
+  return c;
+}();
+static_assert((int64_t(1) << kSharedClasses) == rc::kPatternSharedSlots, "the Shared bin's bound is a power of two");
+
 // Cuts [0, n) into chunks whose tables (offsets o[0 .. n], running sums) fit `budget` (a longer
 // row alone); returns the cuts and the largest chunk's table.
 std::pair<std::vector<int64_t>, int64_t> chunks(const int64_t* o, int64_t n, int64_t budget) {
@@ -443,14 +451,20 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   at::Tensor bin = (s > bounds.list).to(at::kLong) + (s > bounds.shared).to(at::kLong);
   if (cols > 0 && bounds.dense > 0) bin.add_(((bin == 2) & (s >= (cols + bounds.dense - 1) / bounds.dense)).to(at::kLong));  // cols <= ratio * s
   bin.masked_fill_(s == 0, 4);
-  const at::Tensor order = at::argsort(bin, /*stable=*/true);
+  // Listed by bin, the Shared rows by their slots (a power of two up to kPatternSharedSlots): each
+  // class of them launched apart with shared memory for its own sets (a block of 128-slot rows is
+  // not sized by the bin's one 4096-slot row: more blocks resident per SM).
   const at::Tensor zero = at::zeros({}, longs);
+  const at::Tensor shared_slots = at::where(bin == 1, s, zero);
+  const at::Tensor order = at::argsort(bin * (2 * rc::kPatternSharedSlots) + shared_slots, /*stable=*/true);
   // (counted by comparison: CUDA's bincount reads its range back, two more synchronisations)
   const at::Tensor counts = (bin.unsqueeze(1) == at::arange(4, longs)).sum(0);
-  const at::Tensor stats = at::cat({counts, at::where(bin == 1, s, zero).amax().view({1}), at::where(bin == 2, s, zero).sum().view({1})})
-                               .cpu();  // one synchronisation
+  const at::Tensor classes = at::pow(2, at::arange(1, kSharedClasses + 1, longs));  // 2 .. kPatternSharedSlots
+  const at::Tensor per_class = (shared_slots.unsqueeze(1) == classes).sum(0);
+  const at::Tensor stats = at::cat({counts, at::where(bin == 2, s, zero).sum().view({1}), per_class}).cpu();  // one synchronisation
   const int64_t* st = stats.const_data_ptr<int64_t>();
-  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], n_dense = st[3], shared_most = st[4], total = st[5];
+  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], n_dense = st[3], total = st[4];
+  const int64_t* shared_counts = st + 5;
   const int64_t* listed = order.const_data_ptr<int64_t>();
   const int64_t g0 = n_list + n_shared, d0 = g0 + n_global;
   int64_t budget = std::max<int64_t>({int64_t(1) << 22, 2 * operand_entries});
@@ -472,8 +486,10 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   const int64_t grid = env_int("GNNFUSE_CUDA_PATTERN_GRID", "a count of blocks");  // tests: blocks loop over rows (-1 unset: none)
   auto run = [&](int64_t* out_rowptr, void* col) {
     if (n_list > 0) passes.rows(PatternBin::List, listed, 0, n_list, nullptr, 0, grid, nullptr, out_rowptr, col, on_stream);
-    if (n_shared > 0)
-      passes.rows(PatternBin::Shared, listed, n_list, g0, slots.const_data_ptr<int64_t>(), shared_most, grid, nullptr, out_rowptr, col, on_stream);
+    for (int64_t c = 0, t = n_list; c < kSharedClasses; t += shared_counts[c], ++c)
+      if (shared_counts[c] > 0)
+        passes.rows(PatternBin::Shared, listed, t, t + shared_counts[c], slots.const_data_ptr<int64_t>(), int64_t(2) << c, grid, nullptr, out_rowptr,
+                    col, on_stream);
     if (n_global > 0)
       for (size_t c = 1; c < cuts.size(); ++c)
         passes.rows(PatternBin::Global, listed + g0, cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), 0, grid, sets.mutable_data_ptr(),
@@ -499,6 +515,8 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   const char* names[] = {"list", "shared", "global", "dense"};
   for (int b = 0; b < 4; ++b)
     if (st[b] > 0) count_launch(std::string(op) + " bin " + names[b]);  // (not "pattern ": the key above counts calls)
+  for (int c = 0; c < kSharedClasses; ++c)
+    if (shared_counts[c] > 0) count_launch(std::string(op) + " shared slots " + std::to_string(int64_t(2) << c));
   return {rowptr, col};
 }
 
