@@ -12,6 +12,8 @@ repeated runs after a warm-up, every result checked against scipy in float64 fir
     gnnfuse warm   the numeric pass on a cached pattern (every epoch after the first)
     gnnfuse 2pass one bin  (CUDA) 2pass with every row's pattern set in the global table
                    (GNNFUSE_CUDA_PATTERN_BINS=0,0,0: no register lists, shared-memory sets or flags)
+    gnnfuse warm one lane  (CUDA) warm with one lane per row (GNNFUSE_CUDA_FORCE_GROUP=1: the
+                   numeric kernel before its row's products were split over a group of lanes)
     torch.sparse   Pᵀ @ A @ P with CSR tensors (two sparse@sparse products)
     scipy          (P.T @ A) @ P, csr_matrix (single thread, its SMMP)
     mkl            sparse_dot_mkl.dot_product_mkl twice, when importable
@@ -52,7 +54,7 @@ for _rt in sorted(Path(sys.prefix, "lib").glob("libmkl_rt.so*")):
     os.environ.setdefault("MKL_RT", str(_rt))
 
 DEFAULT_GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16", "rmat-20-16", "rmat-21-14"]
-METHODS = ["gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_2pass_one_bin", "gnnfuse_warm", "torch_sparse", "scipy", "mkl"]
+METHODS = ["gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_2pass_one_bin", "gnnfuse_warm", "gnnfuse_warm_one_lane", "torch_sparse", "scipy", "mkl"]
 
 
 DEVICE = "cpu"
@@ -150,11 +152,19 @@ def runners(d):
         finally:
             os.environ.pop("GNNFUSE_CUDA_PATTERN_BINS", None)
 
+    def warm_one_lane():  # CUDA: a lane per row in the numeric kernel
+        os.environ["GNNFUSE_CUDA_FORCE_GROUP"] = "1"
+        try:
+            return warm()
+        finally:
+            os.environ.pop("GNNFUSE_CUDA_FORCE_GROUP", None)
+
     out = {"gnnfuse_cold": cold, "gnnfuse_2pass": two_pass, "gnnfuse_warm": warm, "torch_sparse": torch_sparse}
     if dev.type == "cpu":
         out["scipy"] = scipy_
     else:
         out["gnnfuse_2pass_one_bin"] = two_pass_one_bin
+        out["gnnfuse_warm_one_lane"] = warm_one_lane
     try:
         if dev.type != "cpu":
             raise ImportError("MKL runs on the CPU")
