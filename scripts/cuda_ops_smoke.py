@@ -144,9 +144,40 @@ def random_csr(rows, cols, nnz, seed, itype):
     return rowptr.to(itype), c[order].to(itype)
 
 
+class _Env:
+    """Environment variables set for a block (the CUDA adapters read them at every call)."""
+
+    def __init__(self, **values):
+        self.values, self.saved = values, {}
+
+    def __enter__(self):
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# The pattern kernels' bins forced (GNNFUSE_CUDA_PATTERN_BINS): every row's set in shared memory,
+# as dense flags, in the global table; and the numeric kernels' groups forced (a lane per row, a
+# warp per row: GNNFUSE_CUDA_FORCE_GROUP), whose values must agree bit for bit (the lanes add in
+# the serial order). On a GPU these are the real compare-and-swap, atomicOr and warp races the
+# emulator serialises.
+_SYMBOLIC_FORCED = [("bins shared", {"GNNFUSE_CUDA_PATTERN_BINS": "0,4096,0"}), ("bins dense", {"GNNFUSE_CUDA_PATTERN_BINS": "0,0,1000000"}),
+                    ("bins global", {"GNNFUSE_CUDA_PATTERN_BINS": "0,0,0"}), ("group 1", {"GNNFUSE_CUDA_FORCE_GROUP": "1"}),
+                    ("group 32", {"GNNFUSE_CUDA_FORCE_GROUP": "32"})]
+
+
 def check_symbolic(dtype: str, device: str) -> int:
     """spgemm (pattern, values, gradients of both operands) and coarsen (pattern, values, gradient
-    of the edge weights) on `device` against the CPU, int32 and int64 indices."""
+    of the edge weights) on `device` against the CPU, int32 and int64 indices; on the device also
+    with each bin forced (patterns equal to the CPU's) and with a lane and a warp per row (values
+    equal to each other bit for bit)."""
     dt = getattr(torch, dtype)
     failed = 0
     ops = torch.ops.gnnfuse
@@ -156,10 +187,10 @@ def check_symbolic(dtype: str, device: str) -> int:
         g = torch.Generator().manual_seed(3)
         av = torch.rand(ac.numel(), generator=g, dtype=torch.float64).to(dt)
         bv = torch.rand(bc.numel(), generator=g, dtype=torch.float64).to(dt)
-        res = {}
-        for dev in ("cpu", device):
+
+        def run(dev):
             a_v, b_v = av.to(dev).requires_grad_(), bv.to(dev).requires_grad_()
-            r, c, v = ops.spgemm_assemble(ar.to(dev), ac.to(dev), a_v, br.to(dev), bc.to(dev), b_v, 250)
+            r, c, v = ops.spgemm_assemble(ar.to(dev), ac.to(dev).clone(), a_v, br.to(dev), bc.to(dev), b_v, 250)  # (a copy: no pattern cache hit)
             w = torch.linspace(0.5, 1.5, v.numel(), dtype=dt, device=dev)
             ga, gb = torch.autograd.grad((v * w).sum(), (a_v, b_v))
             cluster = torch.arange(300, device=dev) % 17
@@ -167,12 +198,27 @@ def check_symbolic(dtype: str, device: str) -> int:
             ew = torch.linspace(0.1, 2.0, ei.shape[1], dtype=dt, device=dev).requires_grad_()
             cg, cw = gnnfuse.coarsen(ei, cluster, 17, ew)
             (gw,) = torch.autograd.grad((cw * torch.linspace(1, 2, cw.numel(), dtype=dt, device=dev)).sum(), (ew,))
-            res[dev] = [t.detach().cpu() for t in (r, c, v, ga, gb, cg.rowptr, cg.col, cw, gw)]
+            return [t.detach().cpu() for t in (r, c, v, ga, gb, cg.rowptr, cg.col, cw, gw)]
+
         tol = {torch.float64: 1e-12, torch.float32: 1e-5}.get(dt, 2e-2)
-        ok = all(torch.equal(x, y) if not x.is_floating_point() else torch.allclose(x, y, rtol=tol, atol=tol)
-                 for x, y in zip(res["cpu"], res[device]))
+
+        def agree(x, y):
+            return all(torch.equal(a, b) if not a.is_floating_point() else torch.allclose(a, b, rtol=tol, atol=tol) for a, b in zip(x, y))
+
+        want = run("cpu")
+        ok = agree(want, run(device))
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} spgemm+coarsen {dtype} {str(itype).split('.')[1]}: pattern, values, gradients vs cpu")
+        forced = {}
+        for name, values in _SYMBOLIC_FORCED:
+            with _Env(**values):
+                forced[name] = run(device)
+            ok = agree(want, forced[name])
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} spgemm+coarsen {dtype} {str(itype).split('.')[1]}: {name}, vs cpu")
+        ok = all(torch.equal(a, b) for a, b in zip(forced["group 1"], forced["group 32"]))
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} spgemm+coarsen {dtype} {str(itype).split('.')[1]}: a lane and a warp per row, equal bit for bit")
     return failed
 
 
