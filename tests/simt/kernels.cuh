@@ -158,6 +158,14 @@ inline void launch_match_any(int blocks, int threads, const unsigned* masks, con
   GNNFUSE_LAUNCH(match_any, blocks, threads, 0, 0, masks, wide, narrow, out_wide, out_narrow);
 }
 
+// A read and a write that are not one atomic: `counter` gains one per thread only where no
+// other thread of the block runs between them.
+GNNFUSE_GLOBAL void read_then_exchange(int* counter) {
+  const int seen = atomicAdd(counter, 0);
+  atomicExch(counter, seen + 1);
+}
+inline void launch_read_then_exchange(int threads, int* counter) { GNNFUSE_LAUNCH(read_then_exchange, 1, threads, 0, 0, counter); }
+
 // __activemask in two branches: every third lane, and the others.
 GNNFUSE_GLOBAL void active_masks(unsigned* out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -445,6 +445,25 @@ TEST(SimtWarp, MaskWithoutTheCallingLane) {
 }
 
 // ---------------------------------------------------------------- atomics
+// In the random order a thread may give way to the others of its block at every atomic: a read
+// and a write that are not one atomic lose updates, as on a GPU; the fixed orders run each thread
+// to its next synchronisation point.
+TEST(SimtAtomics, RandomOrderInterleavesThreadsAtAtomics) {
+  int counter = 0;
+  {
+    OrderScope scope(simt::Order::forward);
+    launch_read_then_exchange(128, &counter);
+  }
+  EXPECT_EQ(counter, 128);
+  counter = 0;
+  {
+    OrderScope scope(simt::Order::random, 3);
+    launch_read_then_exchange(128, &counter);
+  }
+  EXPECT_LT(counter, 128);
+  EXPECT_GT(counter, 0);
+}
+
 TEST(SimtAtomics, AcrossConcurrentBlocks) {
   OrderScope scope(simt::Order::random, 21);
   const int blocks = 64, threads = 256, n = blocks * threads;

@@ -420,6 +420,8 @@ void Worker::run_block(Job& j, std::uint64_t linear) {
     for (;;) {
       run_round();
       if (failed || live == 0 || j.abort.load(std::memory_order_relaxed)) break;
+      order_queue();
+      if (!queue.empty()) continue;  // threads that gave way at an atomic run on first
       if (!resolve()) diagnose();
       order_queue();
     }
@@ -456,6 +458,14 @@ void Worker::run_block(Job& j, std::uint64_t linear) {
 }
 
 // ---------------------------------------------------------------- synchronisation calls
+void atomic_point() {
+  Worker* w = this_worker();
+  if (w == nullptr || w->running == nullptr || w->job->order != Order::random || (w->rng.next() & 1)) return;
+  Fiber& f = *w->running;
+  f.state = State::ready;
+  suspend(*w, f);
+}
+
 int barrier(BarrierKind kind, int predicate, const char* file, int line) {
   Fiber& f = running_fiber(barrier_name(kind));
   Worker& w = *f.worker;

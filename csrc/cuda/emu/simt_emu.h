@@ -155,6 +155,12 @@ struct CollectiveCall {
 // Ballot/any/all/activemask/match_any: the result; shuffles write call.result.
 unsigned collective(const CollectiveCall& call);
 
+// Before every atomic: in the random order, the calling thread gives way to the other runnable
+// threads of its block half of the time (drawn from the block's seed), so that their atomics
+// and plain accesses interleave between barriers as on a GPU (a compare-and-swap finds its slot
+// taken, a read-then-atomic pair loses an update). Nothing outside a kernel or in the other orders.
+void atomic_point();
+
 // A lane's operands of an mma collective (call.value; call.result is its float d[4]). They stay
 // in the lane's frame while it waits, and the warp's D is computed from every lane's A, B and C
 // before any lane's d is written (d may be c).

@@ -143,6 +143,7 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 namespace gnnfuse::simt::detail {
 template <class T, class F>
 inline T atomic_update(T* address, F update) {
+  atomic_point();
   T old;
   __atomic_load(address, &old, __ATOMIC_RELAXED);
   T desired = update(old);
@@ -153,7 +154,10 @@ inline T atomic_update(T* address, F update) {
 }  // namespace gnnfuse::simt::detail
 
 #define GNNFUSE_SIMT_FETCH(name, builtin, T) \
-  inline T name(T* address, T val) { return builtin(address, val, __ATOMIC_SEQ_CST); }
+  inline T name(T* address, T val) {                                                \
+    ::gnnfuse::simt::detail::atomic_point();                                       \
+    return builtin(address, val, __ATOMIC_SEQ_CST);                                \
+  }
 #define GNNFUSE_SIMT_INTEGER_ATOMICS(T)                    \
   GNNFUSE_SIMT_FETCH(atomicAdd, __atomic_fetch_add, T)     \
   GNNFUSE_SIMT_FETCH(atomicSub, __atomic_fetch_sub, T)     \
@@ -193,12 +197,14 @@ GNNFUSE_SIMT_ADD(__nv_bfloat162)
 #undef GNNFUSE_SIMT_ADD
 
 inline float atomicExch(float* address, float val) {
+  ::gnnfuse::simt::detail::atomic_point();
   float old;
   __atomic_exchange(address, &val, &old, __ATOMIC_SEQ_CST);
   return old;
 }
 #define GNNFUSE_SIMT_CAS(T)                                                                    \
   inline T atomicCAS(T* address, T compare, T val) {                                           \
+    ::gnnfuse::simt::detail::atomic_point();                                                   \
     __atomic_compare_exchange_n(address, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
     return compare;                                                                            \
   }
