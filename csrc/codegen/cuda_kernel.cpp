@@ -408,7 +408,7 @@ void CudaPrinter::assign(const imp::Stmt& s) {
     if (step_->split_free) {
       line(temp_ref(s.lhs) + " += " + v + ";");
     } else {
-      line("at_ = " + at + ";");
+      line("pos_ = " + at + ";");
       line("add_ = " + v + ";");
     }
     return;
@@ -704,32 +704,72 @@ void CudaPrinter::walk_entry(const imp::Stmt& s, const std::string& p) {
   for (auto& k : s.body) statement(*k);
 }
 
-// Lanes, a row workspace by positions (Step::split): the innermost walk (not over a `single`
-// operand) around the kernel's one sum into the temporary, when its body does nothing else per
-// entry (locates, scalar temporaries, walks over `single` operands). Its entries go to the
-// group's lanes one each (the mean row of the walked operand sizes the group: KernelShape::
-// split_mean); every lane then adds its term where its entry lands, in the CPU's order
-// (split_walk).
+// Lanes, a row workspace by positions (Step::split): the walk whose entries go to the row group's
+// lanes one each, around the kernel's one sum into the temporary (by S: stored at S's positions).
+//   free     the innermost walk around the sum that defines the position, when it is a walk over
+//            S itself: each lane owns the positions of its entries and adds there directly, in
+//            its entry's own order (walks of any kind may nest: the coarsening adjoint's S walk
+//            around A's row);
+//   ordered  else the innermost walk around the sum not over a `single` operand by rows, when it
+//            contains the Locate of the position and only such single walks nest in it: one term
+//            per lane and entry, added by cu::ordered_add (B's row in SpGEMM, A's in coarsening).
+// Its body may write only the sum and scalar temporaries of its own, and not read the workspace.
+// The mean row of the walked operand sizes the group (KernelShape::split_mean).
 void CudaPrinter::find_split(Step& st) const {
   if (st.form != Form::Lanes || !st.tile.empty()) return;
-  const imp::Stmt* acc = nullptr;
-  const imp::Stmt* walk = nullptr;
-  int sums = 0;
-  std::vector<const imp::Stmt*> walks;
-  std::function<void(const imp::Stmt&)> rec = [&](const imp::Stmt& x) {
-    if (x.kind == imp::Stmt::Kind::Accumulate && positional(x.lhs.tensor)) {
-      ++sums;
-      acc = &x;
-      walk = nullptr;
-      for (auto it = walks.rbegin(); it != walks.rend() && !walk; ++it)
-        if (!s_.find((*it)->level)->single) walk = *it;
-    }
-    if (x.kind == imp::Stmt::Kind::Walk) walks.push_back(&x);
-    for (auto& k : x.body) rec(*k);
-    if (x.kind == imp::Stmt::Kind::Walk) walks.pop_back();
+  struct Frame {
+    const imp::Stmt* walk;
+    bool defines;  // the position of the sum's temporary is this walk's, or located in its body
   };
-  for (auto* s : st.body) rec(*s);
-  if (sums != 1 || !walk || acc->reduce != Reduce::Sum) return;
+  const imp::Stmt* acc = nullptr;
+  int sums = 0;
+  for (auto* s : st.body)
+    each(*s, [&](const imp::Stmt& x) {
+      if (x.kind == imp::Stmt::Kind::Accumulate && positional(x.lhs.tensor)) {
+        ++sums;
+        acc = &x;
+      }
+    });
+  if (sums != 1 || acc->reduce != Reduce::Sum) return;
+  const std::string by = positional(acc->lhs.tensor)->by;
+  // The walks around the sum, outermost first, and which define the position: a walk over S (by
+  // rows), or a walk whose body locates in S.
+  std::vector<Frame> frames;
+  {
+    std::vector<Frame> stack;
+    std::function<bool(const imp::Stmt&)> find = [&](const imp::Stmt& x) {
+      if (&x == acc) {
+        frames = stack;
+        return true;
+      }
+      if (x.kind == imp::Stmt::Kind::Locate && x.level == by && !stack.empty()) stack.back().defines = true;
+      const bool walk = x.kind == imp::Stmt::Kind::Walk;
+      if (walk) stack.push_back({&x, x.level == by && !x.csc});
+      for (auto& k : x.body)
+        if (find(*k)) return true;
+      if (walk) stack.pop_back();
+      return false;
+    };
+    for (auto* s : st.body)
+      if (find(*s)) break;
+  }
+  int def = -1;  // the innermost frame defining the position
+  for (int k = static_cast<int>(frames.size()) - 1; k >= 0 && def < 0; --k)
+    if (frames[k].defines) def = k;
+  if (def < 0) return;
+  auto row_single = [&](const imp::Stmt* w) { return s_.find(w->level)->single && !w->csc; };
+  const imp::Stmt* walk = nullptr;
+  bool free = false;
+  if (frames[def].walk->level == by && !frames[def].walk->csc) {
+    walk = frames[def].walk;
+    free = true;
+  } else {
+    int w = -1;
+    for (int k = static_cast<int>(frames.size()) - 1; k >= 0 && w < 0; --k)
+      if (!row_single(frames[k].walk)) w = k;
+    if (w < 0 || w > def) return;  // (the position must vary over the split walk's entries)
+    walk = frames[w].walk;
+  }
   std::set<std::string> local;
   each(*walk, [&](const imp::Stmt& x) {
     if (x.kind == imp::Stmt::Kind::Alloc && x.dims.empty() && !call_names_.count(x.tensor)) local.insert(x.tensor);
@@ -737,9 +777,11 @@ void CudaPrinter::find_split(Step& st) const {
   bool ok = true;
   for (auto& k : walk->body)
     each(*k, [&](const imp::Stmt& x) {
+      if (x.rhs)
+        each_value(*x.rhs, [&](const imp::Value& v) { ok = ok && !(v.kind == imp::Value::Kind::Read && v.access.tensor == acc->lhs.tensor); });
       switch (x.kind) {
-        case imp::Stmt::Kind::Walk: ok = ok && s_.find(x.level)->single; break;
-        case imp::Stmt::Kind::Locate: ok = ok && !x.by_map; break;
+        case imp::Stmt::Kind::Walk: ok = ok && (free || row_single(&x)); break;
+        case imp::Stmt::Kind::Locate: ok = ok && !x.by_map && !(free && x.level == by); break;
         case imp::Stmt::Kind::RowBounds: break;
         case imp::Stmt::Kind::Alloc:
         case imp::Stmt::Kind::Fill: ok = ok && local.count(x.tensor); break;
@@ -751,32 +793,36 @@ void CudaPrinter::find_split(Step& st) const {
   if (!ok) return;
   st.split = walk;
   st.split_temp = acc->lhs.tensor;
-  st.split_free = positional(acc->lhs.tensor)->by == walk->level && !walk->csc;
+  st.split_free = free;
 }
 
 // The Step::split walk: lane q takes the entries q, q + G, ... of the row. Where the lanes write
 // their own entries' positions (split_free) each adds directly; else each chunk of G entries
-// computes its terms (a lane's position at_, -1 for none) and cu::ordered_add adds them, lanes
+// computes its terms (a lane's position pos_, -1 for none) and cu::ordered_add adds them, lanes
 // meeting at a position one after another in entry order: every position gets its terms in the
-// order of the serial walk (chunks in order, then lanes), the CPU kernel's, bit for bit.
+// order of the serial walk (chunks in order, then lanes), whatever the group: deterministic,
+// and the CPU kernel's order (equal to its results where neither compiler contracts the
+// multiply and add into an FMA, as in the emulator; nvcc may). Barriers before and after.
 void CudaPrinter::split_walk(const imp::Stmt& s) {
   const std::string& L = s.level;
   const std::string p = "p_" + L;
   const bool was = divergent_;
   divergent_ = true;
   split_body_ = true;
+  line("__syncwarp(mask_);  // (what the group wrote before, visible to every lane)");
   if (step_->split_free) {
     strided_walk(s);
+    line("__syncwarp(mask_);");
   } else {
     const std::string b = "b_" + L;
-    open("for (index_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += static_cast<index_t>(G_)) {");
-    line("const index_t " + p + " = " + b + " + static_cast<index_t>(lane_);");
-    line("int64_t at_ = -1;");
+    open("for (int64_t " + b + " = " + L + "_rb; " + b + " < " + L + "_re; " + b + " += G_) {  // (int64: no index_t overflow past the end)");
+    line("const int64_t " + p + " = " + b + " + lane_;");
+    line("int64_t pos_ = -1;");
     line("acc_t add_ = acc_t(0);");
     open("if (" + p + " < " + L + "_re) do {  // (a locate's `continue` leaves the entry)");
     walk_entry(s, p);
     close("} while (false);");
-    line("cu::ordered_add(" + step_->split_temp + ", at_, add_, mask_);");
+    line("cu::ordered_add(" + step_->split_temp + ", pos_, add_, mask_);");
     close();
   }
   split_body_ = false;
@@ -803,7 +849,7 @@ bool CudaPrinter::entry_writes(const imp::Stmt& s) const {
   for (auto& k : s.body)
     each(*k, [&](const imp::Stmt& x) {
       switch (x.kind) {
-        case imp::Stmt::Kind::Walk: ok = ok && s_.find(x.level)->single; break;
+        case imp::Stmt::Kind::Walk: ok = ok && s_.find(x.level)->single && !x.csc; break;
         case imp::Stmt::Kind::RowBounds: break;
         case imp::Stmt::Kind::Assign: {
           const TensorInfo& t = p_.tensor(x.lhs.tensor);

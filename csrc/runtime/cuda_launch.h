@@ -176,6 +176,7 @@ constexpr int kPatternBlock = 128;
 constexpr int64_t kPatternWideFirst = 32;
 // A Shared set of int64 indices and its counter fit the 48 KiB of a launch without opting in.
 static_assert(kPatternSharedSlots * 8 + 4 <= 48 * 1024, "the Shared bin's set must fit 48 KiB of shared memory");
+static_assert(kPatternBlock >= 32 && kPatternBlock % 32 == 0, "a Shared / Dense row's short first loop goes to the block's whole warps");
 
 // The greatest common divisor of two extents (a kernel's lane loops: KernelShape::lane_gcd).
 inline int64_t gcd_of(int64_t a, int64_t b) { return b == 0 ? a : gcd_of(b, a % b); }

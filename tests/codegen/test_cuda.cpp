@@ -210,8 +210,8 @@ TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
     EXPECT_NE(cu.find("acc_t* Cacc = reinterpret_cast<acc_t*>(ws_ + at_);"), std::string::npos) << op;
     EXPECT_NE(cu.find("at_ += (static_cast<int64_t>(sizeof(acc_t)) * prm.S_nnz + 255) / 256 * 256;"), std::string::npos) << op;
     EXPECT_EQ(cu.find("if (lane_ == 0) Cacc[p_S] += "), std::string::npos) << op;
-    EXPECT_NE(cu.find("at_ = p_S;"), std::string::npos) << op;
-    EXPECT_NE(cu.find("cu::ordered_add(Cacc, at_, add_, mask_);"), std::string::npos) << op;
+    EXPECT_NE(cu.find("pos_ = p_S;"), std::string::npos) << op;
+    EXPECT_NE(cu.find("cu::ordered_add(Cacc, pos_, add_, mask_);"), std::string::npos) << op;
     EXPECT_NE(cu.find("for (int64_t x_ = static_cast<int64_t>(S_rb) + lane_; x_ < static_cast<int64_t>(S_re); x_ += G_) Cacc[x_] = acc_t(0);\n"
                       "    __syncwarp(mask_);"),
               std::string::npos) << op;
@@ -220,6 +220,12 @@ TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
     const std::string walked = name == "spgemm" ? "B" : "A", rows = name == "spgemm" ? "n_k" : "n_i";
     EXPECT_NE(cu.find("k_.split_mean = (prm." + walked + "_nnz + std::max<int64_t>(1, " + rows + ") - 1)"), std::string::npos) << op;
     if (name == "spgemm") EXPECT_NE(cu.find("DBacc[p_B] += ("), std::string::npos);  // spgemm_grad_bvals: no two lanes meet
+    if (name == "coarsen") {
+      // the second-order adjoint: the position is S's walk's own (A's row nested in it): the lanes
+      // take S's entries and add directly, no ordered adds (one position for a whole A row)
+      EXPECT_NE(cu.find("DGCacc[p_S] += ("), std::string::npos);
+      EXPECT_EQ(cu.find("cu::ordered_add(DGCacc"), std::string::npos);
+    }
     EXPECT_EQ(cu.find("Cacc[j]"), std::string::npos) << op;
     EXPECT_EQ(cu.find("Cacc[d]"), std::string::npos) << op;
     EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + "_symbolic_slots_k("), std::string::npos) << op;

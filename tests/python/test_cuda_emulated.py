@@ -381,17 +381,22 @@ for itype in (torch.int32, torch.int64):
         av = torch.rand(ac.numel(), generator=g, dtype=torch.float64).to(dtype).requires_grad_()
         bv = torch.rand(bc.numel(), generator=g, dtype=torch.float64).to(dtype).requires_grad_()
         cv = ops.spgemm(ar, ac, av, br, bc, bv, cr, cc, 80)
-        w = torch.rand(cv.numel(), generator=g, dtype=torch.float64).to(dtype)
-        ga, gb = torch.autograd.grad((cv * w).sum(), (av, bv))
-        out[f"spgemm {itype} {dtype}"] = (cv.detach(), ga, gb)
+        w = torch.rand(cv.numel(), generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+        ga, gb = torch.autograd.grad((cv * w).sum(), (av, bv), create_graph=True)
+        # the second order (the adjoints' own adjoints: products on S, A and B's patterns)
+        ua, ub = torch.rand(ga.numel(), generator=g, dtype=torch.float64).to(dtype), torch.rand(gb.numel(), generator=g, dtype=torch.float64).to(dtype)
+        gw2, ga2, gb2 = torch.autograd.grad((ga * ua).sum() + (gb * ub).sum(), (w, av, bv))
+        out[f"spgemm {itype} {dtype}"] = (cv.detach(), ga.detach(), gb.detach(), gw2, ga2, gb2)
     # coarsening: 70 nodes into 9 clusters
     cluster = torch.randint(0, 9, (70,), generator=torch.Generator().manual_seed(4))
     row = torch.repeat_interleave(torch.arange(70), ar.long().diff())
     ei = torch.stack([row, ac.long() % 70]).to(itype)
     wt = torch.rand(ei.shape[1], dtype=torch.float64, generator=torch.Generator().manual_seed(5)).requires_grad_()
     graph, cw = gnnfuse.coarsen(ei, cluster, 9, wt)
-    (gw,) = torch.autograd.grad((cw * torch.arange(cw.numel(), dtype=torch.float64)).sum(), (wt,))
-    out[f"coarsen {itype}"] = (graph.rowptr, graph.col, cw.detach(), gw)
+    up = torch.arange(cw.numel(), dtype=torch.float64).requires_grad_()
+    (gw,) = torch.autograd.grad((cw * up).sum(), (wt,), create_graph=True)
+    (gup,) = torch.autograd.grad((gw * torch.linspace(-1, 1, gw.numel(), dtype=torch.float64)).sum(), (up,))  # the second order
+    out[f"coarsen {itype}"] = (graph.rowptr, graph.col, cw.detach(), gw.detach(), gup)
 torch.save(out, sys.argv[1])
 print(torch.ops.gnnfuse._cuda_launch_counts() if hasattr(torch.ops.gnnfuse, "_cuda_launch_counts") else "")
 """
@@ -429,10 +434,10 @@ def test_spgemm_and_coarsen_run_their_cuda_kernels_and_match_the_cpu(tmp_path):
 
 
 def test_spgemm_and_coarsen_split_walks_keep_the_serial_order(tmp_path):
-    """The numeric kernels of spgemm and coarsen (and their adjoints) hand the walk that feeds
-    the row workspace to the group's lanes, one entry each; lanes meeting at a position add one
-    after another in entry order (cu::ordered_add), lanes writing their own entries' positions
-    add directly. So the values are the serial walk's bit for bit, whatever the group and the
+    """The numeric kernels of spgemm and coarsen (and their adjoints, of the first and second
+    order) hand a walk that feeds the row workspace to the group's lanes, one entry each; lanes
+    meeting at a position add one after another in entry order (cu::ordered_add), lanes writing
+    their own entries' positions add directly. So the values are the serial walk's bit for bit, whatever the group and the
     thread order: the probe's products (duplicate entries in B's rows put two lanes of one chunk
     on one position; coarsening puts a row's neighbours in one cluster) run with one lane per row
     and with a warp per row in a random thread order, all dtypes, and must agree exactly."""
@@ -444,7 +449,8 @@ def test_spgemm_and_coarsen_split_walks_keep_the_serial_order(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         counts = {" ".join(l.split()[:-1]) for l in proc.stdout.splitlines() if l.strip()}
         group = extra["GNNFUSE_CUDA_FORCE_GROUP"]
-        for op in ("spgemm", "coarsen", "spgemm_grad_bvals", "coarsen_grad_edge_weight"):
+        for op in ("spgemm", "coarsen", "spgemm_grad_bvals", "coarsen_grad_edge_weight", "spgemm_grad_avals_grad_grad",
+                   "spgemm_grad_avals_grad_bvals", "coarsen_grad_edge_weight_grad_grad"):
             assert f"{op} lanes {group} 0" in counts, (op, proc.stdout)
         runs[name] = torch.load(path)
     for key in runs["serial"]:
