@@ -437,13 +437,15 @@ def test_spgemm_and_coarsen_split_walks_keep_the_serial_order(tmp_path):
     """The numeric kernels of spgemm and coarsen (and their adjoints, of the first and second
     order) hand a walk that feeds the row workspace to the group's lanes, one entry each; lanes
     meeting at a position add one after another in entry order (cu::ordered_add), lanes writing
-    their own entries' positions add directly. So the values are the serial walk's bit for bit, whatever the group and the
-    thread order: the probe's products (duplicate entries in B's rows put two lanes of one chunk
+    their own entries' positions add directly. So the values are the same bits whatever the group
+    and the thread order: the probe's products (duplicate entries in B's rows put two lanes of one chunk
     on one position; coarsening puts a row's neighbours in one cluster) run with one lane per row
-    and with a warp per row in a random thread order, all dtypes, and must agree exactly."""
+    and with a warp and a quarter warp per row in random thread orders, all dtypes, and must agree
+    exactly."""
     runs = {}
     for name, extra in (("serial", {"GNNFUSE_CUDA_FORCE_GROUP": "1"}),
-                        ("warp", {"GNNFUSE_CUDA_FORCE_GROUP": "32", "GNNFUSE_SIMT_ORDER": "random:7"})):
+                        ("warp", {"GNNFUSE_CUDA_FORCE_GROUP": "32", "GNNFUSE_SIMT_ORDER": "random:7"}),
+                        ("quarter warp", {"GNNFUSE_CUDA_FORCE_GROUP": "8", "GNNFUSE_SIMT_ORDER": "random:8"})):
         path = tmp_path / f"{name}.pt"
         proc = subprocess.run([sys.executable, "-c", _SPGEMM_PROBE, str(path)], cwd=_HERE, env=_env(extra), capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -453,9 +455,10 @@ def test_spgemm_and_coarsen_split_walks_keep_the_serial_order(tmp_path):
                    "spgemm_grad_avals_grad_bvals", "coarsen_grad_edge_weight_grad_grad"):
             assert f"{op} lanes {group} 0" in counts, (op, proc.stdout)
         runs[name] = torch.load(path)
-    for key in runs["serial"]:
-        for a, b in zip(runs["serial"][key], runs["warp"][key]):
-            assert torch.equal(a, b), key
+    for other in ("warp", "quarter warp"):  # (groups of 8: four rows per warp, their masks apart)
+        for key in runs["serial"]:
+            for a, b in zip(runs["serial"][key], runs[other][key]):
+                assert torch.equal(a, b), (other, key)
 
 
 _PATTERN_BINS_PROBE = r"""
