@@ -704,6 +704,9 @@ void CudaPrinter::walk_entry(const imp::Stmt& s, const std::string& p) {
   for (auto& k : s.body) statement(*k);
 }
 
+// A walk over a `single` operand by rows: one entry (by columns a single operand has any number).
+bool CudaPrinter::row_single(const imp::Stmt& w) const { return s_.find(w.level)->single && !w.csc; }
+
 // Lanes, a row workspace by positions (Step::split): the walk whose entries go to the row group's
 // lanes one each, around the kernel's one sum into the temporary (by S: stored at S's positions).
 //   free     the innermost walk around the sum that defines the position, when it is a walk over
@@ -757,7 +760,6 @@ void CudaPrinter::find_split(Step& st) const {
   for (int k = static_cast<int>(frames.size()) - 1; k >= 0 && def < 0; --k)
     if (frames[k].defines) def = k;
   if (def < 0) return;
-  auto row_single = [&](const imp::Stmt* w) { return s_.find(w->level)->single && !w->csc; };
   const imp::Stmt* walk = nullptr;
   bool free = false;
   if (frames[def].walk->level == by && !frames[def].walk->csc) {
@@ -766,7 +768,7 @@ void CudaPrinter::find_split(Step& st) const {
   } else {
     int w = -1;
     for (int k = static_cast<int>(frames.size()) - 1; k >= 0 && w < 0; --k)
-      if (!row_single(frames[k].walk)) w = k;
+      if (!row_single(*frames[k].walk)) w = k;
     if (w < 0 || w > def) return;  // (the position must vary over the split walk's entries)
     walk = frames[w].walk;
   }
@@ -780,7 +782,7 @@ void CudaPrinter::find_split(Step& st) const {
       if (x.rhs)
         each_value(*x.rhs, [&](const imp::Value& v) { ok = ok && !(v.kind == imp::Value::Kind::Read && v.access.tensor == acc->lhs.tensor); });
       switch (x.kind) {
-        case imp::Stmt::Kind::Walk: ok = ok && (free || row_single(&x)); break;
+        case imp::Stmt::Kind::Walk: ok = ok && (free || row_single(x)); break;
         case imp::Stmt::Kind::Locate: ok = ok && !x.by_map && !(free && x.level == by); break;
         case imp::Stmt::Kind::RowBounds: break;
         case imp::Stmt::Kind::Alloc:
@@ -849,7 +851,7 @@ bool CudaPrinter::entry_writes(const imp::Stmt& s) const {
   for (auto& k : s.body)
     each(*k, [&](const imp::Stmt& x) {
       switch (x.kind) {
-        case imp::Stmt::Kind::Walk: ok = ok && s_.find(x.level)->single && !x.csc; break;
+        case imp::Stmt::Kind::Walk: ok = ok && row_single(x); break;
         case imp::Stmt::Kind::RowBounds: break;
         case imp::Stmt::Kind::Assign: {
           const TensorInfo& t = p_.tensor(x.lhs.tensor);
@@ -866,7 +868,7 @@ bool CudaPrinter::entry_writes(const imp::Stmt& s) const {
 void CudaPrinter::walk(const imp::Stmt& s) {
   const std::string& L = s.level;
   const std::string p = "p_" + L;
-  if (step_->split && &s == step_->split && !divergent_) {
+  if (&s == step_->split && !divergent_) {
     split_walk(s);
     return;
   }

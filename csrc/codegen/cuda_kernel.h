@@ -131,6 +131,7 @@ class CudaPrinter : public CodeWriter {
   // dense inputs and call temporaries indexed last, once, by the tile's variable.
   std::vector<std::pair<Access, bool>> tile_rows(const imp::Stmt& s) const;
   void walk(const imp::Stmt& s);
+  bool row_single(const imp::Stmt& w) const;
   void find_split(Step& st) const;
   void split_walk(const imp::Stmt& s);
   void strided_walk(const imp::Stmt& s);
