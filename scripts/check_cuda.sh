@@ -9,8 +9,8 @@
 # (LDL/STL), a 128-bit global load in every instance with a vector width VW_ > 1 that loads
 # tiles by it or that the launch may pick (a tiled kernel), SHFL in every kernel whose reduction
 # over lanes is a shuffle tree (cu::group_*) or the pos split's segmented reduction
-# (cu::segment_sums), HMMA in every kernel that issues mma (the Tensor-Core SpMM of
-# csrc/cuda/tc_spmm.cu, compiled and checked as the family tc_spmm); BUILD/cuda_gates/sass_checks.txt lists them. With --emulated, then the op
+# (cu::segment_sums), HMMA in every kernel that issues mma (the generated Tensor-Core SpMM
+# kernels, <fam>_tcN_kernel, through cuda/tc_fragments.cuh); BUILD/cuda_gates/sass_checks.txt lists them. With --emulated, then the op
 # battery through the same kernels run on the CPU by the SIMT emulator
 # (tests/python/test_cuda_emulated.py against BUILD/libgnnfuse_cuda_emu.so, built if missing:
 # every family forward and backward under the launch decision and under each forced variant,
@@ -24,8 +24,7 @@
 #     --build  the CMake build folder (default build; gnnfuse-gen is built there if missing)
 #     --jobs   parallel nvcc (and cuobjdump) processes (default: the number of cores)
 #     --only   a subset of the families (the ctest gate compiles a representative subset)
-#     --archs  the architectures of the generated families (default sm_80,sm_90a); the kernels of
-#              csrc/cuda (library_kernels below, small) are always compiled for sm_80 and sm_90a
+#     --archs  the architectures of the generated families (default sm_80,sm_90a)
 #     --types  the (dtype:index dtype) pairs the generated families instantiate (default all
 #              eight: Float32 Float64 BFloat16 Float16 x Int32 Int64), through
 #              GNNFUSE_CUDA_INSTANTIATES (cuda/type_subset.h)
@@ -37,7 +36,7 @@
 #              family and kernel, about a sixth of the instances: double with 64-bit indices
 #              bounds the register pressure, float and bfloat16 take the 4- and 8-wide vector
 #              loads. And --host CI_HOST (below): small families whose host code has between them
-#              every form the printer gives it (the library kernel's launcher, the pattern
+#              every form the printer gives it (the Tensor-Core launchers, the pattern
 #              kernels', every lowering's launch, heads, an edge operand). The whole gate (no
 #              flags, about 75 CPU-minutes) runs before a GPU session and after a change that
 #              could move register pressure between types (bench/gpu/NOTES.md)
@@ -57,7 +56,7 @@ only=""
 host=""
 # --ci's --host: small families between them printing every form of host code (above; sddmm_add
 # has all seven lowerings).
-CI_HOST="tc_spmm,coarsen,spgemm,edge_softmax_heads,spmm_heads,sddmm_add,gat_edge"
+CI_HOST="coarsen,spgemm,edge_softmax_heads,spmm_heads,sddmm_add,gat_edge"
 emulated=0
 ci=0
 archs=(sm_80 sm_90a)
@@ -87,7 +86,6 @@ if [[ ! -x "$nvcc" ]]; then
   echo "check_cuda.sh: nvcc not found (set NVCC)" >&2
   exit 2
 fi
-library_archs=(sm_80 sm_90a)
 type_flags=()
 if [[ ${#types[@]} -gt 0 ]]; then
   type_flags=(-DGNNFUSE_CUDA_TYPE_SUBSET)
@@ -132,16 +130,13 @@ fi
 # The CPU target's files hold the params structs the CUDA files include.
 "$gen" --out "$out" "${specs[@]}"
 "$gen" --target cuda --out "$out" "${specs[@]}"
-# The kernels written in csrc/cuda (the Tensor-Core SpMM), gated like a family: <name>_cuda.cu.
-library_kernels=(tc_spmm)
-for k in "${library_kernels[@]}"; do cp "$root/csrc/cuda/$k.cu" "$out/${k}_cuda.cu"; done
 
 gencode_of() { for a in "$@"; do printf -- '-gencode arch=compute_%s,code=%s ' "${a#sm_}" "$a"; done; }
 
 compile() {
   local fam="$1"
   local start end flags
-  if [[ " $LIBRARY_KERNELS " == *" $fam "* ]]; then flags=($LIBRARY_GENCODE); else flags=($GENCODE $TYPE_FLAGS); fi
+  flags=($GENCODE $TYPE_FLAGS)
   local mode=(--fatbin -o "$logs/$fam.fatbin")
   if [[ "$GNNFUSE_GATE_HOST" == all || ",$GNNFUSE_GATE_HOST," == *",$fam,"* ]]; then mode=(-c -o "$logs/$fam.o"); fi
   start=$(date +%s)
@@ -157,15 +152,15 @@ compile() {
 export -f compile
 export nvcc root out logs
 export GNNFUSE_GATE_HOST="$host"
-export GENCODE="$(gencode_of "${archs[@]}")" LIBRARY_GENCODE="$(gencode_of "${library_archs[@]}")" TYPE_FLAGS="${type_flags[*]}" LIBRARY_KERNELS="${library_kernels[*]}"
+export GENCODE="$(gencode_of "${archs[@]}")" TYPE_FLAGS="${type_flags[*]}"
 
 t0=$(date +%s)
-fams=("${library_kernels[@]}")
+fams=()
 for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
 if [[ "$host" != all ]]; then  # a misspelt family would quietly lose its host pass
   IFS=, read -r -a host_fams <<<"$host"
   for fam in "${host_fams[@]}"; do
-    if [[ " ${library_kernels[*]}$all_fams" != *" $fam "* ]]; then echo "check_cuda.sh: --host: no family '$fam'" >&2; exit 2; fi
+    if [[ "$all_fams" != *" $fam "* ]]; then echo "check_cuda.sh: --host: no family '$fam'" >&2; exit 2; fi
   done
 fi
 # Largest first (by the size of the generated source): the last jobs are the short ones, so the
@@ -322,5 +317,5 @@ if [[ $emulated -eq 1 ]]; then
 else
   emu="emulated: not run (--emulated runs tests/python/test_cuda_emulated.py)"
 fi
-echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families; $type_note; ${library_kernels[*]} for ${library_archs[*]}), $spills spills; $sass; $emu"
+echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families; $type_note), $spills spills; $sass; $emu"
 if [[ $failed -gt 0 || $spills -gt 0 || $sass_failed -gt 0 || $emu_failed -gt 0 ]]; then exit 1; fi

@@ -320,15 +320,15 @@ def main():
             ok = all(any(l.startswith(k) for l in used) for k in expect)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} cusparse backend ran: {len(used)} ops")
-    # The Tensor-Core SpMM forced (gnnfuse.backends.set_cuda_tensor_cores("on")): the SpMM forms in
-    # float16 and bfloat16, forward and backward, against the CPU kernels (on a GPU: the real mma's
+    # The Tensor-Core SpMM forced (gnnfuse.backends.set_cuda_tensor_cores("on")): the SpMM forms and
+    # the per-head ones (spmm_heads, sddmm_heads' input gradients) in float16 and bfloat16, forward and backward, against the CPU kernels (on a GPU: the real mma's
     # fragment layouts and rounding against the PTX ISA the emulator follows); float32 as tf32.
     # (only where spmm is among the ops checked: --ops without it asks for none of this)
     if (opts.device != "cpu" or "cuda_emu" in gnnfuse.library_path()) and hasattr(torch.ops.gnnfuse, "_cuda_set_tensor_cores") \
             and any(s["op"] == "spmm" for s in specs):
         with gnnfuse.backends.cuda_tensor_cores("on"):
             for s in specs:
-                if s["op"] not in ("spmm", "scaled_spmm"):
+                if s["op"] not in ("spmm", "scaled_spmm", "spmm_heads", "sddmm_heads"):
                     continue
                 for dt in ("float16", "bfloat16"):
                     failed += check_op(s, dt, opts.device, "tensor cores ")
@@ -343,7 +343,9 @@ def main():
                 failed += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} tensor cores tf32 spmm: relative error {err:.2e}")
         used = [l for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines() if " tensor_cores " in l]
-        ok = any(l.startswith("spmm tensor_cores") for l in used) and any(l.startswith("spmm_grad_x tensor_cores") for l in used)
+        tested = {s["op"] for s in specs}
+        expect = ["spmm", "spmm_grad_x"] + (["spmm_heads", "spmm_heads_grad_x"] if "spmm_heads" in tested else [])
+        ok = all(any(l.startswith(k + " tensor_cores") for l in used) for k in expect)
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} tensor cores ran: {len(used)} ops")
     if hasattr(torch.ops.gnnfuse, "_cuda_launch_counts"):

@@ -26,8 +26,9 @@ is checked against what the generated source ``GENERATED/<family>_cuda.cu`` stat
                 register forms' walks) are not checked: where a kernel does not use the
                 broadcast index, nvcc rightly drops the shuffle;
   tensor-cores  a kernel that issues mma (calls ``gnnfuse_mma_*`` of cuda/simt.cuh, itself or through
-                a device function of the same source) has HMMA for every architecture: the
-                Tensor-Core SpMM (csrc/cuda/tc_spmm.cu, checked as the family ``tc_spmm``);
+                device functions of the same source or of the device headers of csrc/cuda, such
+                as cuda/tc_fragments.cuh's ``cu::tc_mma``) has HMMA for every architecture: the
+                generated Tensor-Core SpMM kernels (``<family>_tcN_kernel``);
   present       every kernel of the source has SASS for every architecture of the object (else
                 the two checks above would pass by checking nothing).
 
@@ -167,7 +168,7 @@ def split_template(demangled: str) -> tuple[str, list[str]]:
 # A kernel of <family>_cuda.cu, as CudaPrinter prints it (kernel_head, pos_fixup):
 #   template <typename scalar_t, typename index_t, int VW_, int R_>
 #   GNNFUSE_GLOBAL void spmm_reg_lanes_k0(const spmm_params prm, ...) {
-# (csrc/cuda's own kernels may have __launch_bounds__ before the name).
+# (the Tensor-Core kernels have __launch_bounds__ before the name).
 _KERNEL = re.compile(r"template <([^>]*)>\s*\nGNNFUSE_GLOBAL void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(")
 # A device function (its name) whose body may issue mma.
 _DEVICE_FN = re.compile(r"GNNFUSE_DEVICE\s+[\w:<>]+\s+(\w+)\s*\(")
@@ -212,19 +213,54 @@ def _body(code: str, start: int) -> str:
     raise ValueError("unbalanced braces after offset %d" % start)
 
 
-def parse_source(text: str) -> dict[str, KernelSource]:
-    """The kernels of a generated <family>_cuda.cu: template parameters, what their bodies call,
-    and from the variants' shape functions whether the launch may give them a vector width > 1.
-    Raises ValueError where a kernel with VW_ has no shape (the source is not what this reads)."""
-    kernels = {}
-    code = re.sub(r"//[^\n]*", lambda m: " " * len(m.group()), text)  # comments out, offsets kept
-    mma_fns = set()
+def _uncomment(text: str) -> str:
+    return re.sub(r"//[^\n]*", lambda m: " " * len(m.group()), text)  # comments out, offsets kept
+
+
+def _device_functions(code: str) -> dict[str, str]:
+    """The bodies of the device functions of a (comment-free) source, by name."""
+    fns = {}
     for m in _DEVICE_FN.finditer(code):
         try:
-            if _MMA.search(_body(code, m.end())):
-                mma_fns.add(m.group(1))
+            fns.setdefault(m.group(1), "")
+            fns[m.group(1)] += _body(code, m.end())
         except ValueError:  # a declaration without a body
             pass
+    return fns
+
+
+# The device headers of csrc/cuda whose functions a generated source may call.
+_HEADERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "csrc", "cuda")
+
+
+def header_text() -> str:
+    """The text of csrc/cuda's device headers (*.cuh), read by parse_source for device functions."""
+    parts = []
+    if os.path.isdir(_HEADERS_DIR):
+        for name in sorted(os.listdir(_HEADERS_DIR)):
+            if name.endswith(".cuh"):
+                with open(os.path.join(_HEADERS_DIR, name)) as f:
+                    parts.append(f.read())
+    return "\n".join(parts)
+
+
+def parse_source(text: str, headers: str = "") -> dict[str, KernelSource]:
+    """The kernels of a generated <family>_cuda.cu: template parameters, what their bodies call,
+    and from the variants' shape functions whether the launch may give them a vector width > 1.
+    A kernel issues mma where it calls gnnfuse_mma_*, or a device function of the source or of
+    `headers` (the device headers' text) that does, directly or through others.
+    Raises ValueError where a kernel with VW_ has no shape (the source is not what this reads)."""
+    kernels = {}
+    code = _uncomment(text)
+    fns = _device_functions(_uncomment(headers))
+    fns.update(_device_functions(code))
+    mma_fns: set[str] = set()
+    while True:  # the functions that issue mma, through any chain of calls
+        calls = re.compile(r"\bgnnfuse_mma_\w+\(" + "".join(rf"|\b{f}\b" for f in sorted(mma_fns)))
+        more = {name for name, body in fns.items() if name not in mma_fns and calls.search(body)}
+        if not more:
+            break
+        mma_fns |= more
     issues_mma = re.compile(r"\bgnnfuse_mma_\w+\(" + "".join(rf"|\b{f}\b" for f in sorted(mma_fns)))
     for m in _KERNEL.finditer(code):
         params = [p.split()[-1] for p in m.group(1).split(",")]
@@ -332,13 +368,15 @@ def main(argv=None) -> int:
     ap.add_argument("families", nargs="+")
     a = ap.parse_args(argv)
 
+    headers = header_text()
+
     def one(fam):
         obj = os.path.join(a.objects, fam + ".o")
         if not os.path.exists(obj):
             obj = os.path.join(a.objects, fam + ".fatbin")
         kernels = cuobjdump_sass(a.cuobjdump, obj)
         with open(os.path.join(a.generated, fam + "_cuda.cu")) as f:
-            source = parse_source(f.read())
+            source = parse_source(f.read(), headers)
         return fam, kernels, source
 
     try:

@@ -7,12 +7,15 @@
 //   SDDMM  E(i,j) on A = A(i,j) [* edge operands on A] * U(i,k) * V(j,k).
 // The entry values are the product of A's values (where it has them) and the edge operands: one
 // array for cuSPARSE (an elementwise product first where there are several; SDDMM scales its
-// output by them instead). The SpMM forms then try the Tensor-Core SpMM (torch/cuda/tensor_cores.h:
-// its own mode, auto by default), whatever the backend. Anything else (reductions other than sum, heads, accumulation-precision
+// output by them instead). Anything else (reductions other than sum, heads, accumulation-precision
 // operands, more dense factors, constants or functions) keeps the generated kernels.
+// The Tensor-Core SpMM (torch/cuda/tensor_cores.h: its own mode, auto by default, whatever the
+// backend) takes the SpMM forms and their per-head form (tensor_core_form), its kernel generated
+// per form of entry values (cuda_tensor_cores.cpp).
 #include <sstream>
 
 #include "codegen/emit.h"
+#include "cuda/tc_spmm.h"
 
 namespace gnnfuse::codegen {
 
@@ -28,21 +31,28 @@ bool product_leaves(const ExprP& e, std::vector<const Expr*>& out) {
   return false;
 }
 
+// The one csr operand (not `single`, two variables) of a sum without counts, selections or a
+// computed pattern; nullptr otherwise.
+const TensorDecl* summed_csr_operand(const OpSpec& s) {
+  if (s.reduce != Reduce::Sum || !s.symbolic.empty()) return nullptr;
+  const TensorDecl* sparse = nullptr;
+  for (auto& t : s.tensors) {
+    if (t.role == Role::SparseInput) {
+      if (sparse || t.single) return nullptr;
+      sparse = &t;
+    }
+    if (t.role == Role::CountInput || t.role == Role::SelectInput) return nullptr;
+  }
+  return sparse && sparse->vars.size() == 2 ? sparse : nullptr;
+}
+
 bool dense_2d(const TensorDecl& t) { return t.role == Role::DenseInput && !t.acc && t.vars.size() == 2; }
 
 }  // namespace
 
 std::optional<CusparseForm> cusparse_form(const OpSpec& s) {
-  if (s.reduce != Reduce::Sum || !s.symbolic.empty()) return std::nullopt;
-  const TensorDecl* sparse = nullptr;
-  for (auto& t : s.tensors) {
-    if (t.role == Role::SparseInput) {
-      if (sparse || t.single) return std::nullopt;
-      sparse = &t;
-    }
-    if (t.role == Role::CountInput || t.role == Role::SelectInput) return std::nullopt;
-  }
-  if (!sparse || sparse->vars.size() != 2) return std::nullopt;
+  const TensorDecl* sparse = summed_csr_operand(s);
+  if (!sparse) return std::nullopt;
   const std::string& r = sparse->vars[0];
   const std::string& c = sparse->vars[1];
   std::vector<const Expr*> leaves;
@@ -89,33 +99,97 @@ std::optional<CusparseForm> cusparse_form(const OpSpec& s) {
   return form;
 }
 
+std::optional<TensorCoreForm> tensor_core_form(const OpSpec& s) {
+  if (auto c = cusparse_form(s)) {
+    if (c->kind != CusparseForm::Kind::SpMM || c->values.size() > size_t(cuda::kTcMaxFactors)) return std::nullopt;
+    TensorCoreForm form;
+    form.sparse = c->sparse;
+    form.transpose = c->transpose;
+    form.values = c->values;
+    form.x = c->dense0;
+    for (const TensorDecl* v : form.values) {
+      form.heads.push_back(false);
+      form.optional.push_back(v == form.sparse ? v->values_optional : s.schema.arg(v->arg) && s.schema.arg(v->arg)->optional);
+    }
+    return form;
+  }
+  // The per-head form: Y(a,h,f) = A(i,j) [* E(i,j) | E(i,j,h) ...] * X(b,h,f).
+  const TensorDecl* sparse = summed_csr_operand(s);
+  const TensorDecl& out = s.output();
+  if (!sparse || out.acc || !out.pattern.empty() || out.vars.size() != 3) return std::nullopt;
+  const std::string &r = sparse->vars[0], &c = sparse->vars[1];
+  const std::string &a = out.vars[0], &h = out.vars[1], &f = out.vars[2];
+  if (h == r || h == c || f == r || f == c || h == f) return std::nullopt;
+  std::vector<const Expr*> leaves;
+  if (!product_leaves(s.expr.rhs, leaves)) return std::nullopt;
+  TensorCoreForm form;
+  form.sparse = sparse;
+  form.head = h;
+  for (const Expr* leaf : leaves) {
+    const TensorDecl* t = s.find(leaf->name);
+    if (!t || leaf->idx != t->vars) return std::nullopt;
+    if (t == sparse) {
+      if (t->values.empty()) continue;
+      form.values.push_back(t);
+      form.heads.push_back(false);
+      form.optional.push_back(t->values_optional);
+    } else if (t->role == Role::EdgeInput && t->pattern == sparse->name && t->vars.size() >= 2 && t->vars[0] == r && t->vars[1] == c &&
+               (t->vars.size() == 2 || (t->vars.size() == 3 && t->vars[2] == h))) {
+      form.values.push_back(t);
+      form.heads.push_back(t->vars.size() == 3);
+      form.optional.push_back(s.schema.arg(t->arg) && s.schema.arg(t->arg)->optional);
+    } else if (t->role == Role::DenseInput && !t->acc && t->vars.size() == 3 && !form.x) {
+      form.x = t;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!form.x || form.values.size() > size_t(cuda::kTcMaxFactors)) return std::nullopt;
+  const TensorDecl& x = *form.x;
+  if (x.vars[1] != h || x.vars[2] != f) return std::nullopt;
+  if (a == r && x.vars[0] == c) form.transpose = false;
+  else if (a == c && x.vars[0] == r) form.transpose = true;
+  else return std::nullopt;
+  return form;
+}
+
 namespace emit {
+
+namespace {
+
+// The value tensors of a form, as the adapter names their contiguous copies.
+std::string value_list(const TensorDecl& a, const std::vector<const TensorDecl*>& values) {
+  std::string l = "{";
+  for (size_t k = 0; k < values.size(); ++k) l += (k ? ", " : "") + (values[k] == &a ? a.values : values[k]->arg) + "_c";
+  return l + "}";
+}
+
+}  // namespace
 
 std::string cusparse_dispatch(const Compiled& c) {
   const OpSpec& s = c.spec;
-  const auto form = cusparse_form(s);
-  if (!form) return "";
-  const TensorDecl& a = *form->sparse;
-  std::string values = "{";
-  for (size_t k = 0; k < form->values.size(); ++k)
-    values += (k ? ", " : "") + (form->values[k] == &a ? a.values : form->values[k]->arg) + "_c";
-  values += "}";
-  const std::string extents = "prm.n_" + a.vars[0] + ", prm.n_" + a.vars[1];
   std::ostringstream l;
-  l << "  // " << to_string(s.expr.rhs) << (form->kind == CusparseForm::Kind::SpMM ? ": cuSPARSE SpMM" : ": cuSPARSE SDDMM")
-    << (form->transpose ? " of A^T" : "") << " when it is the backend\n";
-  l << "  if (cuda_adapter::backend() == cuda_adapter::Backend::Cusparse &&\n      ";
-  if (form->kind == CusparseForm::Kind::SpMM)
-    l << "cuda_adapter::cusparse_spmm(\"" << s.name << "\", " << a.rowptr << "_c, " << a.col << "_c, " << values << ", "
-      << (form->transpose ? "true" : "false") << ", " << extents << ", " << form->dense0->arg << "_c, out))\n";
-  else
-    l << "cuda_adapter::cusparse_sddmm(\"" << s.name << "\", " << a.rowptr << "_c, " << a.col << "_c, " << values << ", " << extents
-      << ", " << form->dense0->arg << "_c, " << form->dense1->arg << "_c, out))\n";
-  l << "    return out;\n";
-  if (form->kind == CusparseForm::Kind::SpMM) {
-    l << "  // the Tensor-Core SpMM where its mode chooses it (torch/cuda/tensor_cores.h)\n";
-    l << "  if (cuda_adapter::tensor_core_spmm(\"" << s.name << "\", " << a.rowptr << "_c, " << a.col << "_c, " << values << ", "
-      << (form->transpose ? "true" : "false") << ", " << extents << ", " << form->dense0->arg << "_c, out))\n";
+  if (const auto form = cusparse_form(s)) {
+    const TensorDecl& a = *form->sparse;
+    const std::string values = value_list(a, form->values);
+    const std::string extents = "prm.n_" + a.vars[0] + ", prm.n_" + a.vars[1];
+    l << "  // " << to_string(s.expr.rhs) << (form->kind == CusparseForm::Kind::SpMM ? ": cuSPARSE SpMM" : ": cuSPARSE SDDMM")
+      << (form->transpose ? " of A^T" : "") << " when it is the backend\n";
+    l << "  if (cuda_adapter::backend() == cuda_adapter::Backend::Cusparse &&\n      ";
+    if (form->kind == CusparseForm::Kind::SpMM)
+      l << "cuda_adapter::cusparse_spmm(\"" << s.name << "\", " << a.rowptr << "_c, " << a.col << "_c, " << values << ", "
+        << (form->transpose ? "true" : "false") << ", " << extents << ", " << form->dense0->arg << "_c, out))\n";
+    else
+      l << "cuda_adapter::cusparse_sddmm(\"" << s.name << "\", " << a.rowptr << "_c, " << a.col << "_c, " << values << ", " << extents
+        << ", " << form->dense0->arg << "_c, " << form->dense1->arg << "_c, out))\n";
+    l << "    return out;\n";
+  }
+  if (const auto form = tensor_core_form(s)) {
+    const TensorDecl& a = *form->sparse;
+    l << "  // the Tensor-Core SpMM where its mode chooses it (torch/cuda/tensor_cores.h; the kernel " << s.name << "_cuda_tc)\n";
+    l << "  if (cuda_adapter::tensor_core_spmm(\"" << s.name << "\", &" << s.name << "_cuda_tc, " << a.rowptr << "_c, " << a.col << "_c, "
+      << value_list(a, form->values) << ", " << (form->transpose ? "true" : "false") << ", prm.n_" << a.vars[0] << ", prm.n_" << a.vars[1]
+      << ", " << form->x->arg << "_c, out))\n";
     l << "    return out;\n";
   }
   return l.str();

@@ -35,6 +35,11 @@ std::string ctype(DType d);
 std::string ctype(IndexType i);
 std::string dtype_enum(DType d);  // runtime::DType / runtime::IType tag
 std::string dtype_enum(IndexType i);
+// The dtype's name in the CUDA kernels (float, double, __nv_bfloat16, __half) and the tag of
+// dtype_enum alone (Float32, Int64, ...: the GNNFUSE_CUDA_INSTANTIATES spelling); emit_cuda.cpp.
+std::string cuda_device_type(DType d);
+std::string dtype_token(DType d);
+std::string dtype_token(IndexType i);
 // The bit set of checks:: dtype flags a spec's `dtypes` line admits.
 std::string dtype_mask(const OpSpec& s);
 std::string fmt_const(double v);
@@ -76,6 +81,10 @@ std::string symbolic_name(const OpSpec& s);
 // the declarations of the latter for <fam>_cuda.h.
 std::string symbolic_cuda_kernels(const Compiled& c);
 std::string symbolic_cuda_declarations(const Compiled& c);
+// The Tensor-Core SpMM kernels of a family's ops of tensor_core_form (cuda_tensor_cores.cpp): one
+// kernel per form of entry values and per op its launcher <op>_cuda_tc; and their declarations.
+std::string tensor_core_kernels(const Family& f);
+std::string tensor_core_declarations(const Family& f);
 std::vector<const TensorDecl*> symbolic_inputs(const OpSpec& s);
 std::string symbolic_schema(const OpSpec& s);
 

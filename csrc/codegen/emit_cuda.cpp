@@ -6,7 +6,8 @@
 //   <op>_cuda          the launch of the variant runtime::cuda::decide chose, on the stream;
 // and <fam>_cuda.h declaring them. The params structs are the CPU target's (<fam>_kernel.h):
 // raw pointers and extents, whatever the device. A `symbolic S` op adds its pattern kernels
-// (cuda_symbolic.cpp); its assembling op runs on CUDA as the pattern, then the numeric op.
+// (cuda_symbolic.cpp); its assembling op runs on CUDA as the pattern, then the numeric op. The
+// ops of tensor_core_form add their Tensor-Core SpMM launcher <op>_cuda_tc (cuda_tensor_cores.cpp).
 #include <functional>
 #include <sstream>
 
@@ -14,10 +15,7 @@
 
 namespace gnnfuse::codegen::emit {
 
-namespace {
-
-// The device type of a dtype in the kernels.
-std::string device_type(DType d) {
+std::string cuda_device_type(DType d) {
   switch (d) {
     case DType::Float32: return "float";
     case DType::Float64: return "double";
@@ -26,6 +24,18 @@ std::string device_type(DType d) {
   }
   return "";
 }
+
+std::string dtype_token(DType d) {
+  const std::string e = dtype_enum(d);
+  return e.substr(e.rfind(':') + 1);  // runtime::DType::Float32 -> Float32
+}
+
+std::string dtype_token(IndexType i) {
+  const std::string e = dtype_enum(i);
+  return e.substr(e.rfind(':') + 1);
+}
+
+namespace {
 
 std::string expr_line(const OpSpec& s) {
   std::string e = s.expr.lhs + "(";
@@ -60,11 +70,10 @@ std::string fn_name(const std::string& op, size_t lowering, const std::string& v
 // The dtype and index dtype dispatch of a call `f<scalar_t, index_t>(args)`, each pair under
 // GNNFUSE_CUDA_INSTANTIATES (cuda/type_subset.h: the compile gates may instantiate a subset).
 void dispatch(const OpSpec& s, const std::string& call, const std::string& args, std::ostream& k) {
-  auto token = [](const std::string& e) { return e.substr(e.rfind(':') + 1); };  // runtime::DType::Float32 -> Float32
   for (auto& d : s.dtypes)
     for (auto& i : s.index_dtypes)
-      k << "#if GNNFUSE_CUDA_INSTANTIATES(" << token(dtype_enum(d)) << ", " << token(dtype_enum(i)) << ")\n"
-        << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << call << "<" << device_type(d) << ", "
+      k << "#if GNNFUSE_CUDA_INSTANTIATES(" << dtype_token(d) << ", " << dtype_token(i) << ")\n"
+        << "  if (dtype == " << dtype_enum(d) << " && itype == " << dtype_enum(i) << ") return " << call << "<" << cuda_device_type(d) << ", "
         << ctype(i) << ">(" << args << ");\n"
         << "#endif\n";
   k << "  throw std::invalid_argument(\"" << s.name << " on cuda: unsupported dtype\");\n";
@@ -180,14 +189,16 @@ std::vector<GeneratedFile> emit_op_cuda(const Family& f) {
   h << "#if defined(__CUDACC__)\n#pragma nv_diag_suppress 1675  // runtime/cpu.h's GCC pragmas (host code)\n#endif\n";
   h << "#include \"" << fam << "_kernel.h\"\n";
   h << "#if defined(__CUDACC__)\n#pragma nv_diag_default 1675\n#endif\n";
-  h << "#include \"runtime/cuda_launch.h\"\n\nnamespace gnnfuse::generated {\n\n";
+  h << "#include \"cuda/tc_spmm.h\"\n#include \"runtime/cuda_launch.h\"\n\nnamespace gnnfuse::generated {\n\n";
   k << banner(fam) << "// CUDA kernels (cuda/simt.cuh: nvcc, or g++ -DGNNFUSE_SIMT_EMU) and their host launch functions.\n";
   k << "#include <cstdint>\n#include <stdexcept>\n\n#include \"" << fam << "_cuda.h\"\n";
   // runtime/cpu.h (the params' header) spells GNNFUSE_UNROLL for GCC; the device code's is
   // cuda/simt.cuh's (or device_runtime.cuh's).
-  k << "#undef GNNFUSE_UNROLL\n#include \"cuda/device_runtime.cuh\"\n\n";
+  k << "#undef GNNFUSE_UNROLL\n#include \"cuda/device_runtime.cuh\"\n#include \"cuda/tc_fragments.cuh\"\n\n";
   k << "namespace gnnfuse::generated {\n\nnamespace cu = gnnfuse::cuda;\n\n";
   for (auto& c : f.ops) emit_op(*c, h, k);
+  h << tensor_core_declarations(f);
+  k << tensor_core_kernels(f);
   if (!f.ops[0]->spec.symbolic.empty()) {
     h << symbolic_cuda_declarations(*f.ops[0]);
     k << symbolic_cuda_kernels(*f.ops[0]);

@@ -621,6 +621,22 @@ struct CusparseForm {
 };
 std::optional<CusparseForm> cusparse_form(const OpSpec& s);
 
+// An op that the Tensor-Core SpMM runs (aten_cusparse.cpp; its kernels: cuda_tensor_cores.cpp):
+// the SpMM form of CusparseForm, or its per-head form
+//   Y(a,h,f) = A(i,j) [* edge operands on A, over (i,j) or (i,j,h)] * X(b,h,f), {a, b} = {i, j}:
+// for every head h an SpMM over the same pattern whose entry values are the factors at h.
+// `values` as CusparseForm's, at most cuda::kTcMaxFactors; `heads[k]`: values[k] is over the head.
+struct TensorCoreForm {
+  const TensorDecl* sparse = nullptr;
+  bool transpose = false;
+  std::vector<const TensorDecl*> values;
+  std::vector<bool> heads;
+  std::vector<bool> optional;  // values[k] may be absent (None: 1)
+  const TensorDecl* x = nullptr;
+  std::string head;  // the head variable; "" for the plain SpMM form
+};
+std::optional<TensorCoreForm> tensor_core_form(const OpSpec& s);
+
 std::vector<GeneratedFile> emit_op_cpu(const Family& f);     // <op>_kernel.h, <op>_cpu.cpp
 std::vector<GeneratedFile> emit_op_cuda(const Family& f);    // <op>_cuda.h, <op>_cuda.cu
 // The kernel files of a family for its target (emit_op_cpu for cpu).

@@ -1,20 +1,23 @@
 // The Tensor-Core SpMM (issue 26): out = op(A) x on mma.sync, over a row-window-condensed view
-// of A (TC-GNN, DTC-SpMM and FlashSparse condense so; seed 004 digest, section 5).
+// of A (TC-GNN, DTC-SpMM and FlashSparse condense so; seed 004 digest, section 5). The kernels are
+// generated (codegen/cuda_tensor_cores.cpp: one per form of entry values of a family's SpMM-form
+// ops, with the fragments of cuda/tc_fragments.cuh); this header is what they and the adapters
+// share: the view, the arguments, the tiling.
 //
-// The view (a TcSpmmPlan, built once per sparse pattern by torch/cuda/tensor_cores.cpp and cached):
-// the output rows in windows of 16 (the M of the mma); in each window the distinct input rows
-// that its entries read (the condensed columns), sorted, in blocks of K (the mma's K: 16 for
-// f16 / bf16 on m16n8k16, 8 for tf32 on m16n8k8; the last block padded with -1). A block is one
-// 16 x K tile of A: its entries, each with its place in the tile (row in the window * K + column
-// in the block) and the CSR entry whose value it is (the product of the value factors there, or
-// 1), sorted by place, duplicates adjacent (summed, in CSR order, in float). A warp computes a
-// window times NT * 8 columns of x: per block it builds the A tile in shared memory, stages the
-// block's K rows of x, and issues NT mma (fp32 accumulators in registers); it stores every row of
-// its window (zero rows included), so out needs no zeroing. No atomics: deterministic.
+// The view (built once per sparse pattern by torch/cuda/tensor_cores.cpp and cached): the output
+// rows in windows of 16 (the M of the mma); in each window the distinct input rows that its
+// entries read (the condensed columns), sorted, in blocks of K (the mma's K: 16 for f16 / bf16 on
+// m16n8k16, 8 for tf32 on m16n8k8; the last block padded with -1). A block is one 16 x K tile of
+// A: its entries, each with its place in the tile (row in the window * K + column in the block)
+// and the CSR entry whose value it is (the product of the value factors there, or 1), sorted by
+// place, duplicates adjacent (summed, in CSR order, in float). A warp computes a window, one head
+// and NT * 8 columns of x: per block it builds the A tile in shared memory (the entry values of
+// that head), stages the block's K rows of x, and issues NT mma (fp32 accumulators in
+// registers); it stores every row of its window (zero rows included), so out needs no zeroing.
+// No atomics: deterministic.
 //
-// Host code (no CUDA header): the adapter fills the arguments with device pointers and calls
-// tc_spmm() with the current stream; compiled by nvcc (tc_spmm.cu) into libgnnfuse with CUDA, and
-// by g++ for the SIMT emulator into libgnnfuse_cuda_emu.so.
+// Host code (no CUDA header): the adapter fills the arguments with device pointers and calls the
+// op's generated launcher (<op>_cuda_tc) with the current stream.
 #pragma once
 
 #include <cstdint>
@@ -26,25 +29,44 @@ enum class TcType { Half, BFloat16, Float32 };  // x, out and the value factors;
 // The K of a dtype's mma (16 for Half and BFloat16, 8 for Float32).
 inline int tc_k(TcType t) { return t == TcType::Float32 ? 8 : 16; }
 
+constexpr int kTcMaxFactors = 3;  // value factors a form may have
+constexpr int kTcWarps = 4;       // warps per block, each on its own (window, head, column slab)
+
 struct TcSpmmArgs {
-  int64_t out_rows = 0;  // out is out_rows x f, row-major
-  int64_t f = 0;
-  int64_t in_rows = 0;   // x is in_rows x f, row-major
+  int64_t out_rows = 0;  // out is out_rows x heads x f, row-major
+  int64_t f = 0;         // columns per head
+  int64_t in_rows = 0;   // x is in_rows x heads x f, row-major
   int64_t windows = 0;   // ceil(out_rows / 16)
+  int64_t heads = 1;     // 1 but for the per-head forms
   const int32_t* block_ptr = nullptr;   // windows + 1: the blocks of window w
   const int32_t* block_cols = nullptr;  // blocks * K: the row of x each tile column reads, or -1
   const int32_t* entry_ptr = nullptr;   // blocks + 1: the entries of block b
   const uint8_t* entry_place = nullptr; // per entry: row in the window * K + column in the block
   const int32_t* entry_src = nullptr;   // per entry: its index in the CSR arrays (the values')
-  const void* values[3] = {nullptr, nullptr, nullptr};  // the value factors (dtype of x), or null
+  // The value factors (dtype of x) in the order of the op's form (codegen TensorCoreForm), each
+  // one value per entry or (over the head) heads per entry; null: an optional one not given (1).
+  const void* values[kTcMaxFactors] = {};
   const void* x = nullptr;
   void* out = nullptr;
 };
 
-// Columns of x per warp: NT mma tiles of 8 (4 where f <= 32, else 8).
-int tc_spmm_tiles(int64_t f);
+// Columns of x per warp: NT mma tiles of 8 (2 where f <= 16, 4 where f <= 32, else 8).
+inline int tc_spmm_tiles(int64_t f) { return f <= 16 ? 2 : f <= 32 ? 4 : 8; }
 
-// Enqueues the kernel on `stream` (a cudaStream_t; nothing in the emulator).
-void tc_spmm(TcType type, const TcSpmmArgs& args, void* stream);
+// The column slabs of a row of x (per head) and the blocks of kTcWarps warps the launch takes
+// (one unit per (window, head, slab), at most 2^20 blocks striding over them).
+inline int64_t tc_slabs(const TcSpmmArgs& a) {
+  const int64_t w = int64_t(8) * tc_spmm_tiles(a.f);
+  return (a.f + w - 1) / w;
+}
+inline int64_t tc_blocks(const TcSpmmArgs& a) {
+  const int64_t units = a.windows * a.heads * tc_slabs(a);
+  const int64_t blocks = (units + kTcWarps - 1) / kTcWarps;
+  return blocks < (int64_t(1) << 20) ? blocks : (int64_t(1) << 20);
+}
+
+// A generated launcher (<op>_cuda_tc): enqueues the op's kernel on `stream` (a cudaStream_t;
+// nothing in the emulator). Throws std::invalid_argument for a dtype the op does not have.
+using TcLaunch = void (*)(TcType type, const TcSpmmArgs& args, void* stream);
 
 }  // namespace gnnfuse::cuda

@@ -468,6 +468,74 @@ sddmm_grad_v: spmm^T values(GE,A) U
   }
 }
 
+// The ops the Tensor-Core SpMM takes (tensor_core_form): the SpMM forms of cuSPARSE and their
+// per-head form (spmm_heads and its adjoints, the feature gradients of sddmm_heads), each value
+// factor marked over the head (h) and optional (?); their kernels printed once per form of entry
+// values, the per-head one indexing the factors and x at the head.
+TEST(Cuda, TensorCoreForms) {
+  auto forms = [](const Family& f) {
+    std::string out;
+    for (auto& c : f.ops) {
+      const auto form = tensor_core_form(c->spec);
+      if (!form) continue;
+      out += c->spec.name + ": " + (form->transpose ? "spmm^T" : "spmm") + (form->head.empty() ? "" : " heads " + form->head) + " values(";
+      for (size_t k = 0; k < form->values.size(); ++k)
+        out += (k ? "," : "") + form->values[k]->name + (form->heads[k] ? "h" : "") + (form->optional[k] ? "?" : "");
+      out += ") " + form->x->name + "\n";
+    }
+    return out;
+  };
+  auto family = [](const std::string& op) { return compile_family(load_spec(kOps + "/" + op + ".spec"), Target::Cuda); };
+  EXPECT_EQ(forms(family("spmm")), R"(spmm: spmm values(A?) X
+spmm_grad_x: spmm^T values(A?) GY
+spmm_grad_edge_weight_grad_x: spmm^T values(GDA) GY
+spmm_grad_edge_weight_grad_grad: spmm values(GDA) X
+spmm_grad_x_grad_grad: spmm values(A?) GDX
+)");
+  EXPECT_EQ(forms(family("spmm_heads")), R"(spmm_heads: spmm heads h values(Wh) X
+spmm_heads_grad_x: spmm^T heads h values(Wh) GY
+spmm_heads_grad_weight_grad_x: spmm^T heads h values(GDWh) GY
+spmm_heads_grad_weight_grad_grad: spmm heads h values(GDWh) X
+spmm_heads_grad_x_grad_grad: spmm heads h values(Wh) GDX
+)");
+  const std::string heads = forms(family("sddmm_heads"));
+  EXPECT_NE(heads.find("sddmm_heads_grad_u: spmm heads h values(GEh) V\n"), std::string::npos) << heads;
+  EXPECT_NE(heads.find("sddmm_heads_grad_v: spmm^T heads h values(GEh) U\n"), std::string::npos) << heads;
+  for (const std::string op : {"spmm_mean", "spmm_max", "sddmm_add", "sddmm_spmm", "gcn", "gat", "edge_softmax", "edge_softmax_heads", "coarsen"})
+    EXPECT_EQ(forms(family(op)), "") << op;
+  // Not the per-head form: a sum of products, x over (j,f,h) (the output's head not x's second
+  // variable), a factor over another variable than the head, two dense factors.
+  auto spec = [](const std::string& x, const std::string& w, const std::string& expr) {
+    return parse_spec("op      t\nschema  t(Tensor rowptr, Tensor col, Tensor w, Tensor x) -> Tensor\n"
+                      "sparse  A(i,j) = csr(rowptr, col)\nedge    W(" + w + ") on A = w\ndense   X(" + x + ") = x\n"
+                      "output  Y(i,h,f)\nexpr    Y(i,h,f) = " + expr + "\ndtypes  float32\nindex   int64\ngrad_order 0\n",
+                      "t.spec");
+  };
+  EXPECT_TRUE(tensor_core_form(spec("j,h,f", "i,j,h", "A(i,j) * W(i,j,h) * X(j,h,f) + A(i,j) * X(j,h,f)")) == std::nullopt);
+  EXPECT_TRUE(tensor_core_form(spec("j,f,h", "i,j,h", "A(i,j) * W(i,j,h) * X(j,f,h)")) == std::nullopt);
+  EXPECT_TRUE(tensor_core_form(spec("j,h,f", "i,j,f", "A(i,j) * W(i,j,f) * X(j,h,f)")) == std::nullopt);
+  EXPECT_TRUE(tensor_core_form(spec("j,h,f", "i,j,h", "A(i,j) * W(i,j,h) * X(j,h,f) * X(j,h,f)")) == std::nullopt);
+  EXPECT_TRUE(tensor_core_form(spec("j,h,f", "i,j,h", "A(i,j) * W(i,j,h) * X(j,h,f)")) != std::nullopt);
+  // One kernel per form of entry values: spmm's optional A and its gradients' required GDA.
+  const std::string text = emit_op_cuda(family("spmm"))[1].text;
+  EXPECT_NE(text.find("spmm_tc0_kernel(const cu::TcSpmmArgs p"), std::string::npos);
+  EXPECT_NE(text.find("spmm_tc1_kernel(const cu::TcSpmmArgs p"), std::string::npos);
+  EXPECT_EQ(text.find("spmm_tc2_kernel"), std::string::npos);
+  EXPECT_NE(text.find("v += (v0 != nullptr ? cu::to_acc(v0[e]) : 1.f);"), std::string::npos);
+  EXPECT_NE(text.find("v += cu::to_acc(v0[e]);"), std::string::npos);
+  EXPECT_NE(text.find("if (type == cuda::TcType::BFloat16) return spmm_tc0_kernel_launch<__nv_bfloat16>(args, stream);"), std::string::npos);
+  const std::string h = emit_op_cuda(family("spmm_heads"))[1].text;
+  EXPECT_NE(h.find("v += cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);
+  EXPECT_NE(h.find("__ldg(x + static_cast<int64_t>(src) * stride + h * p.f + f0 + c)"), std::string::npos);
+  EXPECT_NE(h.find("out[row * stride + h * p.f + c]"), std::string::npos);
+  // scaled_spmm: two factors multiplied in float
+  EXPECT_NE(emit_op_cuda(family("scaled_spmm"))[1].text.find("v += cu::to_acc(v0[e]) * cu::to_acc(v1[e]);"), std::string::npos);
+  // The adapters hand the op's launcher to the choice.
+  const std::string reg = emit_op_cuda_registration(family("spmm_heads"))[0].text;
+  EXPECT_NE(reg.find("cuda_adapter::tensor_core_spmm(\"spmm_heads\", &spmm_heads_cuda_tc, rowptr_c, col_c, {weight_c}, false, prm.n_i, prm.n_j, x_c, out)"),
+            std::string::npos);
+}
+
 // Every (dtype, index dtype) pair of the dispatch is instantiated under GNNFUSE_CUDA_INSTANTIATES
 // (cuda/type_subset.h), the compile gates' subset (scripts/check_cuda.sh --types, --ci): a
 // dispatch line outside it would instantiate its pair in the gates whatever --types says, and a

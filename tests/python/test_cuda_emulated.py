@@ -123,8 +123,9 @@ CUSPARSE_SUBSET = [
 ]
 # Under the Tensor-Core SpMM forced (GNNFUSE_CUDA_TENSOR_CORES=on: the emulator's mma, the PTX
 # ISA's fragment layouts): the low-precision battery of the SpMM forms (spmm sum forward and the
-# gradient of its features through the transposed view; sddmm's gradients of u and v) within a
-# multiple of PyTorch's same-precision error, and the layers against PyG.
+# gradient of its features through the transposed view; sddmm's gradients of u and v; the per-head
+# forms of GAT's per-edge path: spmm_heads, sddmm_heads' gradients) within a multiple of PyTorch's
+# same-precision error, and the layers against PyG (GCN, GAT, TransformerConv).
 TENSOR_CORE_SUBSET = [
     "test_low_precision.py::test_low_precision_within_a_multiple_of_torch_error",
     "test_low_precision.py::test_layers_in_low_precision_against_pyg",
@@ -176,7 +177,8 @@ RUNS = [
     ("cusparse", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, False, CUSPARSE_SUBSET, ""),
     ("cusparse-deterministic", {"GNNFUSE_CUDA_BACKEND": "cusparse"}, True,
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
-    ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET, "spmm_sum or sddmm_dot or GCNConv"),
+    ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET,
+     "spmm_sum or sddmm_dot or GCNConv or gat_edge_tensors or GATConv or TransformerConv"),
     ("spgemm-coarsen", {}, True, SPGEMM_SUBSET, ""),
     ("spgemm-coarsen-chunks-random", {"GNNFUSE_CUDA_PATTERN_BUDGET": "16", "GNNFUSE_CUDA_PATTERN_BINS": "0,0,0", "GNNFUSE_SIMT_ORDER": "random:13"},
      False, SPGEMM_CHUNKED, ""),

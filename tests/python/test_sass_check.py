@@ -241,17 +241,23 @@ def test_command_line(tmp_path, capsys):
     assert sc.main(args + ["spmm"]) == 2
 
 
-# csrc/cuda's Tensor-Core SpMM as the checker reads it (abridged): the mma in a device function,
-# the kernel with __launch_bounds__ calling it; a kernel of the same source that issues none.
-TC_SOURCE = """\
+# A generated Tensor-Core SpMM kernel as the checker reads it (abridged): the kernel with
+# __launch_bounds__ calling cu::tc_mma of a device header, which issues the mma through another
+# device function; a kernel of the same source that issues none.
+TC_HEADER = """\
 template <typename T, int NT>
-GNNFUSE_DEVICE void block_mma(float (&acc)[NT][4], const float* at, const T* bt, int lane) {
+GNNFUSE_DEVICE void tc_block_mma(float (&acc)[NT][4], const float* at, const T* bt, int lane) {
   gnnfuse_mma_m16n8k16_f16f32(acc[t], a, b, acc[t]);
 }
-
 template <typename T, int NT>
-GNNFUSE_GLOBAL void __launch_bounds__(kTcWarps * 32, 1) tc_spmm_kernel(TcSpmmArgs p, int64_t slabs) {
-  block_mma<T, NT>(acc, at, bt, lane);
+GNNFUSE_DEVICE void tc_mma(float (&acc)[NT][4], const float* at, const T* bt, int lane) {
+  tc_block_mma<T, NT>(acc, at, bt, lane);
+}
+"""
+TC_SOURCE = """\
+template <typename T, int NT>
+GNNFUSE_GLOBAL void __launch_bounds__(cu::kTcWarps * 32, 1) spmm_tc0_kernel(const cu::TcSpmmArgs p, const int64_t slabs) {
+  cu::tc_mma<T, NT>(acc, at, bt, lane);
 }
 
 template <typename T>
@@ -262,22 +268,23 @@ GNNFUSE_GLOBAL void tc_fill(TcSpmmArgs p) {
 
 
 def test_mma_without_hmma_fails():
-    src = sc.parse_source(TC_SOURCE)
-    assert sorted(src) == ["tc_fill", "tc_spmm_kernel"]
-    assert src["tc_spmm_kernel"].tensor_cores and not src["tc_fill"].tensor_cores
-
-    def tc_function(name, args, *instructions):
-        return function(name, args, *instructions).replace(mangled(name, args), f"_ZN7gnnfuse4cuda{len(name)}{name}I{args}EEvv")
+    src = sc.parse_source(TC_SOURCE, TC_HEADER)
+    assert sorted(src) == ["spmm_tc0_kernel", "tc_fill"]
+    assert src["spmm_tc0_kernel"].tensor_cores and not src["tc_fill"].tensor_cores
+    # without the header the call is not known to issue mma
+    assert not sc.parse_source(TC_SOURCE)["spmm_tc0_kernel"].tensor_cores
+    # the real headers: cu::tc_mma issues mma (cuda/tc_fragments.cuh)
+    assert sc.parse_source(TC_SOURCE, sc.header_text())["spmm_tc0_kernel"].tensor_cores
 
     def run(*functions):
         kernels = sc.parse_sass(elf("sm_90a", *functions).splitlines(keepends=True))
-        return sc.check_family("tc_spmm", kernels, src, sc.demangle(k.mangled for k in kernels))
+        return sc.check_family("spmm", kernels, src, sc.demangle(k.mangled for k in kernels))
 
-    fill = tc_function("tc_fill", "f", "STG.E [R2.64], RZ ;")
-    good = run(tc_function("tc_spmm_kernel", "fLi8E", "HMMA.16816.F32 R4, R8, R12, R4 ;"), fill)
+    fill = function("tc_fill", "f", "STG.E [R2.64], RZ ;")
+    good = run(function("spmm_tc0_kernel", "fLi8E", "HMMA.16816.F32 R4, R8, R12, R4 ;"), fill)
     assert good.violations == [] and good.checks["tensor-cores"] == 1
-    bad = run(tc_function("tc_spmm_kernel", "fLi8E", "FFMA R4, R8, R12, R4 ;"), fill)
-    assert any("tc_spmm_kernel<float, 8> sm_90a tensor-cores" in v for v in bad.violations), bad.violations
+    bad = run(function("spmm_tc0_kernel", "fLi8E", "FFMA R4, R8, R12, R4 ;"), fill)
+    assert any("spmm_tc0_kernel<float, 8> sm_90a tensor-cores" in v for v in bad.violations), bad.violations
 
 
 # ---------------------------------------------------------------- the gates' type subset

@@ -1,11 +1,13 @@
-"""The Tensor-Core SpMM (csrc/cuda/tc_spmm.h, csrc/torch/cuda/tensor_cores.h) through the emulated
-library, whose mma follows the PTX ISA's fragment layouts (tests/simt: SimtMma).
+"""The Tensor-Core SpMM (its generated kernels, codegen/cuda_tensor_cores.cpp; csrc/cuda/tc_spmm.h,
+csrc/torch/cuda/tensor_cores.h) through the emulated library, whose mma follows the PTX ISA's
+fragment layouts (tests/simt: SimtMma).
 
 The mode API on any build; through libgnnfuse_cuda_emu.so: the forced kernel against float64 on
 the edge-case graphs (empty rows, isolated nodes, self-loops, duplicate edges, power-law degrees,
 unsorted columns, row counts that are not a multiple of 16) at F in {1, 3, 32, 129}, float16,
 bfloat16 and float32 (tf32), with edge weights and scaled_spmm's two factors, forward and the
-gradient of the features (the transposed view); the choice of auto; the cache of views; capture.
+gradient of the features (the transposed view); the per-head form (spmm_heads, the gradients of
+sddmm_heads' inputs) at 1 to 4 heads; the choice of auto; the cache of views; capture.
 The op battery under the forced mode runs in test_cuda_emulated.py (its "tensor-cores" run).
 """
 
@@ -88,6 +90,43 @@ for dtype in (torch.bfloat16, torch.float16):
     assert tc("scaled_spmm") == before + 1, counts()
     want = dense_of(rowptr, col, n, m, a.double() * s.double()) @ x.double()
     assert rel(y, want) <= 4 * EPS[dtype], rel(y, want)
+# per head (spmm_heads and its feature gradient, sddmm_heads' gradients of u and v): every head an
+# SpMM of its own entry values over the same view, x and out [rows, H, F]
+def dense_heads(rowptr, col, n, m, w):
+    return torch.stack([dense_of(rowptr, col, n, m, w[:, h]) for h in range(w.size(1))])  # [H, n, m]
+for name in ("self_loops_duplicates", "power_law", "empty_rows_isolated"):
+    case = CASES[name]
+    rowptr, col, perm = ref_csr(case.edge_index, case.num_nodes)
+    n, m = case.num_nodes, case.num_src_nodes
+    for index in (torch.int64, torch.int32):
+        rp, cl = rowptr.to(index), col.to(index)
+        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+            for H, F in ((1, 3), (4, 16), (3, 40)):
+                w = (torch.rand(cl.numel(), H, dtype=torch.float64) + 0.5).to(dtype).requires_grad_()
+                x = torch.randn(m, H, F, dtype=torch.float64).to(dtype).requires_grad_()
+                gy = torch.randn(n, H, F, dtype=torch.float64).to(dtype)
+                before = (tc("spmm_heads"), tc("spmm_heads_grad_x"))
+                y = torch.ops.gnnfuse.spmm_heads(rp, cl, w, x)
+                y.backward(gy)
+                assert tc("spmm_heads") == before[0] + 1 and tc("spmm_heads_grad_x") == before[1] + 1, (name, dtype, H, F, counts())
+                a = dense_heads(rp, cl, n, m, w.detach())
+                want = torch.einsum("hnm,mhf->nhf", a, x.detach().double())
+                want_gx = torch.einsum("hnm,nhf->mhf", a, gy.double())
+                assert y.shape == (n, H, F) and y.dtype == dtype
+                assert rel(y, want) <= 4 * EPS[dtype], (name, dtype, H, F, rel(y, want))
+                assert rel(x.grad, want_gx) <= 4 * EPS[dtype], (name, dtype, H, F, rel(x.grad, want_gx))
+                checked += 1
+            # sddmm_heads: the gradients of u (op(A) = A) and v (A^T) per head
+            H, D = 2, 24
+            u = torch.randn(n, H, D, dtype=torch.float64).to(dtype).requires_grad_()
+            v = torch.randn(m, H, D, dtype=torch.float64).to(dtype).requires_grad_()
+            ge = torch.randn(cl.numel(), H, dtype=torch.float64).to(dtype)
+            before = (tc("sddmm_heads_grad_u"), tc("sddmm_heads_grad_v"))
+            torch.ops.gnnfuse.sddmm_heads(rp, cl, u, v).backward(ge)
+            assert tc("sddmm_heads_grad_u") == before[0] + 1 and tc("sddmm_heads_grad_v") == before[1] + 1, counts()
+            g = dense_heads(rp, cl, n, m, ge)
+            assert rel(u.grad, torch.einsum("hnm,mhd->nhd", g, v.detach().double())) <= 4 * EPS[dtype], (name, dtype)
+            assert rel(v.grad, torch.einsum("hnm,nhd->mhd", g, u.detach().double())) <= 4 * EPS[dtype], (name, dtype)
 # float64 never runs on Tensor Cores
 before = tc("spmm")
 gnnfuse.spmm(gnnfuse.Graph(rowptr, col, n, m), torch.randn(m, 32, dtype=torch.float64))

@@ -1,6 +1,6 @@
 // The Tensor-Core SpMM of the CUDA adapters (tensor_cores.h): the mode, the condensed view of a
 // sparse pattern (built with ATen on the operands' device, cached), the choice and the launch of
-// cuda/tc_spmm.cu's kernel. Built into libgnnfuse with CUDA and into libgnnfuse_cuda_emu.so
+// the op's generated kernel. Built into libgnnfuse with CUDA and into libgnnfuse_cuda_emu.so
 // (GNNFUSE_CUDA_EMULATED: CPU tensors, the kernel run by the SIMT emulator).
 #include "torch/cuda/tensor_cores.h"
 
@@ -177,8 +177,9 @@ int64_t tensor_core_views_built() {
   return views_built.load();
 }
 
-bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor& col, std::initializer_list<at::Tensor> values,
-                      bool transpose, int64_t rows, int64_t cols, const at::Tensor& x, at::Tensor& out) {
+bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& rowptr, const at::Tensor& col,
+                      std::initializer_list<at::Tensor> values, bool transpose, int64_t rows, int64_t cols, const at::Tensor& x,
+                      at::Tensor& out) {
   TensorCores mode;
   try {
     mode = tensor_cores();
@@ -190,18 +191,24 @@ bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor
   if (!type) return false;
   const bool forced = mode == TensorCores::On;
   if (*type == cuda::TcType::Float32 && !forced && !at::globalContext().allowTF32CuBLAS()) return false;
-  const int64_t f = x.size(1), nnz = col.size(0);
+  // x: [in_rows, F] or, per head, [in_rows, H, F] (the op's checks have held the extents).
+  if (x.dim() != 2 && x.dim() != 3) return false;
+  const int64_t heads = x.dim() == 3 ? x.size(1) : 1, f = x.size(-1), nnz = col.size(0);
   const int64_t out_rows = transpose ? cols : rows, in_rows = transpose ? rows : cols;
   if (!forced && f < kTcMinF) return false;
   constexpr int64_t kInt32 = (int64_t(1) << 31) - 1024;  // (the kernel's int32 entry loops step past the end by 32)
   if (nnz >= kInt32 || in_rows >= kInt32 || out_rows >= kInt32 || !x.is_contiguous() || !out.is_contiguous()) return false;
-  std::vector<at::Tensor> factors;
-  for (const at::Tensor& v : values)
+  if (values.size() > size_t(cuda::kTcMaxFactors)) return false;
+  const void* factors[cuda::kTcMaxFactors] = {};
+  size_t slot = 0;
+  for (const at::Tensor& v : values) {
     if (v.defined()) {
-      if (v.scalar_type() != x.scalar_type() || !v.is_contiguous() || v.dim() != 1 || v.size(0) != nnz) return false;
-      factors.push_back(v);
+      if (v.scalar_type() != x.scalar_type() || !v.is_contiguous() || v.size(0) != nnz || !(v.dim() == 1 || (v.dim() == 2 && v.size(1) == heads)))
+        return false;
+      factors[slot] = v.const_data_ptr();
     }
-  if (factors.size() > 3) return false;
+    ++slot;
+  }
   const int k = cuda::tc_k(*type);
   // auto does not build a view it cannot keep (inference tensors: every call would rebuild it),
   // and hands back to the CUDA-core kernels where building one runs out of memory.
@@ -225,12 +232,13 @@ bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor
   a.f = f;
   a.in_rows = in_rows;
   a.windows = view->windows;
+  a.heads = heads;
   a.block_ptr = view->block_ptr.const_data_ptr<int32_t>();
   a.block_cols = view->block_cols.const_data_ptr<int32_t>();
   a.entry_ptr = view->entry_ptr.const_data_ptr<int32_t>();
   a.entry_place = view->entry_place.const_data_ptr<uint8_t>();
   a.entry_src = view->entry_src.const_data_ptr<int32_t>();
-  for (size_t i = 0; i < factors.size(); ++i) a.values[i] = factors[i].const_data_ptr();
+  for (int i = 0; i < cuda::kTcMaxFactors; ++i) a.values[i] = factors[i];
   a.x = x.const_data_ptr();
   a.out = out.mutable_data_ptr();
 #if defined(GNNFUSE_CUDA_EMULATED)
@@ -242,7 +250,7 @@ bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor
     for (const at::Tensor& t : {view->block_ptr, view->block_cols, view->entry_ptr, view->entry_place, view->entry_src})
       if (t.numel() > 0) t.record_stream(current);
 #endif
-  cuda::tc_spmm(*type, a, stream);
+  launch(*type, a, stream);
 #if !defined(GNNFUSE_CUDA_EMULATED)
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 #endif

@@ -1,13 +1,15 @@
-// The Tensor-Core SpMM in the CUDA adapters (issue 26; the kernel: cuda/tc_spmm.h). The ops the
-// generator finds to be one SpMM (codegen cusparse_form: spmm, scaled_spmm, the gradients of their
-// features, whose op(A) = A^T walks the transposed view, and of sddmm's inputs) try it before their
-// generated kernels, in float16 and bfloat16 (fp32 accumulation), and in float32 as tf32 where
-// PyTorch allows tf32 for matrix products (torch.backends.cuda.matmul.allow_tf32).
+// The Tensor-Core SpMM in the CUDA adapters (issue 26; the view and arguments: cuda/tc_spmm.h; the
+// kernels are generated, codegen/cuda_tensor_cores.cpp). The ops the generator finds to be one
+// SpMM or a per-head SpMM (codegen tensor_core_form: spmm, scaled_spmm, spmm_heads, the gradients
+// of their features, whose op(A) = A^T walks the transposed view, and of sddmm's and
+// sddmm_heads' inputs) try it before their generated CUDA-core kernels, in float16 and bfloat16
+// (fp32 accumulation), and in float32 as tf32 where PyTorch allows tf32 for matrix products
+// (torch.backends.cuda.matmul.allow_tf32).
 //
 // Mode (process-wide, read at every call; GNNFUSE_CUDA_TENSOR_CORES=auto|on|off at first use, or
 // set_tensor_cores / the op gnnfuse::_cuda_set_tensor_cores / gnnfuse.backends.set_cuda_tensor_cores):
-//   auto  where it is expected to win: 16-bit (or tf32-allowed float32) operands, F of at least
-//         kTcMinF, and a condensed view whose columns are read by at least kTcMinReuse entries on
+//   auto  where it is expected to win: 16-bit (or tf32-allowed float32) operands, F (per head)
+//         of at least kTcMinF, and a condensed view whose columns are read by at least kTcMinReuse entries on
 //         average (the rows of x a window gathers once, which CUDA-core kernels gather per entry);
 //   on    wherever it can run (any F, float32 as tf32 even where PyTorch does not allow tf32);
 //   off   never.
@@ -25,6 +27,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "cuda/tc_spmm.h"
+
 namespace gnnfuse::cuda_adapter {
 
 enum class TensorCores { Auto, On, Off };
@@ -39,10 +43,13 @@ TensorCores parse_tensor_cores(const std::string& name);
 constexpr int64_t kTcMinF = 32;
 constexpr double kTcMinReuse = 1.5;
 
-// out[rows_of_op(A), F] = op(A) x as cusparse_spmm (cusparse_backend.h), on Tensor Cores where the
-// mode chooses them. out is overwritten. false: not chosen (the generated kernels run).
-bool tensor_core_spmm(const char* op, const at::Tensor& rowptr, const at::Tensor& col, std::initializer_list<at::Tensor> values,
-                      bool transpose, int64_t rows, int64_t cols, const at::Tensor& x, at::Tensor& out);
+// out[rows_of_op(A), (H,) F] = op(A) x as cusparse_spmm (cusparse_backend.h), per head where x is
+// [rows, H, F] (then `values` are [nnz] or [nnz, H] each), on Tensor Cores where the mode chooses
+// them, by the op's generated `launch`. `values` in the order of the op's form; an undefined one
+// is an absent optional factor. out is overwritten. false: not chosen (the generated kernels run).
+bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& rowptr, const at::Tensor& col,
+                      std::initializer_list<at::Tensor> values, bool transpose, int64_t rows, int64_t cols, const at::Tensor& x,
+                      at::Tensor& out);
 
 // Condensed views built since the library loaded (tests: that the cache holds).
 int64_t tensor_core_views_built();

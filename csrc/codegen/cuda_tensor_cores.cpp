@@ -1,0 +1,193 @@
+// The Tensor-Core SpMM kernels of a family (issue 26, seed 004): for the ops of tensor_core_form
+// (ir.h: the SpMM form and its per-head form), the generator prints one kernel per form of entry
+// values (how many value factors, which are over the head, which may be absent) and per op a
+// launcher, <op>_cuda_tc, that the op's CUDA adapter hands to cuda_adapter::tensor_core_spmm
+// (which builds the condensed view, cuda/tc_spmm.h, and chooses). The printed kernel is the
+// view's walk around the mma: per (window, head, column slab) of a warp, per block of the window
+// the A tile from the block's entries (the product of the value factors at each entry, and at
+// the head, summed over duplicate places in CSR order, in float), the B tile from the block's rows
+// of x (at the head), the fragments and mma (cuda/tc_fragments.cuh); the window's rows stored.
+// Its transposition is the view's (op(A) = A^T: windows of A's columns), not the kernel's.
+#include <map>
+#include <sstream>
+
+#include "codegen/cuda_kernel.h"
+
+namespace gnnfuse::codegen::emit {
+
+namespace {
+
+// What a kernel depends on: the per-head form, and per value factor (over the head, optional).
+struct TcKey {
+  bool heads = false;
+  std::vector<std::pair<bool, bool>> factors;
+  bool operator<(const TcKey& o) const { return std::tie(heads, factors) < std::tie(o.heads, o.factors); }
+};
+
+TcKey key_of(const TensorCoreForm& f) {
+  TcKey k;
+  k.heads = !f.head.empty();
+  for (size_t i = 0; i < f.values.size(); ++i) k.factors.emplace_back(f.heads[i], f.optional[i]);
+  return k;
+}
+
+std::string tc_type(DType d) {
+  switch (d) {
+    case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
+    case DType::Float32: return "Float32";
+    case DType::Float64: return "";
+  }
+  return "";
+}
+
+// The value of entry e (of the head h): the product of the factors, in float.
+std::string entry_value(const TcKey& k) {
+  if (k.factors.empty()) return "1.f";
+  std::string v;
+  for (size_t i = 0; i < k.factors.size(); ++i) {
+    const std::string p = "v" + std::to_string(i);
+    std::string term = "cu::to_acc(" + p + "[" + (k.factors[i].first ? "e * p.heads + h" : "e") + "])";
+    if (k.factors[i].second) term = "(" + p + " != nullptr ? " + term + " : 1.f)";
+    v += (i ? " * " : "") + term;
+  }
+  return v;
+}
+
+std::string kernel_name(const std::string& fam, size_t n) { return fam + "_tc" + std::to_string(n) + "_kernel"; }
+
+void print_kernel(const std::string& name, const TcKey& k, const std::vector<std::string>& about, std::ostream& o) {
+  o << "// The Tensor-Core SpMM (cuda/tc_spmm.h, cuda/tc_fragments.cuh) of " << (k.heads ? "every head of " : "");
+  for (size_t i = 0; i < about.size(); ++i) o << (i ? ", " : "") << about[i];
+  o << "\n";
+  o << "template <typename T, int NT>\n";
+  o << "GNNFUSE_GLOBAL void __launch_bounds__(cu::kTcWarps * 32, 1) " << name << "(const cu::TcSpmmArgs p, const int64_t slabs) {\n";
+  o << "  constexpr int K = cu::TcMma<T>::K, W = NT * 8;\n";
+  o << "  GNNFUSE_SHARED_ARRAY(float, a_tiles, cu::kTcWarps * 16 * K);\n";
+  o << "  GNNFUSE_SHARED_ARRAY(T, b_tiles, cu::kTcWarps * K * W);\n";
+  o << "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
+  o << "  float* at = a_tiles + warp * 16 * K;\n";
+  o << "  T* bt = b_tiles + warp * K * W;\n";
+  o << "  const T* x = static_cast<const T*>(p.x);\n";
+  o << "  T* out = static_cast<T*>(p.out);\n";
+  for (size_t i = 0; i < k.factors.size(); ++i)
+    o << "  const T* v" << i << " = static_cast<const T*>(p.values[" << i << "]);  // " << (k.factors[i].first ? "[entries, heads]" : "[entries]")
+      << (k.factors[i].second ? ", null when absent" : "") << "\n";
+  if (k.heads) {
+    o << "  const int64_t stride = p.heads * p.f;  // a row of x and of out: heads x f\n";
+    o << "  const int64_t units = p.windows * p.heads * slabs;\n";
+  } else {
+    o << "  const int64_t units = p.windows * slabs;\n";
+  }
+  o << "  for (int64_t u = static_cast<int64_t>(blockIdx.x) * cu::kTcWarps + warp; u < units; u += static_cast<int64_t>(gridDim.x) * cu::kTcWarps) {\n";
+  if (k.heads)
+    o << "    const int64_t w = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W;\n";
+  else
+    o << "    const int64_t w = u / slabs, f0 = u % slabs * W;\n";
+  o << "    float acc[NT][4];\n";
+  o << "    GNNFUSE_UNROLL\n    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;\n";
+  o << "    const int32_t b_end = __ldg(p.block_ptr + w + 1);\n";
+  o << "    for (int32_t b = __ldg(p.block_ptr + w); b < b_end; ++b) {\n";
+  o << "      cu::tc_clear_tile<K>(at, lane);\n";
+  o << "      // The A tile: the first entry of each run of one place sums the run (duplicate edges).\n";
+  o << "      const int32_t lo = __ldg(p.entry_ptr + b), hi = __ldg(p.entry_ptr + b + 1);\n";
+  o << "      for (int32_t k = lo + lane; k < hi; k += 32) {\n";
+  o << "        const int place = __ldg(p.entry_place + k);\n";
+  o << "        if (k > lo && __ldg(p.entry_place + k - 1) == place) continue;\n";
+  o << "        float v = 0.f;\n";
+  o << "        for (int32_t q = k; q < hi && __ldg(p.entry_place + q) == place; ++q) {\n";
+  o << "          const int64_t e = __ldg(p.entry_src + q);\n";
+  if (k.factors.empty()) o << "          (void)e;\n";
+  o << "          v += " << entry_value(k) << ";\n";
+  o << "        }\n";
+  o << "        at[place] = v;\n";
+  o << "      }\n";
+  o << "      // The B tile: the block's K rows of x" << (k.heads ? " at the head" : "") << ", columns f0 .. f0 + W (zero past f and for padding).\n";
+  o << "      for (int i = lane; i < K * W; i += 32) {\n";
+  o << "        const int r = i / W, c = i % W;\n";
+  o << "        const int32_t src = __ldg(p.block_cols + static_cast<int64_t>(b) * K + r);\n";
+  o << "        bt[i] = (src >= 0 && f0 + c < p.f) ? __ldg(x + static_cast<int64_t>(src) * " << (k.heads ? "stride + h * p.f" : "p.f")
+    << " + f0 + c) : cu::from_acc<T>(0.f);\n";
+  o << "      }\n";
+  o << "      __syncwarp();\n";
+  o << "      cu::tc_mma<T, NT>(acc, at, bt, lane);\n";
+  o << "    }\n";
+  o << "    const int g = lane >> 2, m = lane & 3;\n";
+  o << "    GNNFUSE_UNROLL\n    for (int t = 0; t < NT; ++t) {\n";
+  o << "      GNNFUSE_UNROLL\n      for (int hf = 0; hf < 2; ++hf) {\n";
+  o << "        const int64_t row = w * 16 + g + 8 * hf;\n";
+  o << "        if (row >= p.out_rows) continue;\n";
+  o << "        GNNFUSE_UNROLL\n        for (int j = 0; j < 2; ++j) {\n";
+  o << "          const int64_t c = f0 + t * 8 + 2 * m + j;\n";
+  o << "          if (c < p.f) out[row * " << (k.heads ? "stride + h * p.f" : "p.f") << " + c] = cu::from_acc<T>(acc[t][2 * hf + j]);\n";
+  o << "        }\n      }\n    }\n  }\n}\n\n";
+  // The launch: NT by the columns per head (cu::tc_spmm_tiles), the grid by cu::tc_blocks.
+  o << "template <typename T>\nvoid " << name << "_launch(const cu::TcSpmmArgs& a, void* stream) {\n";
+  o << "  const int64_t blocks = cu::tc_blocks(a), slabs = cu::tc_slabs(a);\n";
+  o << "  if (blocks == 0) return;\n";
+  o << "  const cudaStream_t s = static_cast<cudaStream_t>(stream);\n";
+  o << "  switch (cu::tc_spmm_tiles(a.f)) {\n";
+  for (int nt : {2, 4, 8})
+    o << "    " << (nt == 8 ? "default" : "case " + std::to_string(nt)) << ": GNNFUSE_LAUNCH((" << name << "<T, " << nt
+      << ">), static_cast<unsigned>(blocks), cu::kTcWarps * 32, 0, s, a, slabs); break;\n";
+  o << "  }\n}\n\n";
+}
+
+// The ops of a family with a form, in order, each with its kernel's index.
+std::vector<std::pair<const Compiled*, size_t>> tc_ops(const Family& f, std::vector<TcKey>& keys, std::vector<std::vector<std::string>>& about) {
+  std::vector<std::pair<const Compiled*, size_t>> ops;
+  std::map<TcKey, size_t> index;
+  for (auto& c : f.ops) {
+    const auto form = tensor_core_form(c->spec);
+    if (!form) continue;
+    const TcKey k = key_of(*form);
+    auto [it, fresh] = index.emplace(k, keys.size());
+    if (fresh) {
+      keys.push_back(k);
+      about.emplace_back();
+    }
+    about[it->second].push_back(c->spec.name);
+    ops.emplace_back(c.get(), it->second);
+  }
+  return ops;
+}
+
+}  // namespace
+
+std::string tensor_core_declarations(const Family& f) {
+  std::vector<TcKey> keys;
+  std::vector<std::vector<std::string>> about;
+  std::ostringstream h;
+  for (auto& [c, n] : tc_ops(f, keys, about)) {
+    h << "// " << c->spec.name << " on Tensor Cores (cuda/tc_spmm.h; cuda_adapter::tensor_core_spmm builds the view and calls it).\n";
+    h << "void " << c->spec.name << "_cuda_tc(cuda::TcType type, const cuda::TcSpmmArgs& args, void* stream);\n\n";
+  }
+  return h.str();
+}
+
+std::string tensor_core_kernels(const Family& f) {
+  std::vector<TcKey> keys;
+  std::vector<std::vector<std::string>> about;
+  const auto ops = tc_ops(f, keys, about);
+  if (ops.empty()) return "";
+  const std::string& fam = f.ops[0]->spec.name;
+  std::ostringstream k;
+  k << "// ---------------------------------------------------------------- Tensor-Core SpMM\nnamespace {\n\n";
+  for (size_t n = 0; n < keys.size(); ++n) print_kernel(kernel_name(fam, n), keys[n], about[n], k);
+  k << "}  // namespace\n\n";
+  for (auto& [c, n] : ops) {
+    const OpSpec& s = c->spec;
+    k << "void " << s.name << "_cuda_tc(cuda::TcType type, const cuda::TcSpmmArgs& args, void* stream) {\n";
+    for (DType d : s.dtypes) {
+      if (tc_type(d).empty()) continue;
+      k << "#if GNNFUSE_CUDA_INSTANTIATES(" << dtype_token(d) << ", Int32) || GNNFUSE_CUDA_INSTANTIATES(" << dtype_token(d) << ", Int64)\n";
+      k << "  if (type == cuda::TcType::" << tc_type(d) << ") return " << kernel_name(fam, n) << "_launch<" << cuda_device_type(d) << ">(args, stream);\n";
+      k << "#endif\n";
+    }
+    k << "  (void)args;\n  (void)stream;\n";
+    k << "  throw std::invalid_argument(\"" << s.name << " on cuda: no Tensor-Core kernel for this dtype\");\n}\n\n";
+  }
+  return k.str();
+}
+
+}  // namespace gnnfuse::codegen::emit
