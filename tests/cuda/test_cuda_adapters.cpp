@@ -389,6 +389,33 @@ TEST(CudaAdapters, TensorCoreSpmmForwardAndTransposed) {
   }
 }
 
+// Forced, per head: spmm_heads (each head an SpMM of its own weights) and the gradient of its
+// features through the transposed view, at 1 and 3 heads and F of 3 and 20, against float64.
+TEST(CudaAdapters, TensorCoreSpmmPerHead) {
+  const ScopedTensorCores on(ca::TensorCores::On);
+  const Graph g = graph(at::kInt);
+  for (auto dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
+    const double eps = dtype == at::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    for (int64_t heads : {1, 3})
+      for (int64_t f : {3, 20}) {
+        const at::Tensor w = (at::rand({12, heads}, at::kDouble) + 0.5).to(dtype);
+        const at::Tensor x = at::randn({g.cols, heads, f}, at::kDouble).to(dtype).requires_grad_();
+        const at::Tensor gy = at::randn({7, heads, f}, at::kDouble).to(dtype);
+        const int64_t fwd = launches("spmm_heads tensor_cores "), bwd = launches("spmm_heads_grad_x tensor_cores ");
+        const at::Tensor y = gnnfuse::spmm_heads(g.rowptr, g.col, w, x);
+        y.backward(gy);
+        EXPECT_EQ(launches("spmm_heads tensor_cores "), fwd + 1);
+        EXPECT_EQ(launches("spmm_heads_grad_x tensor_cores "), bwd + 1);
+        ASSERT_EQ(y.sizes(), (std::vector<int64_t>{7, heads, f}));
+        for (int64_t h = 0; h < heads; ++h) {
+          const at::Tensor a = dense(g, w.select(1, h).to(at::kDouble));
+          EXPECT_LE(rel_err(y.select(1, h), at::mm(a, x.detach().select(1, h).to(at::kDouble))), 4 * eps) << dtype << " h=" << h;
+          EXPECT_LE(rel_err(x.grad().select(1, h), at::mm(a.t(), gy.select(1, h).to(at::kDouble))), 4 * eps) << dtype << " h=" << h;
+        }
+      }
+  }
+}
+
 // auto: not for float64, not below 32 columns, not for float32 unless tf32 is allowed; off: never.
 TEST(CudaAdapters, TensorCoreSpmmChoice) {
   EXPECT_EQ(ca::to_string(ca::parse_tensor_cores("auto")), "auto");
