@@ -29,8 +29,10 @@ is checked against what the generated source ``GENERATED/<family>_cuda.cu`` stat
                 device functions of the same source or of the device headers of csrc/cuda, such
                 as cuda/tc_fragments.cuh's ``cu::tc_mma``) has HMMA for every architecture: the
                 generated Tensor-Core SpMM kernels (``<family>_tcN_kernel``);
+  async-copies  a kernel that issues cp.async (``gnnfuse_cp_async16``, likewise) has LDGSTS for
+                every architecture (the Tensor-Core kernels' B tiles, cuda/tc_fragments.cuh);
   present       every kernel of the source has SASS for every architecture of the object (else
-                the two checks above would pass by checking nothing).
+                the checks above would pass by checking nothing).
 
 One check per (kernel instance, architecture, rule that applies). Each violation is printed as
 ``sass: VIOLATION <family> <kernel<args>> <arch> <rule>: <why>`` with a few SASS lines; the last
@@ -72,6 +74,7 @@ class KernelSass:
     loads: list[str] = field(default_factory=list)  # other global loads (the first few)
     shfl: int = 0
     hmma: int = 0  # Tensor-Core mma (HMMA.16816.F32[.BF16], HMMA.1688.F32.TF32)
+    ldgsts: int = 0  # asynchronous copies global -> shared (cp.async: LDGSTS)
 
 
 def is_lmem(op: str) -> bool:
@@ -113,6 +116,7 @@ def parse_sass(lines) -> list[KernelSass]:
                 cur.lmem.append(s)
         elif is_load128(op):
             cur.ld128 += 1
+            cur.ldgsts += op.startswith("LDGSTS")
         elif op.startswith(("LDG", "LD.")):
             if len(cur.loads) < _SAMPLES:
                 cur.loads.append(s)
@@ -196,6 +200,7 @@ class KernelSource:
     vector_loads: bool  # tiles loaded by VW_ (or VWA_) elements
     shuffles: str  # why it must shuffle ("" when it need not)
     tensor_cores: bool = False  # it issues mma (gnnfuse_mma_*, directly or through a device function)
+    async_copies: bool = False  # it issues cp.async (gnnfuse_cp_async16, likewise)
     tiled: bool = False  # its shape has a tiled or lane variable (tile_extent not 1): the launch may pick VW > 1
 
 
@@ -244,6 +249,18 @@ def header_text() -> str:
     return "\n".join(parts)
 
 
+def _calls(fns: dict[str, str], intrinsic: str) -> re.Pattern:
+    """A pattern of a call of `intrinsic` (a regex) or of a device function of `fns` that calls
+    it, through any chain of calls."""
+    callers: set[str] = set()
+    while True:
+        calls = re.compile(intrinsic + "".join(rf"|\b{f}\b" for f in sorted(callers)))
+        more = {name for name, body in fns.items() if name not in callers and calls.search(body)}
+        if not more:
+            return calls
+        callers |= more
+
+
 def parse_source(text: str, headers: str = "") -> dict[str, KernelSource]:
     """The kernels of a generated <family>_cuda.cu: template parameters, what their bodies call,
     and from the variants' shape functions whether the launch may give them a vector width > 1.
@@ -254,20 +271,14 @@ def parse_source(text: str, headers: str = "") -> dict[str, KernelSource]:
     code = _uncomment(text)
     fns = _device_functions(_uncomment(headers))
     fns.update(_device_functions(code))
-    mma_fns: set[str] = set()
-    while True:  # the functions that issue mma, through any chain of calls
-        calls = re.compile(r"\bgnnfuse_mma_\w+\(" + "".join(rf"|\b{f}\b" for f in sorted(mma_fns)))
-        more = {name for name, body in fns.items() if name not in mma_fns and calls.search(body)}
-        if not more:
-            break
-        mma_fns |= more
-    issues_mma = re.compile(r"\bgnnfuse_mma_\w+\(" + "".join(rf"|\b{f}\b" for f in sorted(mma_fns)))
+    issues_mma = _calls(fns, r"\bgnnfuse_mma_\w+\(")
+    issues_copies = _calls(fns, r"\bgnnfuse_cp_async16\(")
     for m in _KERNEL.finditer(code):
         params = [p.split()[-1] for p in m.group(1).split(",")]
         body = _body(code, m.end())
         why = next((w for rx, w in _SHUFFLES if rx.search(body)), "")
         kernels[m.group(2)] = KernelSource(m.group(2), params, bool(_VECTOR_LOAD.search(body)), why,
-                                           tensor_cores=bool(issues_mma.search(body)))
+                                           tensor_cores=bool(issues_mma.search(body)), async_copies=bool(issues_copies.search(body)))
     shaped = set()
     for m in _SHAPE.finditer(code):
         for k, b in enumerate(_KERNEL_SHAPE.finditer(_body(code, m.end()))):
@@ -335,8 +346,12 @@ def check_family(family: str, kernels: list[KernelSass], source: dict[str, Kerne
                 rules.append("tensor-cores")
                 if not k.hmma:
                     violation(label, k.arch, "tensor-cores", "the source issues mma (gnnfuse_mma_*), but no HMMA")
+            if src.async_copies:
+                rules.append("async-copies")
+                if not k.ldgsts:
+                    violation(label, k.arch, "async-copies", "the source issues cp.async (gnnfuse_cp_async16), but no LDGSTS")
         r.checks.update(rules)
-        r.report.append(f"{family} {label} {k.arch}: {' '.join(rules)}; {k.ld128} LDG.128, {k.shfl} SHFL, {k.hmma} HMMA, {k.lmem_count} LDL/STL")
+        r.report.append(f"{family} {label} {k.arch}: {' '.join(rules)}; {k.ld128} LDG.128, {k.shfl} SHFL, {k.hmma} HMMA, {k.ldgsts} LDGSTS, {k.lmem_count} LDL/STL")
     archs = sorted({k.arch for k in kernels})
     for name in sorted(source):
         for arch in archs or ["(none)"]:

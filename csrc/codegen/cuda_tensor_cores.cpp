@@ -5,8 +5,9 @@
 // (which builds the condensed view, cuda/tc_spmm.h, and chooses). The printed kernel is the
 // view's walk around the mma: per (window, head, column slab) of a warp, per block of the window
 // the A tile from the block's entries (the product of the value factors at each entry, and at
-// the head, summed over duplicate places in CSR order, in float), the B tile from the block's rows
-// of x (at the head), the fragments and mma (cuda/tc_fragments.cuh); the window's rows stored.
+// the head, summed over duplicate places in CSR order, in float, rounded once), the B tile of the
+// block's rows of x (at the head) staged one block ahead by cp.async into two buffers, the
+// fragments (ldmatrix) and mma (cuda/tc_fragments.cuh); the window's rows stored.
 // Its transposition is the view's (op(A) = A^T: windows of A's columns), not the kernel's.
 #include <map>
 #include <sstream>
@@ -63,33 +64,45 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   o << "template <typename T, int NT>\n";
   o << "GNNFUSE_GLOBAL void __launch_bounds__(cu::kTcWarps * 32, 1) " << name << "(const cu::TcSpmmArgs p, const int64_t slabs) {\n";
   o << "  constexpr int K = cu::TcMma<T>::K, W = NT * 8;\n";
-  o << "  GNNFUSE_SHARED_ARRAY(float, a_tiles, cu::kTcWarps * 16 * K);\n";
-  o << "  GNNFUSE_SHARED_ARRAY(T, b_tiles, cu::kTcWarps * K * W);\n";
+  o << "  constexpr int A_BYTES = 16 * K * int(sizeof(T)), B_BYTES = K * W * int(sizeof(T));  // a warp's A tile, each of its B tiles\n";
+  o << "  GNNFUSE_SHARED_ARRAY(uint4, tiles, cu::kTcWarps * (A_BYTES + 2 * B_BYTES) / 16);\n";
   o << "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
-  o << "  float* at = a_tiles + warp * 16 * K;\n";
-  o << "  T* bt = b_tiles + warp * K * W;\n";
+  o << "  unsigned char* mine = reinterpret_cast<unsigned char*>(tiles) + warp * (A_BYTES + 2 * B_BYTES);\n";
+  o << "  T* at = reinterpret_cast<T*>(mine);\n";
+  o << "  T* const bt0 = reinterpret_cast<T*>(mine + A_BYTES);  // the B tiles of even and odd blocks\n";
+  o << "  T* const bt1 = reinterpret_cast<T*>(mine + A_BYTES + B_BYTES);\n";
   o << "  const T* x = static_cast<const T*>(p.x);\n";
   o << "  T* out = static_cast<T*>(p.out);\n";
   for (size_t i = 0; i < k.factors.size(); ++i)
     o << "  const T* v" << i << " = static_cast<const T*>(p.values[" << i << "]);  // " << (k.factors[i].first ? "[entries, heads]" : "[entries]")
       << (k.factors[i].second ? ", null when absent" : "") << "\n";
+  o << "  const bool vec = cu::tc_vector_rows<T>(x, p.f);  // B tiles by cp.async\n";
   if (k.heads) {
     o << "  const int64_t stride = p.heads * p.f;  // a row of x and of out: heads x f\n";
     o << "  const int64_t units = p.windows * p.heads * slabs;\n";
   } else {
+    o << "  const int64_t stride = p.f;\n";
     o << "  const int64_t units = p.windows * slabs;\n";
   }
   o << "  for (int64_t u = static_cast<int64_t>(blockIdx.x) * cu::kTcWarps + warp; u < units; u += static_cast<int64_t>(gridDim.x) * cu::kTcWarps) {\n";
   if (k.heads)
-    o << "    const int64_t w = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W;\n";
+    o << "    const int64_t w = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W, head = h * p.f;\n";
   else
-    o << "    const int64_t w = u / slabs, f0 = u % slabs * W;\n";
+    o << "    const int64_t w = u / slabs, f0 = u % slabs * W, head = 0;\n";
   o << "    float acc[NT][4];\n";
   o << "    GNNFUSE_UNROLL\n    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;\n";
-  o << "    const int32_t b_end = __ldg(p.block_ptr + w + 1);\n";
-  o << "    for (int32_t b = __ldg(p.block_ptr + w); b < b_end; ++b) {\n";
-  o << "      cu::tc_clear_tile<K>(at, lane);\n";
-  o << "      // The A tile: the first entry of each run of one place sums the run (duplicate edges).\n";
+  o << "    const int32_t b_begin = __ldg(p.block_ptr + w), b_end = __ldg(p.block_ptr + w + 1);\n";
+  o << "    __syncwarp();  // the previous unit's tiles are read\n";
+  o << "    if (b_begin < b_end) cu::tc_stage_b<T, K, W>(bt0, x, p.block_cols + static_cast<int64_t>(b_begin) * K, stride, head, f0, p.f, vec, lane);\n";
+  o << "    gnnfuse_cp_async_commit();\n";
+  o << "    for (int32_t b = b_begin; b < b_end; ++b) {\n";
+  o << "      const bool odd = ((b - b_begin) & 1) != 0;\n";
+  o << "      __syncwarp();  // the previous block's tiles are read\n";
+  o << "      // The next block's B tile, in flight while this block's A tile is built and multiplied.\n";
+  o << "      if (b + 1 < b_end) cu::tc_stage_b<T, K, W>(odd ? bt0 : bt1, x, p.block_cols + static_cast<int64_t>(b + 1) * K, stride, head, f0, p.f, vec, lane);\n";
+  o << "      gnnfuse_cp_async_commit();\n";
+  o << "      cu::tc_clear_tile<T, K>(at, lane);\n";
+  o << "      // The A tile: the first entry of each run of one place sums the run (duplicate edges) in float.\n";
   o << "      const int32_t lo = __ldg(p.entry_ptr + b), hi = __ldg(p.entry_ptr + b + 1);\n";
   o << "      for (int32_t k = lo + lane; k < hi; k += 32) {\n";
   o << "        const int place = __ldg(p.entry_place + k);\n";
@@ -100,17 +113,11 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   if (k.factors.empty()) o << "          (void)e;\n";
   o << "          v += " << entry_value(k) << ";\n";
   o << "        }\n";
-  o << "        at[place] = v;\n";
+  o << "        at[place] = cu::from_acc<T>(v);\n";
   o << "      }\n";
-  o << "      // The B tile: the block's K rows of x" << (k.heads ? " at the head" : "") << ", columns f0 .. f0 + W (zero past f and for padding).\n";
-  o << "      for (int i = lane; i < K * W; i += 32) {\n";
-  o << "        const int r = i / W, c = i % W;\n";
-  o << "        const int32_t src = __ldg(p.block_cols + static_cast<int64_t>(b) * K + r);\n";
-  o << "        bt[i] = (src >= 0 && f0 + c < p.f) ? __ldg(x + static_cast<int64_t>(src) * " << (k.heads ? "stride + h * p.f" : "p.f")
-    << " + f0 + c) : cu::from_acc<T>(0.f);\n";
-  o << "      }\n";
+  o << "      gnnfuse_cp_async_wait<1>();  // this block's B tile has landed (the newest group is the next block's)\n";
   o << "      __syncwarp();\n";
-  o << "      cu::tc_mma<T, NT>(acc, at, bt, lane);\n";
+  o << "      cu::tc_mma<T, NT>(acc, at, odd ? bt1 : bt0, lane);\n";
   o << "    }\n";
   o << "    const int g = lane >> 2, m = lane & 3;\n";
   o << "    GNNFUSE_UNROLL\n    for (int t = 0; t < NT; ++t) {\n";
@@ -119,7 +126,7 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   o << "        if (row >= p.out_rows) continue;\n";
   o << "        GNNFUSE_UNROLL\n        for (int j = 0; j < 2; ++j) {\n";
   o << "          const int64_t c = f0 + t * 8 + 2 * m + j;\n";
-  o << "          if (c < p.f) out[row * " << (k.heads ? "stride + h * p.f" : "p.f") << " + c] = cu::from_acc<T>(acc[t][2 * hf + j]);\n";
+  o << "          if (c < p.f) out[row * stride + head + c] = cu::from_acc<T>(acc[t][2 * hf + j]);\n";
   o << "        }\n      }\n    }\n  }\n}\n\n";
   // The launch: NT by the columns per head (cu::tc_spmm_tiles), the grid by cu::tc_blocks.
   o << "template <typename T>\nvoid " << name << "_launch(const cu::TcSpmmArgs& a, void* stream) {\n";
@@ -184,7 +191,7 @@ std::string tensor_core_kernels(const Family& f) {
       k << "  if (type == cuda::TcType::" << tc_type(d) << ") return " << kernel_name(fam, n) << "_launch<" << cuda_device_type(d) << ">(args, stream);\n";
       k << "#endif\n";
     }
-    k << "  (void)args;\n  (void)stream;\n";
+    k << "  (void)type;\n  (void)args;\n  (void)stream;\n";
     k << "  throw std::invalid_argument(\"" << s.name << " on cuda: no Tensor-Core kernel for this dtype\");\n}\n\n";
   }
   return k.str();

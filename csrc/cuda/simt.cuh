@@ -25,6 +25,20 @@
 //   gnnfuse_mma_m16n8k8_tf32f32(d, a, b, c)    m16n8k8, one tf32 (an f32's top 19 bits) per register
 //   gnnfuse_cvt_rna_tf32(float x) -> unsigned   x rounded to tf32 (to nearest, ties away from
 //                                               zero: cvt.rna.tf32.f32), the register of an operand
+// the fragment loads from shared memory (PTX ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16; a
+// warp collective): four 8 x 8 matrices of 16-bit elements, lanes 8i .. 8i+7 giving the 16-byte
+// aligned addresses of matrix i's rows 0..7; lane l receives in r[i] matrix i's elements
+// (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1), the first in the low half (.trans: the elements
+// (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4), i.e. of the transposed matrix):
+//   gnnfuse_ldmatrix_x4(unsigned r[4], const void* row)
+//   gnnfuse_ldmatrix_x4_trans(unsigned r[4], const void* row)
+// and the asynchronous copies global -> shared (PTX cp.async.cg ... 16, cp.async.commit_group,
+// cp.async.wait_group; per thread): the 16 bytes at smem (16-byte aligned) get src_bytes (0..16)
+// bytes from gmem (16-byte aligned when src_bytes > 0), zeros after them, once a wait covers the
+// copy's group; other threads see them after that wait and a barrier:
+//   gnnfuse_cp_async16(void* smem, const void* gmem, int src_bytes)
+//   gnnfuse_cp_async_commit()       the thread's copies since the last commit become a group
+//   gnnfuse_cp_async_wait<N>()      every group but the newest N has landed
 // `__shared__` itself is never spelled: g++ would read it as nothing (one array per thread);
 // the emulator makes it a compile error. docs/SIMT.md has the rest (semantics, limits).
 #pragma once
@@ -76,6 +90,45 @@ GNNFUSE_DEVICE unsigned gnnfuse_cvt_rna_tf32(float x) {
 #else
   __trap();
   return 0u;
+#endif
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define GNNFUSE_LDMATRIX_PTX(name, instruction)                                                     \
+  GNNFUSE_DEVICE void name(unsigned r[4], const void* row) {                                        \
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));                         \
+    asm volatile(instruction " {%0, %1, %2, %3}, [%4];\n"                                           \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                    \
+                 : "r"(a)                                                                            \
+                 : "memory");                                                                        \
+  }
+#else
+#define GNNFUSE_LDMATRIX_PTX(name, instruction) \
+  GNNFUSE_DEVICE void name(unsigned*, const void*) { __trap(); }
+#endif
+GNNFUSE_LDMATRIX_PTX(gnnfuse_ldmatrix_x4, "ldmatrix.sync.aligned.m8n8.x4.shared.b16")
+GNNFUSE_LDMATRIX_PTX(gnnfuse_ldmatrix_x4_trans, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16")
+#undef GNNFUSE_LDMATRIX_PTX
+GNNFUSE_DEVICE void gnnfuse_cp_async16(void* smem, const void* gmem, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(gmem), "r"(src_bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+GNNFUSE_DEVICE void gnnfuse_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+template <int N>
+GNNFUSE_DEVICE void gnnfuse_cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+  __trap();
 #endif
 }
 

@@ -8,12 +8,13 @@
 //   m16n8k8 (tf32), A 16 x 8: a0 = (g, m), a1 = (g+8, m), a2 = (g, m+4), a3 = (g+8, m+4);
 //     B 8 x 8: b0 = (m, g), b1 = (m+4, g);
 //   C, D 16 x 8 (f32): c0 = (g, 2m), c1 = (g, 2m+1), c2 = (g+8, 2m), c3 = (g+8, 2m+1).
-// A warp's tiles: the A tile (16 x K floats: the summed entry values of one block of the view,
-// rounded to T when the fragments are built) and the B tile (K x NT * 8 of T: the block's rows of
-// x), both in shared memory; the accumulators acc[NT][4] (fp32) in registers.
+// A warp's tiles in shared memory: the A tile (16 x K of T: the entry values of one block of the
+// view, summed in float and rounded once) and two B tiles (K x NT * 8 of T: a block's rows of x),
+// the next block's staged by cp.async while the mma of this one runs; fragments by ldmatrix
+// (16-bit types); the accumulators acc[NT][4] (fp32) in registers.
 #pragma once
 
-#include <cstring>
+#include <cstdint>
 #include <type_traits>
 
 #include "cuda/device_runtime.cuh"
@@ -36,40 +37,35 @@ struct TcMma<float> {
   static constexpr int K = 8;
 };
 
-template <typename T>
-GNNFUSE_DEVICE unsigned tc_raw16(T v) {
-  unsigned short r;
-  memcpy(&r, &v, sizeof(r));
-  return r;
-}
-GNNFUSE_DEVICE unsigned tc_pack(__half lo, __half hi) { return tc_raw16(lo) | (tc_raw16(hi) << 16); }
-GNNFUSE_DEVICE unsigned tc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) { return tc_raw16(lo) | (tc_raw16(hi) << 16); }
-
-// The fragments of one block and the mma over NT column tiles: f16 / bf16 on m16n8k16.
+// The fragments of one block and the mma over NT column tiles (NT even): f16 / bf16 on
+// m16n8k16. The A tile (16 x 16 of T, row-major) by one ldmatrix.x4: matrix i is the 8 x 8 at
+// rows 8 (i & 1), columns 8 (i >> 1), whose registers are a0..a3 of the layout above. The B tile
+// (K x W of T, row-major) by one ldmatrix.x4.trans per pair of column tiles: matrices (rows 0-7,
+// tile t), (rows 8-15, tile t), (rows 0-7, tile t + 1), (rows 8-15, tile t + 1), transposed, are
+// b0, b1 of tile t and of tile t + 1. Every row address is 16-byte aligned (W * 2 and 16 bytes).
 template <typename T, int NT>
-GNNFUSE_DEVICE void tc_block_mma(float (&acc)[NT][4], const float* at, const T* bt, int lane) {
+GNNFUSE_DEVICE void tc_block_mma(float (&acc)[NT][4], const T* at, const T* bt, int lane) {
+  static_assert(NT % 2 == 0, "column tiles in pairs");
   constexpr int K = 16, W = NT * 8;
-  const int g = lane >> 2, m = lane & 3;
-  unsigned a[4];  // the A tile's floats rounded to T (from_acc)
-  a[0] = tc_pack(from_acc<T>(at[g * K + 2 * m]), from_acc<T>(at[g * K + 2 * m + 1]));
-  a[1] = tc_pack(from_acc<T>(at[(g + 8) * K + 2 * m]), from_acc<T>(at[(g + 8) * K + 2 * m + 1]));
-  a[2] = tc_pack(from_acc<T>(at[g * K + 2 * m + 8]), from_acc<T>(at[g * K + 2 * m + 9]));
-  a[3] = tc_pack(from_acc<T>(at[(g + 8) * K + 2 * m + 8]), from_acc<T>(at[(g + 8) * K + 2 * m + 9]));
+  const int row = (lane & 7) + 8 * ((lane >> 3) & 1);  // the row whose address the lane gives
+  unsigned a[4];
+  gnnfuse_ldmatrix_x4(a, at + row * K + 8 * (lane >> 4));
   GNNFUSE_UNROLL
-  for (int t = 0; t < NT; ++t) {
-    const int c = t * 8 + g;
-    unsigned b[2];
-    b[0] = tc_pack(bt[(2 * m) * W + c], bt[(2 * m + 1) * W + c]);
-    b[1] = tc_pack(bt[(2 * m + 8) * W + c], bt[(2 * m + 9) * W + c]);
-    if constexpr (std::is_same_v<T, __half>)
+  for (int t = 0; t < NT; t += 2) {
+    unsigned b[4];
+    gnnfuse_ldmatrix_x4_trans(b, bt + row * W + (t + (lane >> 4)) * 8);
+    if constexpr (std::is_same_v<T, __half>) {
       gnnfuse_mma_m16n8k16_f16f32(acc[t], a, b, acc[t]);
-    else
+      gnnfuse_mma_m16n8k16_f16f32(acc[t + 1], a, b + 2, acc[t + 1]);
+    } else {
       gnnfuse_mma_m16n8k16_bf16f32(acc[t], a, b, acc[t]);
+      gnnfuse_mma_m16n8k16_bf16f32(acc[t + 1], a, b + 2, acc[t + 1]);
+    }
   }
 }
 
-// tf32 on m16n8k8 (both operands rounded to nearest by cvt.rna).
-template <typename T, int NT>
+// tf32 on m16n8k8 (both operands rounded to nearest by cvt.rna; ldmatrix has no 32-bit form).
+template <int NT>
 GNNFUSE_DEVICE void tc_block_mma_tf32(float (&acc)[NT][4], const float* at, const float* bt, int lane) {
   constexpr int K = 8, W = NT * 8;
   const int g = lane >> 2, m = lane & 3;
@@ -90,20 +86,51 @@ GNNFUSE_DEVICE void tc_block_mma_tf32(float (&acc)[NT][4], const float* at, cons
 
 // The mma of one block: acc[t] += A tile x the B tile's columns t * 8 .. t * 8 + 8 (tf32 for float).
 template <typename T, int NT>
-GNNFUSE_DEVICE void tc_mma(float (&acc)[NT][4], const float* at, const T* bt, int lane) {
+GNNFUSE_DEVICE void tc_mma(float (&acc)[NT][4], const T* at, const T* bt, int lane) {
   if constexpr (std::is_same_v<T, float>)
-    tc_block_mma_tf32<T, NT>(acc, at, bt, lane);
+    tc_block_mma_tf32<NT>(acc, at, bt, lane);
   else
     tc_block_mma<T, NT>(acc, at, bt, lane);
 }
 
-// Zeroes a warp's A tile (16 x K) between two barriers of the warp: the previous block's
-// fragments are read before, the zeros seen by every lane after.
-template <int K>
-GNNFUSE_DEVICE void tc_clear_tile(float* at, int lane) {
+// Zeroes a warp's A tile (16 x K of T), then a barrier of the warp. The caller has synchronised
+// the warp since the tile was last read.
+template <typename T, int K>
+GNNFUSE_DEVICE void tc_clear_tile(T* at, int lane) {
+  for (int i = lane; i < 16 * K; i += 32) at[i] = from_acc<T>(0.f);
   __syncwarp();
-  for (int i = lane; i < 16 * K; i += 32) at[i] = 0.f;
-  __syncwarp();
+}
+
+// Whether the B tiles can be staged by 16-byte cp.async: x 16-byte aligned and every row's
+// start (row * heads * f + head * f) and slab (a multiple of 8 columns) at a multiple of 16 bytes.
+template <typename T>
+GNNFUSE_DEVICE bool tc_vector_rows(const void* x, int64_t f) {
+  return reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && f % (16 / int(sizeof(T))) == 0;
+}
+
+// Stages the B tile of one block into bt (K x W of T): row r is x's row cols[r] (-1: padding,
+// zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
+// `stride` elements), zero from column f on. `vec` (tc_vector_rows): by 16-byte cp.async, which
+// land at the cp.async wait that covers the group the caller commits them in; else by loads now.
+template <typename T, int K, int W>
+GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t stride, int64_t head, int64_t f0, int64_t f,
+                               bool vec, int lane) {
+  constexpr int C = 16 / int(sizeof(T)), CHUNKS = W / C;
+  static_assert(W % C == 0, "whole 16-byte chunks per row");
+  for (int i = lane; i < K * CHUNKS; i += 32) {
+    const int r = i / CHUNKS, c = i % CHUNKS * C;
+    const int32_t src = __ldg(cols + r);
+    T* dst = bt + r * W + c;
+    const int64_t left = f - f0 - c;  // the row's columns from this chunk on
+    const T* from = src >= 0 ? x + static_cast<int64_t>(src) * stride + head + f0 + c : x;
+    if (vec) {
+      const int bytes = src < 0 || left <= 0 ? 0 : left >= C ? 16 : static_cast<int>(left) * static_cast<int>(sizeof(T));
+      gnnfuse_cp_async16(dst, bytes > 0 ? static_cast<const void*>(from) : static_cast<const void*>(x), bytes);
+    } else {
+      GNNFUSE_UNROLL
+      for (int j = 0; j < C; ++j) dst[j] = src >= 0 && j < left ? __ldg(from + j) : from_acc<T>(0.f);
+    }
+  }
 }
 
 }  // namespace gnnfuse::cuda

@@ -526,8 +526,12 @@ spmm_heads_grad_x_grad_grad: spmm heads h values(Wh) GDX
   EXPECT_NE(text.find("if (type == cuda::TcType::BFloat16) return spmm_tc0_kernel_launch<__nv_bfloat16>(args, stream);"), std::string::npos);
   const std::string h = emit_op_cuda(family("spmm_heads"))[1].text;
   EXPECT_NE(h.find("v += cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);
-  EXPECT_NE(h.find("__ldg(x + static_cast<int64_t>(src) * stride + h * p.f + f0 + c)"), std::string::npos);
-  EXPECT_NE(h.find("out[row * stride + h * p.f + c]"), std::string::npos);
+  EXPECT_NE(h.find("const int64_t w = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W, head = h * p.f;"), std::string::npos);
+  EXPECT_NE(h.find("cu::tc_stage_b<T, K, W>(odd ? bt0 : bt1, x, p.block_cols + static_cast<int64_t>(b + 1) * K, stride, head, f0, p.f, vec, lane);"),
+            std::string::npos);
+  EXPECT_NE(h.find("out[row * stride + head + c]"), std::string::npos);
+  // the B tile of this block waited for before the mma (cp.async: the newest group is the next block's)
+  EXPECT_LT(h.find("gnnfuse_cp_async_wait<1>();"), h.find("cu::tc_mma<T, NT>(acc, at, odd ? bt1 : bt0, lane);"));
   // scaled_spmm: two factors multiplied in float
   EXPECT_NE(emit_op_cuda(family("scaled_spmm"))[1].text.find("v += cu::to_acc(v0[e]) * cu::to_acc(v1[e]);"), std::string::npos);
   // The adapters hand the op's launcher to the choice.

@@ -253,10 +253,16 @@ template <typename T, int NT>
 GNNFUSE_DEVICE void tc_mma(float (&acc)[NT][4], const float* at, const T* bt, int lane) {
   tc_block_mma<T, NT>(acc, at, bt, lane);
 }
+template <typename T, int K, int W>
+GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t stride, int64_t head, int64_t f0, int64_t f,
+                               bool vec, int lane) {
+  gnnfuse_cp_async16(dst, from, bytes);
+}
 """
 TC_SOURCE = """\
 template <typename T, int NT>
 GNNFUSE_GLOBAL void __launch_bounds__(cu::kTcWarps * 32, 1) spmm_tc0_kernel(const cu::TcSpmmArgs p, const int64_t slabs) {
+  cu::tc_stage_b<T, K, W>(bt0, x, cols, stride, head, f0, p.f, vec, lane);
   cu::tc_mma<T, NT>(acc, at, bt, lane);
 }
 
@@ -271,20 +277,25 @@ def test_mma_without_hmma_fails():
     src = sc.parse_source(TC_SOURCE, TC_HEADER)
     assert sorted(src) == ["spmm_tc0_kernel", "tc_fill"]
     assert src["spmm_tc0_kernel"].tensor_cores and not src["tc_fill"].tensor_cores
+    assert src["spmm_tc0_kernel"].async_copies and not src["tc_fill"].async_copies
     # without the header the call is not known to issue mma
     assert not sc.parse_source(TC_SOURCE)["spmm_tc0_kernel"].tensor_cores
     # the real headers: cu::tc_mma issues mma (cuda/tc_fragments.cuh)
-    assert sc.parse_source(TC_SOURCE, sc.header_text())["spmm_tc0_kernel"].tensor_cores
+    real = sc.parse_source(TC_SOURCE, sc.header_text())["spmm_tc0_kernel"]
+    assert real.tensor_cores and real.async_copies
 
     def run(*functions):
         kernels = sc.parse_sass(elf("sm_90a", *functions).splitlines(keepends=True))
         return sc.check_family("spmm", kernels, src, sc.demangle(k.mangled for k in kernels))
 
     fill = function("tc_fill", "f", "STG.E [R2.64], RZ ;")
-    good = run(function("spmm_tc0_kernel", "fLi8E", "HMMA.16816.F32 R4, R8, R12, R4 ;"), fill)
-    assert good.violations == [] and good.checks["tensor-cores"] == 1
-    bad = run(function("spmm_tc0_kernel", "fLi8E", "FFMA R4, R8, R12, R4 ;"), fill)
+    copy = "LDGSTS.E.BYPASS.128.ZFILL [R2], desc[UR4][R4.64] ;"
+    good = run(function("spmm_tc0_kernel", "fLi8E", copy, "HMMA.16816.F32 R4, R8, R12, R4 ;"), fill)
+    assert good.violations == [] and good.checks["tensor-cores"] == 1 and good.checks["async-copies"] == 1
+    bad = run(function("spmm_tc0_kernel", "fLi8E", copy, "FFMA R4, R8, R12, R4 ;"), fill)
     assert any("spmm_tc0_kernel<float, 8> sm_90a tensor-cores" in v for v in bad.violations), bad.violations
+    no_copy = run(function("spmm_tc0_kernel", "fLi8E", "LDS.128 R4, [R2] ;", "HMMA.16816.F32 R4, R8, R12, R4 ;"), fill)
+    assert any("spmm_tc0_kernel<float, 8> sm_90a async-copies" in v for v in no_copy.violations), no_copy.violations
 
 
 # ---------------------------------------------------------------- the gates' type subset

@@ -171,9 +171,18 @@ scattered = gnnfuse.Graph(*csr(r2, c2, 64), 64, 4096)
 x = torch.randn(64, 64, dtype=torch.bfloat16)
 views = torch.ops.gnnfuse._cuda_tensor_core_views()
 before = tc("spmm")
+y_first = gnnfuse.spmm(local, x)  # a pattern's first call: the CUDA-core kernels, no view
+assert tc("spmm") == before and torch.ops.gnnfuse._cuda_tensor_core_views() == views, counts()
 gnnfuse.spmm(local, x); gnnfuse.spmm(local, x)
 assert tc("spmm") == before + 2, counts()
-assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1  # built once, then cached
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1  # built at the second call, then cached
+torch.testing.assert_close(gnnfuse.spmm(local, x), y_first, atol=0.05, rtol=0.02)
+before = tc("spmm")
+# a pattern converted anew at every call (as the attention layers' per-edge paths do) never builds one
+for _ in range(3):
+    gnnfuse.spmm(gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64), x)
+assert tc("spmm") == before and torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1, counts()
+before = tc("spmm") - 2
 # narrow features, no reuse, float32 without tf32 allowed, float64: the CUDA-core kernels
 gnnfuse.spmm(local, torch.randn(64, 8, dtype=torch.bfloat16))
 gnnfuse.spmm(scattered, torch.randn(4096, 64, dtype=torch.bfloat16))
@@ -182,6 +191,7 @@ gnnfuse.spmm(local, x.float())
 gnnfuse.spmm(local, x.double())
 assert tc("spmm") == before + 2, counts()
 torch.backends.cuda.matmul.allow_tf32 = True
+gnnfuse.spmm(local, x.float())  # K = 8 for tf32: another view, at the second call
 gnnfuse.spmm(local, x.float())
 assert tc("spmm") == before + 3, counts()
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -194,15 +204,19 @@ assert tc("spmm") == before + 3, counts()
 # an in-place change of the pattern is a new view (the version counter)
 rowptr, col = local.rowptr.clone(), local.col.clone()
 g = gnnfuse.Graph(rowptr, col, 64, 64)
+gnnfuse.spmm(g, x)
 y0 = gnnfuse.spmm(g, x)
 views = torch.ops.gnnfuse._cuda_tensor_core_views()
 col[:16] = col[:16].flip(0)  # the same pattern, another order: a new view, the same result
+gnnfuse.spmm(g, x)
 y1 = gnnfuse.spmm(g, x)
 assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1
 torch.testing.assert_close(y0, y1)
 # another column tensor under the same row pointers is another pattern (both arrays keyed by identity)
 views = torch.ops.gnnfuse._cuda_tensor_core_views()
-gnnfuse.spmm(gnnfuse.Graph(local.rowptr, local.col.clone(), 64, 64), x)
+g2 = gnnfuse.Graph(local.rowptr, local.col.clone(), 64, 64)
+gnnfuse.spmm(g2, x)
+gnnfuse.spmm(g2, x)
 assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1
 # inference tensors (no version counters): auto leaves them to the CUDA-core kernels; forced, the
 # view is built for the call and not remembered

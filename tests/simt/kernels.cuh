@@ -365,6 +365,62 @@ GNNFUSE_GLOBAL void cvt_tf32(int n, const float* x, unsigned* out) {
 }
 inline void launch_cvt_tf32(int n, const float* x, unsigned* out) { GNNFUSE_LAUNCH(cvt_tf32, (n + 31) / 32, 32, 0, 0, n, x, out); }
 
+// ldmatrix: in holds four 8 x 8 matrices of 16-bit elements (matrix i's row r at 64 i + 8 r),
+// copied into shared memory with matrix i's row r at row slot 31 - (8 i + r) (so that each lane
+// names a row of its own); every lane then gives the address of its row, offset by `skew` bytes
+// (0: aligned), and writes its four registers to out[4 l ..]. `outside`: lane 0 names a global
+// address instead.
+GNNFUSE_GLOBAL void ldmatrix_rows(int trans, int skew, int outside, const unsigned short* in, unsigned* out) {
+  GNNFUSE_SHARED_ARRAY(uint4, raw, 33);
+  unsigned short* rows = reinterpret_cast<unsigned short*>(raw);
+  const int l = static_cast<int>(threadIdx.x);
+  for (int e = 0; e < 8; ++e) rows[(31 - l) * 8 + e] = in[l * 8 + e];
+  __syncwarp();
+  const void* row = reinterpret_cast<const unsigned char*>(rows + (31 - l) * 8) + skew;
+  if (outside && l == 0) row = in;
+  unsigned r[4];
+  if (trans)
+    gnnfuse_ldmatrix_x4_trans(r, row);
+  else
+    gnnfuse_ldmatrix_x4(r, row);
+  GNNFUSE_UNROLL
+  for (int i = 0; i < 4; ++i) out[4 * l + i] = r[i];
+}
+inline void launch_ldmatrix_rows(int trans, int skew, int outside, const unsigned short* in, unsigned* out) {
+  GNNFUSE_LAUNCH(ldmatrix_rows, 1, 32, 0, 0, trans, skew, outside, in, out);
+}
+
+// cp.async: thread t's 16-byte slot of shared memory is filled with 0xEE bytes; the thread queues
+// two copies into it (group 1: src_bytes = (t % 5) * 4 bytes of src[4 t ..]; group 2: all 16
+// bytes of src[128 + 4 t ..]) and records the slot (as 4 words) before any wait, after
+// wait_group 1 (group 1 landed, group 2 not) and after wait_group 0. `bad`: 1 a misaligned
+// destination, 2 a misaligned source, 3 src_bytes 17, 4 a destination outside shared memory.
+GNNFUSE_GLOBAL void cp_async_groups(int bad, const unsigned* src, unsigned* out) {
+  GNNFUSE_SHARED_ARRAY(uint4, slots, 32);
+  const int t = static_cast<int>(threadIdx.x);
+  unsigned* slot = reinterpret_cast<unsigned*>(slots + t);
+  for (int i = 0; i < 4; ++i) slot[i] = 0xEEEEEEEEu;
+  void* dst = slot;
+  const void* from = src + 4 * t;
+  int bytes = (t % 5) * 4;
+  if (bad == 1) dst = reinterpret_cast<unsigned char*>(slot) + 4;
+  if (bad == 2) from = src + 4 * t + 1;
+  if (bad == 3) bytes = 17;
+  if (bad == 4) dst = out;
+  gnnfuse_cp_async16(dst, from, bytes);
+  gnnfuse_cp_async_commit();
+  gnnfuse_cp_async16(slot, src + 128 + 4 * t, 16);
+  gnnfuse_cp_async_commit();
+  for (int i = 0; i < 4; ++i) out[t * 12 + i] = slot[i];
+  gnnfuse_cp_async_wait<1>();
+  for (int i = 0; i < 4; ++i) out[t * 12 + 4 + i] = slot[i];
+  gnnfuse_cp_async_wait<0>();
+  for (int i = 0; i < 4; ++i) out[t * 12 + 8 + i] = slot[i];
+}
+inline void launch_cp_async_groups(int bad, const unsigned* src, unsigned* out) {
+  GNNFUSE_LAUNCH(cp_async_groups, 1, 32, 0, 0, bad, src, out);
+}
+
 // ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
 // Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's
 // nonzeros for a tile of T features, the partial sums reduced by a __shfl_down_sync tree over

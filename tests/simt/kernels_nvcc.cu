@@ -28,6 +28,8 @@ void* launchers[] = {
     reinterpret_cast<void*>(&launch_mask_without_caller),
     reinterpret_cast<void*>(&launch_atomics),
     reinterpret_cast<void*>(&launch_checked_gather),
+    reinterpret_cast<void*>(&launch_ldmatrix_rows),
+    reinterpret_cast<void*>(&launch_cp_async_groups),
     reinterpret_cast<void*>(&launch_low_precision),
     reinterpret_cast<void*>(&launch_mma_fragments),
     reinterpret_cast<void*>(&launch_mma_divergent_sites),

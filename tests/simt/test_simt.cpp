@@ -836,6 +836,68 @@ TEST(SimtMma, TheWholeWarpAtOneCallSite) {
                                                  {"gnnfuse_mma_m16n8k16_f16f32", "kernels.cuh"});
 }
 
+// ---------------------------------------------------------------- ldmatrix and cp.async
+// ldmatrix.x4 and .x4.trans against the PTX ISA's layout written out here: lane l's register i
+// holds matrix i's (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) (.trans: the transposed
+// matrix's), the lower column in the low half; each row read from the address its lane gave.
+TEST(SimtLdmatrix, RegistersFollowThePtxLayout) {
+  std::vector<unsigned short> in(4 * 64);
+  for (int e = 0; e < 4 * 64; ++e) in[e] = static_cast<unsigned short>(1000 + e);
+  auto element = [&](int i, int row, int col) { return unsigned(in[64 * i + 8 * row + col]); };
+  for (int trans = 0; trans < 2; ++trans) {
+    std::vector<unsigned> out(32 * 4, 0);
+    launch_ldmatrix_rows(trans, 0, 0, in.data(), out.data());
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < 4; ++i) {
+        const int g = l / 4, c = 2 * (l % 4);
+        const unsigned want = trans ? element(i, c, g) | element(i, c + 1, g) << 16 : element(i, g, c) | element(i, g, c + 1) << 16;
+        ASSERT_EQ(out[4 * l + i], want) << "trans " << trans << " lane " << l << " r" << i;
+      }
+  }
+}
+
+TEST(SimtLdmatrix, RowsInSharedMemoryAndAligned) {
+  std::vector<unsigned short> in(4 * 64, 1);
+  std::vector<unsigned> out(32 * 4);
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_ldmatrix_rows(0, 8, 0, in.data(), out.data()); },
+                                               {"gnnfuse_ldmatrix_x4", "not 16-byte aligned"});
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_ldmatrix_rows(1, 0, 1, in.data(), out.data()); },
+                                               {"gnnfuse_ldmatrix_x4_trans", "outside the block's shared memory"});
+}
+
+// A copy lands at the wait that covers its group, not before: the slot keeps its old bytes
+// until then (a kernel missing the wait reads them), src_bytes copied and the rest zeroed.
+TEST(SimtCpAsync, CopiesLandAtTheirGroupsWait) {
+  alignas(16) unsigned src[256];
+  for (unsigned e = 0; e < 256; ++e) src[e] = 0x1000u + e;
+  for (simt::Order order : kOrders) {
+    OrderScope scope(order, 3);
+    std::vector<unsigned> out(32 * 12, 0);
+    launch_cp_async_groups(0, src, out.data());
+    for (int t = 0; t < 32; ++t) {
+      const int words = t % 5;
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(out[t * 12 + i], 0xEEEEEEEEu) << "thread " << t << ": before any wait";
+        EXPECT_EQ(out[t * 12 + 4 + i], i < words ? src[4 * t + i] : 0u) << "thread " << t << ": group 1 after wait_group 1";
+        EXPECT_EQ(out[t * 12 + 8 + i], src[128 + 4 * t + i]) << "thread " << t << ": group 2 after wait_group 0";
+      }
+    }
+  }
+}
+
+TEST(SimtCpAsync, AddressesAndSizesAreChecked) {
+  alignas(16) unsigned src[256] = {};
+  std::vector<unsigned> out(32 * 12);
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_cp_async_groups(1, src, out.data()); },
+                                               {"gnnfuse_cp_async16", "not 16-byte aligned"});
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_cp_async_groups(2, src, out.data()); },
+                                               {"gnnfuse_cp_async16", "source address not 16-byte aligned"});
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_cp_async_groups(3, src, out.data()); },
+                                               {"gnnfuse_cp_async16", "src_bytes 17"});
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_cp_async_groups(4, src, out.data()); },
+                                               {"gnnfuse_cp_async16", "outside the block's shared memory"});
+}
+
 // ---------------------------------------------------------------- SpMM
 struct Csr {
   int rows = 0, cols = 0;

@@ -16,12 +16,35 @@ namespace gnnfuse::simt::detail {
 
 namespace {
 
+// Does the queued copies of `f` whose group is at most `last` (all: ~0u), in order.
+void land_copies(Fiber& f, unsigned last) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < f.copies.size(); ++i) {
+    const Fiber::Copy& c = f.copies[i];
+    if (c.group != 0 && c.group <= last) {
+      if (c.bytes > 0) std::memcpy(c.dst, c.src, std::size_t(c.bytes));
+      std::memset(c.dst + c.bytes, 0, std::size_t(16 - c.bytes));
+    } else {
+      f.copies[kept++] = c;
+    }
+  }
+  f.copies.resize(kept);
+}
+
+void flush_copies(Fiber& f) {
+  for (Fiber::Copy& c : f.copies)
+    if (c.group == 0) c.group = ~0u;
+  land_copies(f, ~0u);
+  f.groups = 0;
+}
+
 void fiber_main(void* arg) {
   Fiber& f = *static_cast<Fiber*>(arg);
   Worker& w = *f.worker;
   context_started(w.scheduler);
   try {
     w.job->call.run(w.job->call.closure);
+    flush_copies(f);  // copies never waited for still land (before the block ends)
   } catch (const Cancelled&) {
   } catch (...) {
     f.error = std::current_exception();
@@ -48,6 +71,8 @@ bool is_mma(Collective k) {
          k == Collective::mma_m16n8k8_tf32f32;
 }
 
+bool is_ldmatrix(Collective k) { return k == Collective::ldmatrix_x4 || k == Collective::ldmatrix_x4_trans; }
+
 const char* collective_name(Collective k) {
   switch (k) {
     case Collective::syncwarp: return "__syncwarp";
@@ -63,6 +88,8 @@ const char* collective_name(Collective k) {
     case Collective::mma_m16n8k16_f16f32: return "gnnfuse_mma_m16n8k16_f16f32";
     case Collective::mma_m16n8k16_bf16f32: return "gnnfuse_mma_m16n8k16_bf16f32";
     case Collective::mma_m16n8k8_tf32f32: return "gnnfuse_mma_m16n8k8_tf32f32";
+    case Collective::ldmatrix_x4: return "gnnfuse_ldmatrix_x4";
+    case Collective::ldmatrix_x4_trans: return "gnnfuse_ldmatrix_x4_trans";
   }
   return "?";
 }
@@ -88,10 +115,10 @@ bool same_site(const Fiber& a, const Fiber& b) {
 }
 
 // Lanes waiting at collectives that complete together: the same kind, mask and size, and for
-// mma (.aligned: one instruction for the whole warp) the same call site.
+// mma and ldmatrix (.aligned: one instruction for the whole warp) the same call site.
 bool same_collective(const Fiber& a, const Fiber& b) {
   return a.call.kind == b.call.kind && a.call.mask == b.call.mask && a.call.size == b.call.size &&
-         (!is_mma(a.call.kind) || same_site(a, b));
+         (!(is_mma(a.call.kind) || is_ldmatrix(a.call.kind)) || same_site(a, b));
 }
 
 // What a fiber waits at, for messages.
@@ -173,6 +200,8 @@ void Worker::prepare(std::uint64_t linear) {
     f.state = State::ready;
     f.started = f.cancelled = false;
     f.error = nullptr;
+    f.copies.clear();
+    f.groups = 0;
     make_context(f.ctx, f.stack, &fiber_main, &f);
   }
   live = threads;
@@ -262,6 +291,14 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
       d[l] = static_cast<float*>(lanes(l).call.result);
     }
     warp_mma(kind, operands, d);
+  } else if (is_ldmatrix(kind)) {
+    const void* rows[32];
+    unsigned* r[32];
+    for (unsigned l = 0; l < 32; ++l) {
+      rows[l] = *static_cast<const void* const*>(lanes(l).call.value);
+      r[l] = static_cast<unsigned*>(lanes(l).call.result);
+    }
+    warp_ldmatrix(kind == Collective::ldmatrix_x4_trans, rows, r);
   }
   for (unsigned m = mask; m; m &= m - 1) {
     const unsigned l = __builtin_ctz(m);
@@ -508,6 +545,49 @@ unsigned collective(const CollectiveCall& call) {
   }
   if (call.size && call.result) std::memcpy(call.result, f.result, call.size);
   return f.word;
+}
+
+namespace {
+// The calling fiber's check that [p, p + 16) lies in its block's shared memory, 16-byte aligned.
+void check_shared16(const Worker& w, const Fiber& f, const void* p, const char* what, const char* file, int line) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  const bool inside = w.smem_base != nullptr && b >= w.smem_base && b + 16 <= w.smem_base + w.smem_used;
+  if (!inside || reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+    fail<MisalignedAddress>(w, f, std::string(what) + " at " + site_string(file, line) + ": " +
+                                      (inside ? "address not 16-byte aligned" : "address outside the block's shared memory"));
+}
+}  // namespace
+
+void ldmatrix(bool trans, unsigned* r, const void* row, const char* file, int line) {
+  const Collective kind = trans ? Collective::ldmatrix_x4_trans : Collective::ldmatrix_x4;
+  Fiber& f = running_fiber(collective_name(kind));
+  check_shared16(*f.worker, f, row, collective_name(kind), file, line);
+  const void* address = row;  // in this frame while the warp gathers
+  collective({kind, 0xffffffffu, 0, 32, 0, &address, r, file, line});
+}
+
+void cp_async(void* smem, const void* gmem, int src_bytes, const char* file, int line) {
+  Fiber& f = running_fiber("gnnfuse_cp_async16");
+  const Worker& w = *f.worker;
+  check_shared16(w, f, smem, "gnnfuse_cp_async16", file, line);
+  if (src_bytes < 0 || src_bytes > 16)
+    fail<MisalignedAddress>(w, f, "gnnfuse_cp_async16 at " + site_string(file, line) + ": src_bytes " + std::to_string(src_bytes) +
+                                      " is not in 0..16");
+  if (src_bytes > 0 && reinterpret_cast<std::uintptr_t>(gmem) % 16 != 0)
+    fail<MisalignedAddress>(w, f, "gnnfuse_cp_async16 at " + site_string(file, line) + ": source address not 16-byte aligned");
+  f.copies.push_back({static_cast<unsigned char*>(smem), static_cast<const unsigned char*>(gmem), src_bytes, 0u});
+}
+
+void cp_async_commit() {
+  Fiber& f = running_fiber("gnnfuse_cp_async_commit");
+  ++f.groups;
+  for (Fiber::Copy& c : f.copies)
+    if (c.group == 0) c.group = f.groups;
+}
+
+void cp_async_wait(int n) {
+  Fiber& f = running_fiber("gnnfuse_cp_async_wait");
+  if (f.groups > unsigned(n)) land_copies(f, f.groups - unsigned(n));
 }
 
 }  // namespace gnnfuse::simt::detail

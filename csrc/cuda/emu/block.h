@@ -72,6 +72,15 @@ struct Fiber {
   alignas(16) unsigned char result[16] = {};
   unsigned word = 0;
   std::exception_ptr error;
+  // cp.async: the queued copies (group 0: not committed yet) and the groups committed so far.
+  struct Copy {
+    unsigned char* dst;
+    const unsigned char* src;
+    int bytes;
+    unsigned group;
+  };
+  std::vector<Copy> copies;
+  unsigned groups = 0;
 };
 
 // Thrown at a synchronisation point of a fiber whose block is abandoned (an error elsewhere):

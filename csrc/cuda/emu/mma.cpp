@@ -11,6 +11,8 @@
 // ascending k. The ISA leaves the accumulation order, rounding and subnormal handling
 // unspecified: a GPU gives the same bits whenever every product and partial sum is exact in
 // float.
+#include <cstring>
+
 #include "cuda/emu/block.h"
 
 namespace gnnfuse::simt::detail {
@@ -87,6 +89,24 @@ void warp_mma(Collective kind, const MmaOperands* const operands[32], float* con
     }
   for (int lane = 0; lane < 32; ++lane)
     for (int i = 0; i < 4; ++i) d[lane][i] = out[(lane >> 2) + (i >= 2 ? 8 : 0)][2 * (lane % 4) + (i & 1)];
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 ("Warp-level matrix load instruction:
+// ldmatrix"): matrix i's row r is the 16 bytes at the address of lane 8 i + r; lane l's
+// register i holds matrix i's elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1), the
+// first in the low half; .trans reads the transposed matrix: (2 (l % 4), l / 4) and
+// (2 (l % 4) + 1, l / 4). Every row is read before any register is written.
+void warp_ldmatrix(bool trans, const void* const rows[32], unsigned* const r[32]) {
+  unsigned short m[4][8][8];
+  for (int i = 0; i < 4; ++i)
+    for (int row = 0; row < 8; ++row) std::memcpy(m[i][row], rows[8 * i + row], 16);
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, c = 2 * (l % 4);
+    for (int i = 0; i < 4; ++i) {
+      const unsigned lo = trans ? m[i][c][g] : m[i][g][c], hi = trans ? m[i][c + 1][g] : m[i][g][c + 1];
+      r[l][i] = lo | (hi << 16);
+    }
+  }
 }
 
 }  // namespace gnnfuse::simt::detail

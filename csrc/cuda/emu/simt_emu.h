@@ -89,6 +89,12 @@ class DivergentCollective : public Error {
 class Deadlock : public Error {
   using Error::Error;
 };
+// An access a GPU would fault on or leave undefined: an ldmatrix row or a cp.async destination
+// outside the block's shared memory or not 16-byte aligned, a cp.async source not aligned, a
+// cp.async size outside 0..16.
+class MisalignedAddress : public Error {
+  using Error::Error;
+};
 // GNNFUSE_DEVICE_CHECK failed.
 class DeviceCheckFailed : public Error {
   using Error::Error;
@@ -139,7 +145,9 @@ int barrier(BarrierKind kind, int predicate, const char* file, int line);
 enum class Collective : unsigned char {
   syncwarp, ballot, any, all, shfl_idx, shfl_up, shfl_down, shfl_xor, activemask, match_any,
   // Tensor-Core mma.sync (gnnfuse_mma_*): the whole warp, at one call site (.aligned).
-  mma_m16n8k16_f16f32, mma_m16n8k16_bf16f32, mma_m16n8k8_tf32f32
+  mma_m16n8k16_f16f32, mma_m16n8k16_bf16f32, mma_m16n8k8_tf32f32,
+  // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (gnnfuse_ldmatrix_x4[_trans]): likewise.
+  ldmatrix_x4, ldmatrix_x4_trans
 };
 struct CollectiveCall {
   Collective kind;
@@ -171,6 +179,17 @@ struct MmaOperands {
 };
 // The warp's D = A B + C of an mma collective from its lanes' operands (mma.cpp).
 void warp_mma(Collective kind, const MmaOperands* const operands[32], float* const d[32]);
+
+// ldmatrix (gnnfuse_ldmatrix_x4[_trans]): the calling lane's row address, checked (in the
+// block's shared memory, 16-byte aligned), then the warp collective; r gets 4 registers.
+void ldmatrix(bool trans, unsigned* r, const void* row, const char* file, int line);
+// The warp's registers of an ldmatrix collective from its lanes' row addresses (mma.cpp).
+void warp_ldmatrix(bool trans, const void* const rows[32], unsigned* const r[32]);
+// cp.async of the calling thread: a copy queued (checked now, done at the wait that covers its
+// group), the queued copies made a group, the groups but the newest n done.
+void cp_async(void* smem, const void* gmem, int src_bytes, const char* file, int line);
+void cp_async_commit();
+void cp_async_wait(int n);
 
 template <class T>
 T shuffle(Collective kind, unsigned mask, const T& value, int operand, int width, const char* file,

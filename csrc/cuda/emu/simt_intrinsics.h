@@ -128,6 +128,25 @@ GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k16_bf16f32, mma_m16n8k16_bf16f32)
 GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k8_tf32f32, mma_m16n8k8_tf32f32)
 #undef GNNFUSE_SIMT_MMA
 
+// ldmatrix (a collective of the whole warp at one call site, as mma) and cp.async (per thread:
+// a copy lands in shared memory only at the cp.async.wait_group that covers its group, so a
+// missing wait reads what was there before). cuda/emu/block.cpp, mma.cpp; docs/SIMT.md.
+inline void gnnfuse_ldmatrix_x4(unsigned r[4], const void* row, GNNFUSE_SIMT_SITE) {
+  ::gnnfuse::simt::detail::ldmatrix(false, r, row, GNNFUSE_SIMT_AT);
+}
+inline void gnnfuse_ldmatrix_x4_trans(unsigned r[4], const void* row, GNNFUSE_SIMT_SITE) {
+  ::gnnfuse::simt::detail::ldmatrix(true, r, row, GNNFUSE_SIMT_AT);
+}
+inline void gnnfuse_cp_async16(void* smem, const void* gmem, int src_bytes, GNNFUSE_SIMT_SITE) {
+  ::gnnfuse::simt::detail::cp_async(smem, gmem, src_bytes, GNNFUSE_SIMT_AT);
+}
+inline void gnnfuse_cp_async_commit() { ::gnnfuse::simt::detail::cp_async_commit(); }
+template <int N>
+inline void gnnfuse_cp_async_wait() {
+  static_assert(N >= 0, "cp.async.wait_group takes a non-negative count");
+  ::gnnfuse::simt::detail::cp_async_wait(N);
+}
+
 // ---------------------------------------------------------------- memory
 template <class T>
 inline T __ldg(const T* p) {

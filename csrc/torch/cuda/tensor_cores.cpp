@@ -56,6 +56,14 @@ cache::WeakKeyedCache<std::shared_ptr<const View>>& views() {
 }
 std::atomic<int64_t> views_built{0};
 
+// The patterns auto has met once without a view (same keys as the views): it builds a view on a
+// pattern's second call, so that a graph rebuilt at every call (a layer converting edge_index
+// anew) never pays the sorts and synchronisations of a view it cannot reuse.
+cache::WeakKeyedCache<bool>& sightings() {
+  static cache::WeakKeyedCache<bool> cache(64);
+  return cache;
+}
+
 // The view of op(A) (A: rows x cols in CSR) for blocks of k columns (tc_spmm.h). Every step is an
 // ATen op on the pattern's device; the sizes (pairs, blocks) are read back.
 std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
@@ -116,13 +124,19 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
   return v;
 }
 
-// The cached view, else (not under capture) a new one, remembered where the pattern is cacheable.
-std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
+// The cached view, else (not under capture; `forced`, or auto on the pattern's second sighting) a
+// new one, remembered where the pattern is cacheable.
+std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k,
+                                        bool forced) {
   const bool capturing = checks::capturing(rowptr);
   const std::vector<int64_t> ints{rows, cols, transpose ? 1 : 0, k};
   if (auto hit = views().lookup("tc_view", {rowptr, col}, ints, /*pin=*/capturing)) return *hit;
   // Building reads sizes back (synchronisations): not while a CUDA graph is captured.
   if (capturing) return nullptr;
+  if (!forced && !sightings().lookup("tc_seen", {rowptr, col}, ints)) {
+    sightings().store("tc_seen", {rowptr, col}, ints, true);
+    return nullptr;
+  }
   std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
   ++views_built;
   views().store("tc_view", {rowptr, col}, ints, v);
@@ -215,7 +229,7 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
   if (!forced && !(cache::keyable(rowptr) && cache::keyable(col))) return false;
   std::shared_ptr<const View> view;
   try {
-    view = cached_view(rowptr, col, transpose, rows, cols, k);
+    view = cached_view(rowptr, col, transpose, rows, cols, k, forced);
   } catch (const c10::OutOfMemoryError&) {
     if (forced) throw;
     return false;

@@ -11,6 +11,8 @@
 //   auto  where it is expected to win: 16-bit (or tf32-allowed float32) operands, F (per head)
 //         of at least kTcMinF, and a condensed view whose columns are read by at least kTcMinReuse entries on
 //         average (the rows of x a window gathers once, which CUDA-core kernels gather per entry);
+//         a pattern's view is built at its second call (the first runs the CUDA-core kernels): a
+//         graph converted anew at every call never pays for a view it cannot reuse;
 //   on    wherever it can run (any F, float32 as tf32 even where PyTorch does not allow tf32);
 //   off   never.
 // It cannot run on float64, with value factors of another dtype than x, or past int32 extents.
