@@ -358,6 +358,27 @@ def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Option
 # torch.jit.trace) would keep one side of that rule for every size (an exported program with a
 # dynamic E refused the graphs past it), so there `fused=None` takes the fused ops, right and
 # O(N.H.C) in memory at any size (see `_size_rule_applies`).
+def _transient_pattern(rowptr: Tensor, col: Tensor) -> None:
+    """Marks a CSR the layer converted for this call alone: the CUDA Tensor-Core SpMM (auto
+    mode) then builds no condensed view of it, which it could never reuse (a ``Graph``, a cached
+    graph and a pattern called again build one at the first call and keep it). Eager only: a
+    compiled, traced or scripted layer builds the view where auto takes Tensor Cores."""
+    if not torch.jit.is_scripting():  # (TorchScript compiles no part of it)
+        if not torch.jit.is_tracing() and not torch.compiler.is_compiling():
+            _mark_transient(rowptr, col)
+
+
+def _mark_transient(rowptr: Tensor, col: Tensor) -> None:
+    global _TC_TRANSIENT
+    if _TC_TRANSIENT is None:  # (the op exists where the CUDA adapters are built)
+        _TC_TRANSIENT = hasattr(torch.ops.gnnfuse, "_cuda_tensor_cores_transient")
+    if _TC_TRANSIENT:
+        torch.ops.gnnfuse._cuda_tensor_cores_transient([rowptr, col])
+
+
+_TC_TRANSIENT: Optional[bool] = None
+
+
 def _csc_for_backward(
     rowptr: Tensor, col: Tensor, num_cols: int, x: Tensor
 ) -> Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
@@ -513,6 +534,8 @@ class GCNConv(_Base):
         edge_index, edge_weight, add_self_loops = self._edges(edge_index, edge_weight, num_nodes, dtype)
         # (forward validated edge_index; a sparse adj_t's edges are valid)
         out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype, False)
+        if not (self.cached and self.normalize):
+            _transient_pattern(out[0], out[1])
         if self.cached and self.normalize and not _tracing():  # (a trace reads each call's graph)
             self._cache = out
             if not torch.jit.is_scripting():
@@ -622,6 +645,7 @@ class GCNConv(_Base):
             mask = _explain_mask(self, edge_index.size(1), num_nodes)
             weight = (mask if edge_weight is None else edge_weight * mask).to(x.dtype)
             rowptr, col, perm = _ops.edge_index_to_csr(edge_index, num_nodes)
+            _transient_pattern(rowptr, col)
             out = _ops.spmm(rowptr, col, weight[perm], x)
         if self.bias is not None:
             out = out + self.bias
@@ -864,6 +888,7 @@ class GATConv(_Base):
         num = num_src if single and size is None and adj_t is None else _maximum(num_src, num_dst)
         rowptr, col, perm = _edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
+        _transient_pattern(rowptr, col)  # (and every pattern over these row pointers)
         # The edge features' logits (att_edge . lin_edge(e_ij)), [E, H] in CSR order: e_ij
         # times M = sum_c W_edge[h*C+c, :] att_edge[h, c] ([H, edge_dim]), never [E, H, C].
         a_edge: Optional[Tensor] = None
@@ -1136,6 +1161,7 @@ class TransformerConv(_Base):
                 return self._forward_pyg(query, key, value, edge_index, edge_attr, x_dst, adj_t, return_attention_weights)
         rowptr, col, perm = _edge_index_to_csr(edge_index, num)
         rowptr = rowptr[: num_dst + 1]
+        _transient_pattern(rowptr, col)  # (and every pattern over these row pointers)
         scale = 1.0 / math.sqrt(C)
         lin_edge = self.lin_edge
         if lin_edge is not None and edge_attr is None:

@@ -37,8 +37,8 @@ import torch, gnnfuse
 from graphs import CASES, ref_csr
 def counts():
     return {l.rsplit(" ", 1)[0]: int(l.rsplit(" ", 1)[1]) for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines()}
-def tc(op):
-    return sum(v for k, v in counts().items() if k.startswith(op + " tensor_cores "))
+def tc(op=None):  # Tensor-Core launches of op (of every op: None)
+    return sum(v for k, v in counts().items() if (k.startswith(op + " tensor_cores ") if op else " tensor_cores " in k))
 def dense_of(rowptr, col, n, m, w):
     rows = torch.repeat_interleave(torch.arange(n), rowptr.diff())
     return torch.zeros(n, m, dtype=torch.float64).index_put_((rows, col.long()), w.double(), accumulate=True)
@@ -171,17 +171,50 @@ scattered = gnnfuse.Graph(*csr(r2, c2, 64), 64, 4096)
 x = torch.randn(64, 64, dtype=torch.bfloat16)
 views = torch.ops.gnnfuse._cuda_tensor_core_views()
 before = tc("spmm")
-y_first = gnnfuse.spmm(local, x)  # a pattern's first call: the CUDA-core kernels, no view
-assert tc("spmm") == before and torch.ops.gnnfuse._cuda_tensor_core_views() == views, counts()
+y_first = gnnfuse.spmm(local, x)  # a pattern's first call builds its view
 gnnfuse.spmm(local, x); gnnfuse.spmm(local, x)
-assert tc("spmm") == before + 2, counts()
-assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1  # built at the second call, then cached
-torch.testing.assert_close(gnnfuse.spmm(local, x), y_first, atol=0.05, rtol=0.02)
+assert tc("spmm") == before + 3, counts()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1  # built at the first call, then cached
+torch.testing.assert_close(gnnfuse.spmm(local, x), y_first)
 before = tc("spmm")
-# a pattern converted anew at every call (as the attention layers' per-edge paths do) never builds one
+# a pattern marked as converted for one call (the layers' per-call CSR) never builds one, in
+# either direction; an unmarked copy of it does
 for _ in range(3):
-    gnnfuse.spmm(gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64), x)
+    fresh = gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64)
+    torch.ops.gnnfuse._cuda_tensor_cores_transient([fresh.col])
+    y = gnnfuse.spmm(fresh, x)
+    torch.testing.assert_close(y, y_first, atol=0.05, rtol=0.02)
 assert tc("spmm") == before and torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1, counts()
+marked = gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64)
+torch.ops.gnnfuse._cuda_tensor_cores_transient([marked.rowptr])
+xg = x.clone().requires_grad_()
+gnnfuse.spmm(marked, xg).sum().backward()  # the gradient's transposed view neither
+assert tc("spmm") == before and tc("spmm_grad_x") == 0 and torch.ops.gnnfuse._cuda_tensor_core_views() == views + 1, counts()
+with backends.cuda_tensor_cores("on"):  # forced: built all the same
+    gnnfuse.spmm(marked, x)
+assert tc("spmm") == before + 1 and torch.ops.gnnfuse._cuda_tensor_core_views() == views + 2, counts()
+gnnfuse.spmm(gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64), x)
+assert tc("spmm") == before + 2 and torch.ops.gnnfuse._cuda_tensor_core_views() == views + 3, counts()
+# the attention layers mark their per-call CSR: training steps in auto build no view
+conv = gnnfuse.nn.GATConv(64, 32, heads=2, dropout=0.5).to(torch.bfloat16)  # (dropout: the per-edge path)
+ei = torch.stack([c, r])
+n_tc, views = tc(), torch.ops.gnnfuse._cuda_tensor_core_views()
+for _ in range(2):
+    conv(x, ei).float().sum().backward()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc() == n_tc, counts()
+conv.eval()
+tconv = gnnfuse.nn.TransformerConv(64, 32, heads=2, fused=False).to(torch.bfloat16)
+for _ in range(2):
+    tconv(x, ei).float().sum().backward()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc() == n_tc, counts()
+gconv = gnnfuse.nn.GCNConv(64, 64).to(torch.bfloat16)
+for _ in range(2):
+    gconv(x, ei).float().sum().backward()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc() == n_tc, counts()
+gconv = gnnfuse.nn.GCNConv(64, 64, cached=True).to(torch.bfloat16)  # a cached graph keeps its views
+for _ in range(3):
+    gconv(x, ei).float().sum().backward()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() > views and tc() > n_tc, counts()
 before = tc("spmm") - 2
 # narrow features, no reuse, float32 without tf32 allowed, float64: the CUDA-core kernels
 gnnfuse.spmm(local, torch.randn(64, 8, dtype=torch.bfloat16))
@@ -191,16 +224,16 @@ gnnfuse.spmm(local, x.float())
 gnnfuse.spmm(local, x.double())
 assert tc("spmm") == before + 2, counts()
 torch.backends.cuda.matmul.allow_tf32 = True
-gnnfuse.spmm(local, x.float())  # K = 8 for tf32: another view, at the second call
+gnnfuse.spmm(local, x.float())  # K = 8 for tf32: another view
 gnnfuse.spmm(local, x.float())
-assert tc("spmm") == before + 3, counts()
+assert tc("spmm") == before + 4, counts()
 torch.backends.cuda.matmul.allow_tf32 = False
 # off, and the context manager restores the mode
 with backends.cuda_tensor_cores("off"):
     gnnfuse.spmm(local, x)
     assert backends.get_cuda_tensor_cores() == "off"
 assert backends.get_cuda_tensor_cores() == "auto"
-assert tc("spmm") == before + 3, counts()
+assert tc("spmm") == before + 4, counts()
 # an in-place change of the pattern is a new view (the version counter)
 rowptr, col = local.rowptr.clone(), local.col.clone()
 g = gnnfuse.Graph(rowptr, col, 64, 64)
@@ -241,6 +274,16 @@ gnnfuse.spmm(other, x)
 gnnfuse.spmm(local, x)
 torch.ops.gnnfuse._cuda_simulate_capture(False)
 assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc("spmm") == n_tc + 1, counts()
+# captured after one eager warm-up (as documented, and as torch.compile's cudagraphs do), a graph
+# keeps Tensor Cores, forward and backward
+g3 = gnnfuse.Graph(local.rowptr.clone(), local.col.clone(), 64, 64)
+xg = x.clone().requires_grad_()
+gnnfuse.spmm(g3, xg).float().sum().backward()  # the warm-up
+n_tc, n_grad = tc("spmm"), tc("spmm_grad_x")
+torch.ops.gnnfuse._cuda_simulate_capture(True)
+gnnfuse.spmm(g3, xg).float().sum().backward()
+torch.ops.gnnfuse._cuda_simulate_capture(False)
+assert tc("spmm") == n_tc + 1 and tc("spmm_grad_x") == n_grad + 1, counts()
 print("OK")
 """
 

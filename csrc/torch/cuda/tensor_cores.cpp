@@ -56,12 +56,15 @@ cache::WeakKeyedCache<std::shared_ptr<const View>>& views() {
 }
 std::atomic<int64_t> views_built{0};
 
-// The patterns auto has met once without a view (same keys as the views): it builds a view on a
-// pattern's second call, so that a graph rebuilt at every call (a layer converting edge_index
-// anew) never pays the sorts and synchronisations of a view it cannot reuse.
-cache::WeakKeyedCache<bool>& sightings() {
+// The pattern tensors callers marked as converted for one call (mark_transient_pattern): auto
+// builds no view where the row pointers or the columns are marked. Held weakly, like the views.
+cache::WeakKeyedCache<bool>& transients() {
   static cache::WeakKeyedCache<bool> cache(64);
   return cache;
+}
+
+bool transient(const at::Tensor& rowptr, const at::Tensor& col) {
+  return transients().lookup("tc_transient", {rowptr}, {}).has_value() || transients().lookup("tc_transient", {col}, {}).has_value();
 }
 
 // The view of op(A) (A: rows x cols in CSR) for blocks of k columns (tc_spmm.h). Every step is an
@@ -124,7 +127,7 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
   return v;
 }
 
-// The cached view, else (not under capture; `forced`, or auto on the pattern's second sighting) a
+// The cached view, else (not under capture; `forced`, or auto on a pattern not marked transient) a
 // new one, remembered where the pattern is cacheable.
 std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k,
                                         bool forced) {
@@ -133,10 +136,7 @@ std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tens
   if (auto hit = views().lookup("tc_view", {rowptr, col}, ints, /*pin=*/capturing)) return *hit;
   // Building reads sizes back (synchronisations): not while a CUDA graph is captured.
   if (capturing) return nullptr;
-  if (!forced && !sightings().lookup("tc_seen", {rowptr, col}, ints)) {
-    sightings().store("tc_seen", {rowptr, col}, ints, true);
-    return nullptr;
-  }
+  if (!forced && transient(rowptr, col)) return nullptr;
   std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
   ++views_built;
   views().store("tc_view", {rowptr, col}, ints, v);
@@ -189,6 +189,15 @@ TensorCores parse_tensor_cores(const std::string& name) {
 
 int64_t tensor_core_views_built() {
   return views_built.load();
+}
+
+void mark_transient_pattern(const at::Tensor& t) {
+  // (a hint: tensors without plain data (fake, functorch wrappers) are not marked)
+  if (!cache::keyable(t) || !t.has_storage() || t.unsafeGetTensorImpl()->is_python_dispatch()) return;
+  try {
+    transients().store("tc_transient", {t}, {}, true);
+  } catch (const c10::Error&) {
+  }
 }
 
 bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& rowptr, const at::Tensor& col,
@@ -296,10 +305,15 @@ std::string tensor_cores_op() {
 
 int64_t tensor_core_views_op() { return gnnfuse::cuda_adapter::tensor_core_views_built(); }
 
+void transient_patterns_op(const std::vector<at::Tensor>& patterns) {
+  for (const at::Tensor& t : patterns) gnnfuse::cuda_adapter::mark_transient_pattern(t);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("_cuda_set_tensor_cores(str mode) -> str", &set_tensor_cores_op);
   m.def("_cuda_tensor_cores() -> str", &tensor_cores_op);
   m.def("_cuda_tensor_core_views() -> int", &tensor_core_views_op);
+  m.def("_cuda_tensor_cores_transient(Tensor[] patterns) -> ()", &transient_patterns_op);
 }

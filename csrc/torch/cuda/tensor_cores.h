@@ -11,8 +11,9 @@
 //   auto  where it is expected to win: 16-bit (or tf32-allowed float32) operands, F (per head)
 //         of at least kTcMinF, and a condensed view whose columns are read by at least kTcMinReuse entries on
 //         average (the rows of x a window gathers once, which CUDA-core kernels gather per entry);
-//         a pattern's view is built at its second call (the first runs the CUDA-core kernels): a
-//         graph converted anew at every call never pays for a view it cannot reuse;
+//         a pattern's view is built at its first call, except for patterns marked transient
+//         (mark_transient_pattern: a graph a layer converts anew at every call, whose view could
+//         never be reused), which run the CUDA-core kernels;
 //   on    wherever it can run (any F, float32 as tf32 even where PyTorch does not allow tf32);
 //   off   never.
 // It cannot run on float64, with value factors of another dtype than x, or past int32 extents.
@@ -55,5 +56,12 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
 
 // Condensed views built since the library loaded (tests: that the cache holds).
 int64_t tensor_core_views_built();
+
+// Marks `t` (row pointers or columns of a pattern) as converted for one call: auto builds no view
+// of a pattern with a marked tensor (`on` still does). Held weakly by identity, data and version
+// (an in-place change unmarks it); the op gnnfuse::_cuda_tensor_cores_transient(Tensor[]) marks
+// from Python (the layers' per-call CSR, gnnfuse.nn). Tensors that cannot key a cache (inference
+// tensors) are not marked: auto builds no view of them anyway.
+void mark_transient_pattern(const at::Tensor& t);
 
 }  // namespace gnnfuse::cuda_adapter
