@@ -48,21 +48,23 @@ struct TcSpmmArgs {
   const void* values[kTcMaxFactors] = {};
   const void* x = nullptr;
   void* out = nullptr;
+  int64_t max_blocks = 0;  // > 0: at most this many blocks, each warp then striding over several units (tests)
 };
 
 // Columns of x per warp: NT mma tiles of 8 (2 where f <= 16, 4 where f <= 32, else 8).
 inline int tc_spmm_tiles(int64_t f) { return f <= 16 ? 2 : f <= 32 ? 4 : 8; }
 
 // The column slabs of a row of x (per head) and the blocks of kTcWarps warps the launch takes
-// (one unit per (window, head, slab), at most 2^20 blocks striding over them).
+// (one unit per (window, head, slab), at most 2^20 blocks striding over them, or max_blocks).
 inline int64_t tc_slabs(const TcSpmmArgs& a) {
   const int64_t w = int64_t(8) * tc_spmm_tiles(a.f);
   return (a.f + w - 1) / w;
 }
 inline int64_t tc_blocks(const TcSpmmArgs& a) {
   const int64_t units = a.windows * a.heads * tc_slabs(a);
-  const int64_t blocks = (units + kTcWarps - 1) / kTcWarps;
-  return blocks < (int64_t(1) << 20) ? blocks : (int64_t(1) << 20);
+  int64_t blocks = (units + kTcWarps - 1) / kTcWarps;
+  if (blocks > (int64_t(1) << 20)) blocks = int64_t(1) << 20;
+  return a.max_blocks > 0 && blocks > a.max_blocks ? a.max_blocks : blocks;
 }
 
 // A generated launcher (<op>_cuda_tc): enqueues the op's kernel on `stream` (a cudaStream_t;

@@ -142,6 +142,36 @@ torch.testing.assert_close(scripted(rowptr, col, x), eager, rtol=0, atol=0)
 compiled = torch.compile(lambda x: gnnfuse.spmm(g, x), fullgraph=True)
 torch.testing.assert_close(compiled(x), eager, rtol=0, atol=0)
 assert tc("spmm") >= before + 2, counts()
+# a capped grid (GNNFUSE_CUDA_TC_GRID, read at every call): each warp strides over several
+# (window, head, slab) units, its B tiles staged again for each; and x's rows not 16-byte aligned
+# (the B tiles by scalar loads, no cp.async)
+import os
+case = CASES["power_law"]
+rowptr, col, perm = ref_csr(case.edge_index, case.num_nodes)
+n, m = case.num_nodes, case.num_src_nodes
+assert (n + 15) // 16 * 3 > 4 * 4, n  # more units than the warps of one block
+for grid in ("1", None):
+    if grid:
+        os.environ["GNNFUSE_CUDA_TC_GRID"] = grid
+    for dtype in (torch.bfloat16, torch.float32):
+        for H, F in ((1, 129), (3, 40)):
+            w = (torch.rand(col.numel(), H, dtype=torch.float64) + 0.5).to(dtype)
+            base = torch.randn(m * H * F + 1, dtype=torch.float64).to(dtype)
+            x = base[1:].view(m, H, F) if grid is None else base[:-1].view(m, H, F)  # misaligned: offset by one element
+            assert (x.data_ptr() % 16 != 0) == (grid is None)
+            xg = x.detach().clone().requires_grad_()  # (aligned: the gradient's x)
+            gy = torch.randn(n, H, F, dtype=torch.float64).to(dtype)
+            before = (tc("spmm_heads"), tc("spmm_heads_grad_x"))
+            y = torch.ops.gnnfuse.spmm_heads(rowptr, col, w, x)
+            torch.ops.gnnfuse.spmm_heads(rowptr, col, w, xg).backward(gy)
+            assert tc("spmm_heads") == before[0] + 2 and tc("spmm_heads_grad_x") == before[1] + 1, (grid, counts())
+            a = dense_heads(rowptr, col, n, m, w)
+            want = torch.einsum("hnm,mhf->nhf", a, x.double())
+            want_gx = torch.einsum("hnm,nhf->mhf", a, gy.double())
+            assert rel(y, want) <= 4 * EPS[dtype], (grid, dtype, H, F, rel(y, want))
+            assert rel(xg.grad, want_gx) <= 4 * EPS[dtype], (grid, dtype, H, F, rel(xg.grad, want_gx))
+            checked += 1
+    os.environ.pop("GNNFUSE_CUDA_TC_GRID", None)
 print("OK", checked)
 """
 

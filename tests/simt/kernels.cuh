@@ -421,6 +421,27 @@ inline void launch_cp_async_groups(int bad, const unsigned* src, unsigned* out) 
   GNNFUSE_LAUNCH(cp_async_groups, 1, 32, 0, 0, bad, src, out);
 }
 
+// cp.async, then ldmatrix: lane l copies its row of `in` (16-byte aligned; laid out as
+// ldmatrix_rows lays it out) into shared row slot 31 - l and waits for its own copy; then
+// `barrier` (0: none, so every row the ldmatrix reads is another lane's unpublished copy; 1:
+// __syncwarp; 2: __syncthreads) and ldmatrix.x4, registers to out[4 l ..].
+GNNFUSE_GLOBAL void cp_async_ldmatrix(int barrier, const unsigned short* in, unsigned* out) {
+  GNNFUSE_SHARED_ARRAY(uint4, rows, 32);
+  const int l = static_cast<int>(threadIdx.x);
+  gnnfuse_cp_async16(rows + (31 - l), in + 8 * l, 16);
+  gnnfuse_cp_async_commit();
+  gnnfuse_cp_async_wait<0>();
+  if (barrier == 1) __syncwarp();
+  if (barrier == 2) __syncthreads();
+  unsigned r[4];
+  gnnfuse_ldmatrix_x4(r, rows + (31 - l));
+  GNNFUSE_UNROLL
+  for (int i = 0; i < 4; ++i) out[4 * l + i] = r[i];
+}
+inline void launch_cp_async_ldmatrix(int barrier, const unsigned short* in, unsigned* out) {
+  GNNFUSE_LAUNCH(cp_async_ldmatrix, 1, 32, 0, 0, barrier, in, out);
+}
+
 // ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
 // Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's
 // nonzeros for a tile of T features, the partial sums reduced by a __shfl_down_sync tree over

@@ -885,6 +885,28 @@ TEST(SimtCpAsync, CopiesLandAtTheirGroupsWait) {
   }
 }
 
+// A cp.async's wait shows the copy to its own thread only: an ldmatrix reading rows other lanes
+// copied needs a barrier after their waits (a __syncwarp or __syncthreads), else it is an
+// UnpublishedRead (a GPU may show the old bytes).
+TEST(SimtCpAsync, LdmatrixReadsCopiesOnlyAfterABarrier) {
+  alignas(16) unsigned short in[4 * 64];
+  for (int e = 0; e < 4 * 64; ++e) in[e] = static_cast<unsigned short>(1000 + e);
+  std::vector<unsigned> want(32 * 4, 0), out(32 * 4, 0);
+  launch_ldmatrix_rows(0, 0, 0, in, want.data());
+  for (int barrier = 1; barrier <= 2; ++barrier)
+    for (simt::Order order : kOrders) {
+      OrderScope scope(order, 5);
+      std::fill(out.begin(), out.end(), 0u);
+      launch_cp_async_ldmatrix(barrier, in, out.data());
+      EXPECT_EQ(out, want) << "barrier " << barrier;
+    }
+  for (simt::Order order : kOrders) {
+    OrderScope scope(order, 5);
+    expect_error_naming<simt::UnpublishedRead>([&] { launch_cp_async_ldmatrix(0, in, out.data()); },
+                                               {"gnnfuse_ldmatrix_x4", "cp.async at", "no __syncwarp naming it or __syncthreads"});
+  }
+}
+
 TEST(SimtCpAsync, AddressesAndSizesAreChecked) {
   alignas(16) unsigned src[256] = {};
   std::vector<unsigned> out(32 * 12);

@@ -24,6 +24,7 @@ void land_copies(Fiber& f, unsigned last) {
     if (c.group != 0 && c.group <= last) {
       if (c.bytes > 0) std::memcpy(c.dst, c.src, std::size_t(c.bytes));
       std::memset(c.dst + c.bytes, 0, std::size_t(16 - c.bytes));
+      f.worker->unpublished.push_back({c.dst, f.linear, c.file, c.line});
     } else {
       f.copies[kept++] = c;
     }
@@ -207,6 +208,7 @@ void Worker::prepare(std::uint64_t linear) {
   live = threads;
   at_barrier = 0;
   failed = false;
+  unpublished.clear();
   rng = Rng(job->seed ^ (linear + 1) * 0x9e3779b97f4a7c15ull);
   reset_shared();
 }
@@ -297,8 +299,25 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
     for (unsigned l = 0; l < 32; ++l) {
       rows[l] = *static_cast<const void* const*>(lanes(l).call.value);
       r[l] = static_cast<unsigned*>(lanes(l).call.result);
+      const auto* row = static_cast<const unsigned char*>(rows[l]);
+      for (const Landed& u : unpublished)
+        if (u.dst < row + 16 && row < u.dst + 16) {
+          const uint3 t = fibers[u.thread]->info.thread_idx;
+          fail<UnpublishedRead>(*this, lanes(l),
+                                std::string(collective_name(kind)) + " at " + site_string(first.call.file, first.call.line) +
+                                    ": its row reads shared memory that thread " + dim_string(dim3(t.x, t.y, t.z)) + "'s cp.async at " +
+                                    site_string(u.file, u.line) +
+                                    " landed at that thread's wait, with no __syncwarp naming it or __syncthreads since (a GPU may "
+                                    "show the old bytes)");
+        }
     }
     warp_ldmatrix(kind == Collective::ldmatrix_x4_trans, rows, r);
+  }
+  if (kind == Collective::syncwarp && !unpublished.empty()) {  // the lanes' landed copies are visible to the warp
+    std::size_t kept = 0;
+    for (const Landed& u : unpublished)
+      if (!(u.thread / 32 == warp && mask >> (u.thread % 32) & 1)) unpublished[kept++] = u;
+    unpublished.resize(kept);
   }
   for (unsigned m = mask; m; m &= m - 1) {
     const unsigned l = __builtin_ctz(m);
@@ -330,6 +349,7 @@ bool Worker::resolve() {
       fibers[i]->state = State::ready;
     }
     at_barrier = 0;
+    unpublished.clear();  // every thread's landed copies are visible to the block
     return true;
   }
   // Warp collectives.
@@ -575,7 +595,7 @@ void cp_async(void* smem, const void* gmem, int src_bytes, const char* file, int
                                       " is not in 0..16");
   if (src_bytes > 0 && reinterpret_cast<std::uintptr_t>(gmem) % 16 != 0)
     fail<MisalignedAddress>(w, f, "gnnfuse_cp_async16 at " + site_string(file, line) + ": source address not 16-byte aligned");
-  f.copies.push_back({static_cast<unsigned char*>(smem), static_cast<const unsigned char*>(gmem), src_bytes, 0u});
+  f.copies.push_back({static_cast<unsigned char*>(smem), static_cast<const unsigned char*>(gmem), src_bytes, 0u, file, line});
 }
 
 void cp_async_commit() {

@@ -78,6 +78,8 @@ struct Fiber {
     const unsigned char* src;
     int bytes;
     unsigned group;
+    const char* file;  // the cp.async call site
+    int line;
   };
   std::vector<Copy> copies;
   unsigned groups = 0;
@@ -109,6 +111,16 @@ struct Worker {
     unsigned char* data;
   };
   std::vector<Site> sites;
+  // cp.async copies landed (at their thread's wait, or its exit) that no barrier of that thread
+  // has published since (a __syncwarp naming it, a __syncthreads): an ldmatrix row reading one
+  // is an UnpublishedRead.
+  struct Landed {
+    const unsigned char* dst;  // 16 bytes
+    unsigned thread;           // linear
+    const char* file;
+    int line;
+  };
+  std::vector<Landed> unpublished;
 
   Worker();
   ~Worker();

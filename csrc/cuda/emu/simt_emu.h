@@ -95,6 +95,12 @@ class Deadlock : public Error {
 class MisalignedAddress : public Error {
   using Error::Error;
 };
+// An ldmatrix row reads shared memory a cp.async landed (at its thread's wait) that no barrier
+// of that thread (__syncwarp over it, __syncthreads) has published since: on a GPU another lane
+// may read the old bytes.
+class UnpublishedRead : public Error {
+  using Error::Error;
+};
 // GNNFUSE_DEVICE_CHECK failed.
 class DeviceCheckFailed : public Error {
   using Error::Error;

@@ -121,15 +121,6 @@ const char* env(const char* name) {
   std::abort();  // not reached
 }
 
-int env_int(const char* name, const char* expected) {
-  const char* v = env(name);
-  if (!v) return -1;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || n < 0) bad_env(name, v, expected);
-  return static_cast<int>(n);
-}
-
 bool offers(const rc::Request& req, rc::Variant v) {
   const rc::Variant kernels = v == rc::Variant::WarpPerRow ? rc::Variant::RowSplit : v;
   for (auto& o : req.variants)
@@ -206,6 +197,15 @@ std::mutex counts_mutex;
 std::map<std::string, int64_t> counts;
 
 }  // namespace
+
+int env_int(const char* name, const char* expected) {
+  const char* v = env(name);
+  if (!v) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0 || n > INT32_MAX) bad_env(name, v, expected);
+  return static_cast<int>(n);
+}
 
 bool deterministic() { return at::globalContext().deterministicAlgorithms(); }
 

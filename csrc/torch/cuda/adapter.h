@@ -72,6 +72,10 @@ bool deterministic();
 // GNNFUSE_CUDA_FORCE_LOWERING, or -1.
 int forced_lowering(int lowerings);
 
+// A GNNFUSE_CUDA_* knob read at every call: a non-negative int, -1 where unset or empty; anything
+// else raises naming the variable and `expected`.
+int env_int(const char* name, const char* expected);
+
 // The launch of one op: `req` (the op's <op>_cuda_request) gets the call's determinism
 // (at::globalContext().deterministicAlgorithms(): no floating-point atomics) and the forcing of
 // the environment, runtime::cuda::decide chooses, the workspace is one byte tensor from the

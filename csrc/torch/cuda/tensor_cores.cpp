@@ -264,6 +264,7 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
   for (int i = 0; i < cuda::kTcMaxFactors; ++i) a.values[i] = factors[i];
   a.x = x.const_data_ptr();
   a.out = out.mutable_data_ptr();
+  a.max_blocks = env_int("GNNFUSE_CUDA_TC_GRID", "a count of blocks");  // tests: warps stride over units (-1 unset: none)
 #if defined(GNNFUSE_CUDA_EMULATED)
   void* stream = nullptr;
 #else
