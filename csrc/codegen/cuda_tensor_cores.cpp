@@ -64,7 +64,7 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   o << "template <typename T, int NT>\n";
   o << "GNNFUSE_GLOBAL void __launch_bounds__(cu::kTcWarps * 32, 1) " << name << "(const cu::TcSpmmArgs p, const int64_t slabs) {\n";
   o << "  constexpr int K = cu::TcMma<T>::K, W = NT * 8;\n";
-  o << "  constexpr int A_BYTES = 16 * K * int(sizeof(T)), B_BYTES = K * W * int(sizeof(T));  // a warp's A tile, each of its B tiles\n";
+  o << "  constexpr int A_BYTES = 16 * cu::TcMma<T>::A_LD * int(sizeof(T)), B_BYTES = K * cu::tc_b_ld(NT) * int(sizeof(T));  // a warp's A tile, each of its B tiles (rows padded)\n";
   o << "  GNNFUSE_SHARED_ARRAY(uint4, tiles, cu::kTcWarps * (A_BYTES + 2 * B_BYTES) / 16);\n";
   o << "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
   o << "  unsigned char* mine = reinterpret_cast<unsigned char*>(tiles) + warp * (A_BYTES + 2 * B_BYTES);\n";
@@ -113,7 +113,7 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   if (k.factors.empty()) o << "          (void)e;\n";
   o << "          v += " << entry_value(k) << ";\n";
   o << "        }\n";
-  o << "        at[place] = cu::from_acc<T>(v);\n";
+  o << "        at[cu::tc_a_index<T>(place)] = cu::from_acc<T>(v);\n";
   o << "      }\n";
   o << "      gnnfuse_cp_async_wait<1>();  // this block's B tile has landed (the newest group is the next block's)\n";
   o << "      __syncwarp();\n";

@@ -11,7 +11,11 @@
 // A warp's tiles in shared memory: the A tile (16 x K of T: the entry values of one block of the
 // view, summed in float and rounded once) and two B tiles (K x NT * 8 of T: a block's rows of x),
 // the next block's staged by cp.async while the mma of this one runs; fragments by ldmatrix
-// (16-bit types); the accumulators acc[NT][4] (fp32) in registers.
+// (16-bit types); the accumulators acc[NT][4] (fp32) in registers. Rows are padded by 16 bytes
+// (A: TcMma<T>::A_LD elements per row) and 8 elements (B: tc_b_ld(NT)) so that the 8 rows one
+// ldmatrix phase (or one scalar tf32 load) reads fall in distinct banks: unpadded, a B row of
+// 128 bytes (bf16, NT 8) puts all 8 rows in the same 4 banks (an 8-way conflict), an A row of
+// 32 bytes pairs rows 4 apart. Padded, every row start stays 16-byte aligned (cp.async, ldmatrix).
 #pragma once
 
 #include <cstdint>
@@ -26,34 +30,44 @@ template <typename T>
 struct TcMma;
 template <>
 struct TcMma<__half> {
-  static constexpr int K = 16;
+  static constexpr int K = 16, A_LD = K + 8;  // A row: 48 bytes
 };
 template <>
 struct TcMma<__nv_bfloat16> {
-  static constexpr int K = 16;
+  static constexpr int K = 16, A_LD = K + 8;
 };
 template <>
 struct TcMma<float> {
-  static constexpr int K = 8;
+  static constexpr int K = 8, A_LD = K + 4;  // 48 bytes
 };
+
+// The elements of a B tile's row (W = NT * 8 columns, 8 of padding).
+GNNFUSE_HOST_DEVICE constexpr int tc_b_ld(int nt) { return nt * 8 + 8; }
+
+// The A tile's element of a view entry's place (row in the window * K + column in the block).
+template <typename T>
+GNNFUSE_DEVICE int tc_a_index(int place) {
+  return place / TcMma<T>::K * TcMma<T>::A_LD + place % TcMma<T>::K;
+}
 
 // The fragments of one block and the mma over NT column tiles (NT even): f16 / bf16 on
 // m16n8k16. The A tile (16 x 16 of T, row-major) by one ldmatrix.x4: matrix i is the 8 x 8 at
 // rows 8 (i & 1), columns 8 (i >> 1), whose registers are a0..a3 of the layout above. The B tile
 // (K x W of T, row-major) by one ldmatrix.x4.trans per pair of column tiles: matrices (rows 0-7,
 // tile t), (rows 8-15, tile t), (rows 0-7, tile t + 1), (rows 8-15, tile t + 1), transposed, are
-// b0, b1 of tile t and of tile t + 1. Every row address is 16-byte aligned (W * 2 and 16 bytes).
+// b0, b1 of tile t and of tile t + 1. Every row address is 16-byte aligned (rows of A_LD and
+// tc_b_ld(NT) elements, 48 and a multiple of 16 bytes).
 template <typename T, int NT>
 GNNFUSE_DEVICE void tc_block_mma(float (&acc)[NT][4], const T* at, const T* bt, int lane) {
   static_assert(NT % 2 == 0, "column tiles in pairs");
-  constexpr int K = 16, W = NT * 8;
+  constexpr int A_LD = TcMma<T>::A_LD, B_LD = tc_b_ld(NT);
   const int row = (lane & 7) + 8 * ((lane >> 3) & 1);  // the row whose address the lane gives
   unsigned a[4];
-  gnnfuse_ldmatrix_x4(a, at + row * K + 8 * (lane >> 4));
+  gnnfuse_ldmatrix_x4(a, at + row * A_LD + 8 * (lane >> 4));
   GNNFUSE_UNROLL
   for (int t = 0; t < NT; t += 2) {
     unsigned b[4];
-    gnnfuse_ldmatrix_x4_trans(b, bt + row * W + (t + (lane >> 4)) * 8);
+    gnnfuse_ldmatrix_x4_trans(b, bt + row * B_LD + (t + (lane >> 4)) * 8);
     if constexpr (std::is_same_v<T, __half>) {
       gnnfuse_mma_m16n8k16_f16f32(acc[t], a, b, acc[t]);
       gnnfuse_mma_m16n8k16_f16f32(acc[t + 1], a, b + 2, acc[t + 1]);
@@ -67,19 +81,19 @@ GNNFUSE_DEVICE void tc_block_mma(float (&acc)[NT][4], const T* at, const T* bt, 
 // tf32 on m16n8k8 (both operands rounded to nearest by cvt.rna; ldmatrix has no 32-bit form).
 template <int NT>
 GNNFUSE_DEVICE void tc_block_mma_tf32(float (&acc)[NT][4], const float* at, const float* bt, int lane) {
-  constexpr int K = 8, W = NT * 8;
+  constexpr int A_LD = TcMma<float>::A_LD, B_LD = tc_b_ld(NT);
   const int g = lane >> 2, m = lane & 3;
   unsigned a[4];
-  a[0] = gnnfuse_cvt_rna_tf32(at[g * K + m]);
-  a[1] = gnnfuse_cvt_rna_tf32(at[(g + 8) * K + m]);
-  a[2] = gnnfuse_cvt_rna_tf32(at[g * K + m + 4]);
-  a[3] = gnnfuse_cvt_rna_tf32(at[(g + 8) * K + m + 4]);
+  a[0] = gnnfuse_cvt_rna_tf32(at[g * A_LD + m]);
+  a[1] = gnnfuse_cvt_rna_tf32(at[(g + 8) * A_LD + m]);
+  a[2] = gnnfuse_cvt_rna_tf32(at[g * A_LD + m + 4]);
+  a[3] = gnnfuse_cvt_rna_tf32(at[(g + 8) * A_LD + m + 4]);
   GNNFUSE_UNROLL
   for (int t = 0; t < NT; ++t) {
     const int c = t * 8 + g;
     unsigned b[2];
-    b[0] = gnnfuse_cvt_rna_tf32(bt[m * W + c]);
-    b[1] = gnnfuse_cvt_rna_tf32(bt[(m + 4) * W + c]);
+    b[0] = gnnfuse_cvt_rna_tf32(bt[m * B_LD + c]);
+    b[1] = gnnfuse_cvt_rna_tf32(bt[(m + 4) * B_LD + c]);
     gnnfuse_mma_m16n8k8_tf32f32(acc[t], a, b, acc[t]);
   }
 }
@@ -93,11 +107,11 @@ GNNFUSE_DEVICE void tc_mma(float (&acc)[NT][4], const T* at, const T* bt, int la
     tc_block_mma<T, NT>(acc, at, bt, lane);
 }
 
-// Zeroes a warp's A tile (16 x K of T), then a barrier of the warp. The caller has synchronised
-// the warp since the tile was last read.
+// Zeroes a warp's A tile (16 x K of T; the padding is never read), then a barrier of the warp.
+// The caller has synchronised the warp since the tile was last read.
 template <typename T, int K>
 GNNFUSE_DEVICE void tc_clear_tile(T* at, int lane) {
-  for (int i = lane; i < 16 * K; i += 32) at[i] = from_acc<T>(0.f);
+  for (int i = lane; i < 16 * K; i += 32) at[tc_a_index<T>(i)] = from_acc<T>(0.f);
   __syncwarp();
 }
 
@@ -108,7 +122,7 @@ GNNFUSE_DEVICE bool tc_vector_rows(const void* x, int64_t f) {
   return reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && f % (16 / int(sizeof(T))) == 0;
 }
 
-// Stages the B tile of one block into bt (K x W of T): row r is x's row cols[r] (-1: padding,
+// Stages the B tile of one block into bt (K x W of T, rows of tc_b_ld(W / 8)): row r is x's row cols[r] (-1: padding,
 // zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
 // `stride` elements), zero from column f on. `vec` (tc_vector_rows): by 16-byte cp.async, which
 // land at the cp.async wait that covers the group the caller commits them in; else by loads now.
@@ -120,7 +134,7 @@ GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t s
   for (int i = lane; i < K * CHUNKS; i += 32) {
     const int r = i / CHUNKS, c = i % CHUNKS * C;
     const int32_t src = __ldg(cols + r);
-    T* dst = bt + r * W + c;
+    T* dst = bt + r * tc_b_ld(W / 8) + c;
     const int64_t left = f - f0 - c;  // the row's columns from this chunk on
     const T* from = src >= 0 ? x + static_cast<int64_t>(src) * stride + head + f0 + c : x;
     if (vec) {

@@ -58,6 +58,7 @@ for name in names:
     rowptr, col, perm = ref_csr(case.edge_index, case.num_nodes)
     extra.append((name, rowptr, col, case.num_nodes, case.num_src_nodes))
 checked = 0
+conflicts = torch.ops.gnnfuse._cuda_emu_ldmatrix_bank_conflicts()
 for name, rowptr, col, n, m in extra:
     for index in (torch.int64, torch.int32):
         rp, cl = rowptr.to(index), col.to(index)
@@ -172,6 +173,8 @@ for grid in ("1", None):
             assert rel(xg.grad, want_gx) <= 4 * EPS[dtype], (grid, dtype, H, F, rel(xg.grad, want_gx))
             checked += 1
     os.environ.pop("GNNFUSE_CUDA_TC_GRID", None)
+# the tiles' padded rows: no ldmatrix of any form (NT 2, 4, 8; A and B tiles) met a bank conflict
+assert torch.ops.gnnfuse._cuda_emu_ldmatrix_bank_conflicts() == conflicts, torch.ops.gnnfuse._cuda_emu_ldmatrix_bank_conflicts() - conflicts
 print("OK", checked)
 """
 

@@ -421,6 +421,18 @@ inline void launch_cp_async_groups(int bad, const unsigned* src, unsigned* out) 
   GNNFUSE_LAUNCH(cp_async_groups, 1, 32, 0, 0, bad, src, out);
 }
 
+// ldmatrix.x4 with lane l's row at shared row slot l * stride (slots of 16 bytes; contents left
+// as they are): stride 1 or 3 reads each matrix's 8 rows from distinct banks, stride 8 (128
+// bytes) from the same 4 banks (7 extra wavefronts per matrix).
+GNNFUSE_GLOBAL void ldmatrix_strided(int stride, unsigned* out) {
+  GNNFUSE_SHARED_ARRAY(uint4, slots, 32 * 8);
+  const int l = static_cast<int>(threadIdx.x);
+  unsigned r[4];
+  gnnfuse_ldmatrix_x4(r, slots + l * stride);
+  out[l] = r[0];
+}
+inline void launch_ldmatrix_strided(int stride, unsigned* out) { GNNFUSE_LAUNCH(ldmatrix_strided, 1, 32, 0, 0, stride, out); }
+
 // cp.async, then ldmatrix: lane l copies its row of `in` (16-byte aligned; laid out as
 // ldmatrix_rows lays it out) into shared row slot 31 - l and waits for its own copy; then
 // `barrier` (0: none, so every row the ldmatrix reads is another lane's unpublished copy; 1:

@@ -865,6 +865,17 @@ TEST(SimtLdmatrix, RowsInSharedMemoryAndAligned) {
                                                {"gnnfuse_ldmatrix_x4_trans", "outside the block's shared memory"});
 }
 
+// The bank-conflict count: rows 16 or 48 bytes apart are free of conflicts, rows 128 bytes apart
+// put each matrix's 8 rows in the same 4 banks (7 extra wavefronts, 4 matrices).
+TEST(SimtLdmatrix, BankConflictsAreCounted) {
+  std::vector<unsigned> out(32);
+  for (auto [stride, extra] : {std::pair{1, 0}, std::pair{3, 0}, std::pair{8, 28}, std::pair{2, 4}}) {
+    const std::uint64_t before = simt::ldmatrix_bank_conflicts();
+    launch_ldmatrix_strided(stride, out.data());
+    EXPECT_EQ(simt::ldmatrix_bank_conflicts() - before, std::uint64_t(extra)) << "stride " << stride;
+  }
+}
+
 // A copy lands at the wait that covers its group, not before: the slot keeps its old bytes
 // until then (a kernel missing the wait reads them), src_bytes copied and the rest zeroed.
 TEST(SimtCpAsync, CopiesLandAtTheirGroupsWait) {

@@ -5,6 +5,7 @@
 // warp with nothing else to do), and their fibers are runnable in the next round. A round
 // that completes nothing is an error, diagnosed from what every fiber waits at.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -30,6 +31,30 @@ void land_copies(Fiber& f, unsigned last) {
     }
   }
   f.copies.resize(kept);
+}
+
+std::atomic<std::uint64_t> bank_conflicts{0};
+
+// The extra wavefronts of an ldmatrix's four matrices (simt_emu.h: ldmatrix_bank_conflicts).
+void count_bank_conflicts(const unsigned char* base, const void* const rows[32]) {
+  std::uint64_t extra = 0;
+  for (int i = 0; i < 4; ++i) {
+    std::size_t words[32][8];  // per bank, the distinct words the matrix's rows read there
+    int count[32] = {};
+    for (int row = 0; row < 8; ++row) {
+      const std::size_t first = std::size_t(static_cast<const unsigned char*>(rows[8 * i + row]) - base) / 4;
+      for (std::size_t word = first; word < first + 4; ++word) {
+        const std::size_t bank = word % 32;
+        bool seen = false;
+        for (int k = 0; k < count[bank]; ++k) seen = seen || words[bank][k] == word;
+        if (!seen) words[bank][count[bank]++] = word;
+      }
+    }
+    int most = 1;
+    for (int b = 0; b < 32; ++b) most = count[b] > most ? count[b] : most;
+    extra += std::uint64_t(most - 1);
+  }
+  if (extra) bank_conflicts.fetch_add(extra, std::memory_order_relaxed);
 }
 
 void flush_copies(Fiber& f) {
@@ -311,6 +336,7 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
                                     "show the old bytes)");
         }
     }
+    count_bank_conflicts(smem_base, rows);
     warp_ldmatrix(kind == Collective::ldmatrix_x4_trans, rows, r);
   }
   if (kind == Collective::syncwarp && !unpublished.empty()) {  // the lanes' landed copies are visible to the warp
@@ -611,3 +637,7 @@ void cp_async_wait(int n) {
 }
 
 }  // namespace gnnfuse::simt::detail
+
+namespace gnnfuse::simt {
+std::uint64_t ldmatrix_bank_conflicts() { return detail::bank_conflicts.load(std::memory_order_relaxed); }
+}  // namespace gnnfuse::simt

@@ -51,6 +51,13 @@ unsigned threads();
 void set_stack_size(std::size_t bytes);
 std::size_t stack_size();
 
+// Shared-memory bank conflicts of ldmatrix since the library loaded (a performance fact, not an
+// error; tests assert a kernel's tiles are laid out without them): for each 8 x 8 matrix (8 rows
+// of 16 bytes, one 128-byte wavefront when free of conflicts), the wavefronts its rows need
+// beyond one, i.e. the most distinct 4-byte words one of the 32 banks (word offset in the
+// block's shared memory mod 32) holds, minus 1. Plain loads and stores are not seen.
+std::uint64_t ldmatrix_bank_conflicts();
+
 // Shared memory per block, static and dynamic together (the sm_90 limit: 227 KiB).
 inline constexpr std::size_t kSharedMemoryLimit = 227 * 1024;
 

@@ -26,6 +26,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#if defined(GNNFUSE_CUDA_EMULATED)
+#include "cuda/emu/simt_emu.h"
+#endif
 #include "runtime/cpu.h"
 #include "torch/checks.h"
 #include "torch/weak_cache.h"
@@ -553,6 +556,8 @@ void set_autotune_op(bool on) { gnnfuse::cuda_adapter::set_autotune(on); }
 #if defined(GNNFUSE_CUDA_EMULATED)
 // Tests: every later call behaves as if its stream were being captured into a CUDA graph.
 void simulate_capture_op(bool on) { gnnfuse::cuda_adapter::simulated_capture.store(on); }
+// Tests: the emulator's ldmatrix bank conflicts so far (simt::ldmatrix_bank_conflicts).
+int64_t ldmatrix_bank_conflicts_op() { return static_cast<int64_t>(gnnfuse::simt::ldmatrix_bank_conflicts()); }
 #endif
 
 }  // namespace
@@ -564,5 +569,6 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("_cuda_set_autotune(bool on) -> ()", &set_autotune_op);
 #if defined(GNNFUSE_CUDA_EMULATED)
   m.def("_cuda_simulate_capture(bool on) -> ()", &simulate_capture_op);
+  m.def("_cuda_emu_ldmatrix_bank_conflicts() -> int", &ldmatrix_bank_conflicts_op);
 #endif
 }
