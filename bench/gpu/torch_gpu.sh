@@ -6,7 +6,11 @@
 # (bench/bench_ops_device.py), then runs bench/bench_layers.py --device cuda (our GCNConv / GATConv against PyG's, eager, then under
 # torch.compile in a second process). Stages are chosen by name, each checks the time left.
 #
-# usage: bench/gpu/torch_gpu.sh [build] [smoke] [ops] [bench] [compile] [spgemm]   (none named: the first five)
+# usage: bench/gpu/torch_gpu.sh [build] [smoke] [ops] [bench] [compile] [spgemm] [attention]   (none named: the first five)
+#          attention: bench/bench_attention_device.py --device cuda (fused graph attention on the
+#                  reddit-like graph, 233k nodes / 115M edges, bf16, HxD 1x128 and 8x16: forward,
+#                  backward, deterministic, peak memory, against the unfused ops and PyG):
+#                  attention.{log,json}
 #          spgemm: bench/bench_spgemm.py --device cuda (SpGEMM and Pᵀ·A·P against torch.sparse, i.e.
 #                  cuSPARSE SpGEMM chained, with peak device memory): spgemm.{log,json,png}; then
 #                  --regressions (the shapes where cuSPARSE fails or returns zeros, cupy #10033 and
@@ -38,7 +42,7 @@ sgraphs="rmat-16-16 rmat-18-16 rmat-20-16"
 stages=()
 while [[ $# -gt 0 ]]; do
   case $1 in
-    build|smoke|ops|bench|compile|spgemm) stages+=("$1"); shift ;;
+    build|smoke|ops|bench|compile|spgemm|attention) stages+=("$1"); shift ;;
     --spgemm-graphs) sgraphs=$2; shift 2 ;;
     --ops-graphs) ograph=$2; shift 2 ;;
     --ops-s) ops_s=$2; shift 2 ;;
@@ -130,7 +134,7 @@ if want build; then
   stamp "built $(du -h "$lib" | cut -f1) $lib"
 fi
 
-if [[ $dry == 0 && ! -f $lib ]] && { want smoke || want ops || want bench || want compile || want spgemm; }; then
+if [[ $dry == 0 && ! -f $lib ]] && { want smoke || want ops || want bench || want compile || want spgemm || want attention; }; then
   echo "no $lib: run the build stage first (a fresh machine keeps nothing)"; exit 1
 fi
 export GNNFUSE_LIBRARY=$lib
@@ -196,6 +200,19 @@ if want spgemm && [[ $dry == 0 ]]; then  # SpGEMM and coarsening: our CUDA kerne
     fi
   else
     echo "spgemm: out of time"
+  fi
+fi
+
+if want attention && [[ $dry == 0 ]]; then  # fused graph attention at Reddit scale (issue 26's targets)
+  t=$(( $(left) - 10 ))
+  if (( t > 30 )); then
+    stamp "bench_attention_device.py --device cuda (timeout $t s)"
+    timeout "$t" "$py" "$root/bench/bench_attention_device.py" --device cuda --out "$res/attention.json" > "$res/attention.log" 2>&1
+    r=$?
+    grep -v -i "warn" "$res/attention.log" | tail -20
+    [[ $r != 0 ]] && { echo "bench_attention_device.py rc=$r (124: killed at its timeout)"; status=1; }
+  else
+    echo "attention: out of time"
   fi
 fi
 

@@ -160,3 +160,28 @@ def test_ops_device_dry_run(tmp_path):
         else:
             assert "error" not in r and r["rel_err"] <= 1e-4 and r["ms"] > 0, r
     assert data["copy_gbs"] > 0 and "spmm gnnfuse vs pyg" in data["summary"]
+
+
+def test_attention_device_dry_run(tmp_path):
+    """bench/bench_attention_device.py on CPU tensors: a small reddit-like graph, every
+    implementation checked against float64 (forward on sampled rows, the fused op's gradients on
+    a subgraph) and timed forward, backward and deterministic; the generator gives the asked
+    mean in-degree with a heavy tail."""
+    import bench_attention_device
+
+    out = tmp_path / "attention.json"
+    rc = bench_attention_device.main(["--dry-run", "--nodes", "300", "--mean-degree", "8", "--shapes", "1x32", "2x3",
+                                      "--min-reps", "1", "--min-time", "0", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert rc == 0, data
+    rows = {(r["impl"], r["heads"], r["dim"]): r for r in data["results"]}
+    assert set(rows) == {(i, h, d) for i in ("gnnfuse[fused]", "gnnfuse[unfused]", "pyg") for h, d in ((1, 32), (2, 3))}
+    for r in rows.values():
+        assert "error" not in r and r["rel_err"] <= 2e-2 and r["forward_ms"] > 0 and r["deterministic_forward_backward_ms"] > 0, r
+    assert rows[("gnnfuse[fused]", 1, 32)]["grad_rel_err"] <= 2e-2
+    assert set(data["summary"]) == {"1x32", "2x3"}
+    rowptr, col = bench_attention_device.reddit_like(2000, 50.0, 1000, torch.device("cpu"))
+    deg = rowptr.long().diff()
+    assert abs(col.numel() / 2000 - 50.0) < 2.5 and int(deg.max()) <= 1000 and int(deg.min()) >= 1
+    assert float(deg.float().std()) > 30 and int(col.min()) >= 0 and int(col.max()) < 2000  # heavy-tailed, in range
+
