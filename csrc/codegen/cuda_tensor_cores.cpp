@@ -113,7 +113,7 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   if (k.factors.empty()) o << "          (void)e;\n";
   o << "          v += " << entry_value(k) << ";\n";
   o << "        }\n";
-  o << "        at[cu::tc_a_index<T>(place)] = cu::from_acc<T>(v);\n";
+  o << "        at[cu::tc_a_index<T>(place)] = cu::tc_entry<T>(v);  // (present: a zero stored as +0)\n";
   o << "      }\n";
   o << "      gnnfuse_cp_async_wait<1>();  // this block's B tile has landed (the newest group is the next block's)\n";
   o << "      __syncwarp();\n";

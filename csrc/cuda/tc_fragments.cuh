@@ -50,6 +50,54 @@ GNNFUSE_DEVICE int tc_a_index(int place) {
   return place / TcMma<T>::K * TcMma<T>::A_LD + place % TcMma<T>::K;
 }
 
+// Non-finite rows of x: a dense tile product multiplies every B element by the whole A column,
+// absent entries (zeros) included, so an inf or NaN in x would reach every row of the window
+// (0 * inf = NaN) where the CUDA-core kernels keep it to the rows with that edge. So the A tile
+// marks absent places as -0 (tc_clear_tile) and present ones as their value with a zero stored
+// as +0 (tc_entry); each pair of column tiles whose B fragments hold an inf or NaN (a warp vote)
+// is computed by scalar products over the present entries only (tc_tiles_scalar), the others by
+// mma. With finite x the path is the mma's; a -0 in A adds nothing to a finite sum.
+template <typename T>
+GNNFUSE_DEVICE T tc_entry(float v) {
+  return from_acc<T>(v == 0.f ? 0.f : v);  // (a -0 entry value stored as +0: present)
+}
+GNNFUSE_DEVICE bool tc_absent(float a) { return __float_as_uint(a) == 0x80000000u; }
+
+// Whether a register of two 16-bit values (T: __half or __nv_bfloat16) holds an inf or NaN.
+template <typename T>
+GNNFUSE_DEVICE bool tc_nonfinite2(unsigned r) {
+  constexpr unsigned e = std::is_same_v<T, __half> ? 0x7c00u : 0x7f80u;  // the exponent bits
+  return (r & e) == e || (r & (e << 16)) == (e << 16);
+}
+GNNFUSE_DEVICE bool tc_nonfinite(unsigned r) { return (r & 0x7f800000u) == 0x7f800000u; }  // a float's bits
+
+// acc[t0 .. t0 + n) += the A tile x the B tile's columns, by scalar products over the present
+// entries (this lane's elements of the C layout; tf32 rounds both factors as the mma does).
+template <typename T, int NT>
+GNNFUSE_DEVICE void tc_tiles_scalar(float (&acc)[NT][4], const T* at, const T* bt, int t0, int n, int lane) {
+  constexpr int K = TcMma<T>::K, A_LD = TcMma<T>::A_LD, B_LD = tc_b_ld(NT);
+  const int g = lane >> 2, m = lane & 3;
+  GNNFUSE_UNROLL
+  for (int t = 0; t < NT; ++t) {  // (unrolled: acc stays in registers)
+    if (t < t0 || t >= t0 + n) continue;
+    GNNFUSE_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      const int row = g + 8 * (q >> 1), col = t * 8 + 2 * m + (q & 1);
+      float s = acc[t][q];
+      for (int k = 0; k < K; ++k) {
+        const float a = to_acc(at[row * A_LD + k]);
+        if (tc_absent(a)) continue;
+        const float b = to_acc(bt[k * B_LD + col]);
+        if constexpr (std::is_same_v<T, float>)
+          s += __uint_as_float(gnnfuse_cvt_rna_tf32(a)) * __uint_as_float(gnnfuse_cvt_rna_tf32(b));
+        else
+          s += a * b;
+      }
+      acc[t][q] = s;
+    }
+  }
+}
+
 // The fragments of one block and the mma over NT column tiles (NT even): f16 / bf16 on
 // m16n8k16. The A tile (16 x 16 of T, row-major) by one ldmatrix.x4: matrix i is the 8 x 8 at
 // rows 8 (i & 1), columns 8 (i >> 1), whose registers are a0..a3 of the layout above. The B tile
@@ -68,6 +116,11 @@ GNNFUSE_DEVICE void tc_block_mma(float (&acc)[NT][4], const T* at, const T* bt, 
   for (int t = 0; t < NT; t += 2) {
     unsigned b[4];
     gnnfuse_ldmatrix_x4_trans(b, bt + row * B_LD + (t + (lane >> 4)) * 8);
+    const bool bad = tc_nonfinite2<T>(b[0]) || tc_nonfinite2<T>(b[1]) || tc_nonfinite2<T>(b[2]) || tc_nonfinite2<T>(b[3]);
+    if (__any_sync(0xffffffffu, bad)) {  // an inf or NaN in x: these two tiles by the present entries only
+      tc_tiles_scalar<T, NT>(acc, at, bt, t, 2, lane);
+      continue;
+    }
     if constexpr (std::is_same_v<T, __half>) {
       gnnfuse_mma_m16n8k16_f16f32(acc[t], a, b, acc[t]);
       gnnfuse_mma_m16n8k16_f16f32(acc[t + 1], a, b + 2, acc[t + 1]);
@@ -94,6 +147,10 @@ GNNFUSE_DEVICE void tc_block_mma_tf32(float (&acc)[NT][4], const float* at, cons
     unsigned b[2];
     b[0] = gnnfuse_cvt_rna_tf32(bt[m * B_LD + c]);
     b[1] = gnnfuse_cvt_rna_tf32(bt[(m + 4) * B_LD + c]);
+    if (__any_sync(0xffffffffu, tc_nonfinite(b[0]) || tc_nonfinite(b[1]))) {  // an inf or NaN in x (see tc_entry)
+      tc_tiles_scalar<float, NT>(acc, at, bt, t, 1, lane);
+      continue;
+    }
     gnnfuse_mma_m16n8k8_tf32f32(acc[t], a, b, acc[t]);
   }
 }
@@ -107,11 +164,11 @@ GNNFUSE_DEVICE void tc_mma(float (&acc)[NT][4], const T* at, const T* bt, int la
     tc_block_mma<T, NT>(acc, at, bt, lane);
 }
 
-// Zeroes a warp's A tile (16 x K of T; the padding is never read), then a barrier of the warp.
-// The caller has synchronised the warp since the tile was last read.
+// Clears a warp's A tile (16 x K of T; the padding is never read) to -0, absent (tc_entry), then
+// a barrier of the warp. The caller has synchronised the warp since the tile was last read.
 template <typename T, int K>
 GNNFUSE_DEVICE void tc_clear_tile(T* at, int lane) {
-  for (int i = lane; i < 16 * K; i += 32) at[tc_a_index<T>(i)] = from_acc<T>(0.f);
+  for (int i = lane; i < 16 * K; i += 32) at[tc_a_index<T>(i)] = from_acc<T>(-0.f);
   __syncwarp();
 }
 

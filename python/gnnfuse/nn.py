@@ -373,7 +373,16 @@ def _mark_transient(rowptr: Tensor, col: Tensor) -> None:
     if _TC_TRANSIENT is None:  # (the op exists where the CUDA adapters are built)
         _TC_TRANSIENT = hasattr(torch.ops.gnnfuse, "_cuda_tensor_cores_transient")
     if _TC_TRANSIENT:
-        torch.ops.gnnfuse._cuda_tensor_cores_transient([rowptr, col])
+        from torch._C import _functorch
+
+        tensors = [rowptr, col]
+        for i, t in enumerate(tensors):  # torch.func's wrappers: the tensors the kernels will see
+            while _functorch.is_functorch_wrapped_tensor(t) and not _functorch.is_batchedtensor(t):
+                t = _functorch.get_unwrapped(t)
+            tensors[i] = t
+        # (past functorch's front layer, which would wrap them again for the op)
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchDynamicLayerFrontMode)):
+            torch.ops.gnnfuse._cuda_tensor_cores_transient(tensors)
 
 
 _TC_TRANSIENT: Optional[bool] = None

@@ -48,6 +48,7 @@ def rel(got, want):
 
 _FORCED = _COMMON + r"""
 torch.manual_seed(0)
+from gnnfuse import backends
 EPS = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 2.0 ** -11}  # tf32 keeps 10 bits
 assert gnnfuse.backends.set_cuda_tensor_cores("on") == "auto"
 # unsorted columns in a row, a duplicate edge and 37 rows (not a multiple of 16)
@@ -173,6 +174,25 @@ for grid in ("1", None):
             assert rel(xg.grad, want_gx) <= 4 * EPS[dtype], (grid, dtype, H, F, rel(xg.grad, want_gx))
             checked += 1
     os.environ.pop("GNNFUSE_CUDA_TC_GRID", None)
+# an inf or NaN in x reaches exactly the rows the CUDA-core kernels give it (the rows with an edge
+# from it; a dense tile product alone would spread it over the window), finite rows equal
+for dtype in (torch.float16, torch.bfloat16, torch.float32):
+    for H, F in ((1, 40), (2, 16)):
+        w = (torch.rand(col.numel(), H, dtype=torch.float64) + 0.5).to(dtype)
+        w[::7] = 0  # explicit zero weights: 0 * inf is NaN on both paths
+        x = torch.randn(m, H, F, dtype=torch.float64).to(dtype)
+        x[3, 0, 1] = float("inf"); x[11, -1, -1] = float("nan"); x[40, 0, 0] = float("-inf")
+        before = tc("spmm_heads")
+        y = torch.ops.gnnfuse.spmm_heads(rowptr, col, w, x)
+        assert tc("spmm_heads") == before + 1
+        with backends.cuda_tensor_cores("off"):
+            want = torch.ops.gnnfuse.spmm_heads(rowptr, col, w, x)
+        assert not torch.isfinite(want).all()
+        assert torch.equal(torch.isnan(y), torch.isnan(want)) and torch.equal(torch.isinf(y), torch.isinf(want)), (dtype, H, F)
+        assert torch.equal(y[torch.isinf(y)], want[torch.isinf(want)]), (dtype, H, F)
+        fin = torch.isfinite(want)
+        assert rel(y[fin], want[fin].double()) <= 4 * EPS[dtype], (dtype, H, F)
+        checked += 1
 # the tiles' padded rows: no ldmatrix of any form (NT 2, 4, 8; A and B tiles) met a bank conflict
 assert torch.ops.gnnfuse._cuda_emu_ldmatrix_bank_conflicts() == conflicts, torch.ops.gnnfuse._cuda_emu_ldmatrix_bank_conflicts() - conflicts
 print("OK", checked)
@@ -243,6 +263,21 @@ assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc() == n_tc, co
 gconv = gnnfuse.nn.GCNConv(64, 64).to(torch.bfloat16)
 for _ in range(2):
     gconv(x, ei).float().sum().backward()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc() == n_tc, counts()
+# under torch.func (the kernels see the tensors under functorch's wrappers) and in deep models (a
+# mark per layer alive until backward) no view either
+from torch.func import functional_call, grad
+for conv_ in (gconv, conv.train(), tconv):
+    params = {k: v.detach() for k, v in conv_.named_parameters()}
+    for _ in range(2):
+        grad(lambda p: functional_call(conv_, p, (x, ei)).float().sum())(params)
+conv.eval()
+assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc() == n_tc, counts()
+deep = torch.nn.Sequential(*[gnnfuse.nn.GCNConv(64, 64) for _ in range(48)]).to(torch.bfloat16)
+h = x
+for layer in deep:
+    h = layer(h, ei)
+h.float().sum().backward()
 assert torch.ops.gnnfuse._cuda_tensor_core_views() == views and tc() == n_tc, counts()
 gconv = gnnfuse.nn.GCNConv(64, 64, cached=True).to(torch.bfloat16)  # a cached graph keeps its views
 for _ in range(3):

@@ -26,12 +26,15 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#if defined(GNNFUSE_CUDA_EMULATED)
-#include "cuda/emu/simt_emu.h"
-#endif
 #include "runtime/cpu.h"
 #include "torch/checks.h"
 #include "torch/weak_cache.h"
+
+#if defined(GNNFUSE_CUDA_EMULATED)
+namespace gnnfuse::simt {
+std::uint64_t ldmatrix_bank_conflicts();  // cuda/emu/simt_emu.h (not included here: its GNNFUSE_UNROLL is the emulator's)
+}
+#endif
 
 namespace gnnfuse::cuda_adapter {
 

@@ -4,7 +4,9 @@
 // (GNNFUSE_CUDA_EMULATED: CPU tensors, the kernel run by the SIMT emulator).
 #include "torch/cuda/tensor_cores.h"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -56,15 +58,56 @@ cache::WeakKeyedCache<std::shared_ptr<const View>>& views() {
 }
 std::atomic<int64_t> views_built{0};
 
-// The pattern tensors callers marked as converted for one call (mark_transient_pattern): auto
-// builds no view where the row pointers or the columns are marked. Held weakly, like the views.
-cache::WeakKeyedCache<bool>& transients() {
-  static cache::WeakKeyedCache<bool> cache(64);
-  return cache;
+// The memory of the pattern tensors callers marked as converted for one call
+// (mark_transient_pattern): auto builds no view where the row pointers or the columns lie in
+// marked memory. A mark holds its tensor weakly and matches by memory (data pointer and size)
+// while that tensor lives unchanged (its version): so a tensor the kernel sees under another
+// TensorImpl (torch.func unwraps its wrappers) still matches, and freed memory never does.
+class Marks {
+ public:
+  void mark(const at::Tensor& t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drop_dead();
+    if (marks_.size() >= kCapacity) marks_.erase(marks_.begin());  // (the oldest; a lost mark costs a view)
+    marks_.push_back({c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(t.getIntrusivePtr()), t.const_data_ptr(), t.numel(),
+                      static_cast<uint32_t>(t._version())});
+  }
+  bool marked(const at::Tensor& t) {
+    if (!cache::keyable(t)) return false;
+    const void* data = t.const_data_ptr();
+    std::lock_guard<std::mutex> lock(mutex_);
+    drop_dead();
+    for (const Mark& m : marks_) {
+      if (m.data != data || m.numel != t.numel()) continue;
+      const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> impl = m.impl.lock();
+      if (impl && impl->version_counter().current_version() == m.version) return true;
+    }
+    return false;
+  }
+
+ private:
+  // A layer marks two tensors per call, alive until its backward: room for deep models.
+  static constexpr size_t kCapacity = 4096;
+  struct Mark {
+    c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> impl;
+    const void* data;
+    int64_t numel;
+    uint32_t version;
+  };
+  void drop_dead() {
+    marks_.erase(std::remove_if(marks_.begin(), marks_.end(), [](const Mark& m) { return m.impl.expired(); }), marks_.end());
+  }
+  std::mutex mutex_;
+  std::vector<Mark> marks_;
+};
+
+Marks& transients() {
+  static Marks marks;
+  return marks;
 }
 
 bool transient(const at::Tensor& rowptr, const at::Tensor& col) {
-  return transients().lookup("tc_transient", {rowptr}, {}).has_value() || transients().lookup("tc_transient", {col}, {}).has_value();
+  return transients().marked(rowptr) || transients().marked(col);
 }
 
 // The view of op(A) (A: rows x cols in CSR) for blocks of k columns (tc_spmm.h). Every step is an
@@ -192,10 +235,13 @@ int64_t tensor_core_views_built() {
 }
 
 void mark_transient_pattern(const at::Tensor& t) {
-  // (a hint: tensors without plain data (fake, functorch wrappers) are not marked)
-  if (!cache::keyable(t) || !t.has_storage() || t.unsafeGetTensorImpl()->is_python_dispatch()) return;
+  // (a hint: tensors without plain data (fake, torch.func's wrappers, batched, meta, inference)
+  // are not marked; gnnfuse.nn unwraps torch.func's wrappers before marking)
+  if (!cache::keyable(t) || !t.has_storage() || t.unsafeGetTensorImpl()->is_python_dispatch() ||
+      t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::FuncTorchBatched})))
+    return;
   try {
-    transients().store("tc_transient", {t}, {}, true);
+    transients().mark(t);
   } catch (const c10::Error&) {
   }
 }

@@ -58,10 +58,12 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
 int64_t tensor_core_views_built();
 
 // Marks `t` (row pointers or columns of a pattern) as converted for one call: auto builds no view
-// of a pattern with a marked tensor (`on` still does). Held weakly by identity, data and version
-// (an in-place change unmarks it); the op gnnfuse::_cuda_tensor_cores_transient(Tensor[]) marks
-// from Python (the layers' per-call CSR, gnnfuse.nn). Tensors that cannot key a cache (inference
-// tensors) are not marked: auto builds no view of them anyway.
+// of a pattern whose row pointers or columns lie in marked memory (`on` still does). A mark holds
+// its tensor weakly and matches by data pointer and size while that tensor lives unchanged (an
+// in-place change unmarks it), so the tensor the kernels see under torch.func's wrappers matches
+// (gnnfuse.nn unwraps them before marking). The op gnnfuse::_cuda_tensor_cores_transient(Tensor[]) marks from Python
+// (the layers' per-call CSR, gnnfuse.nn). Tensors that cannot key a cache (inference tensors) are
+// not marked: auto builds no view of them anyway.
 void mark_transient_pattern(const at::Tensor& t);
 
 }  // namespace gnnfuse::cuda_adapter
