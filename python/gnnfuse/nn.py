@@ -545,7 +545,12 @@ class GCNConv(_Base):
         out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype, False)
         if not (self.cached and self.normalize):
             _transient_pattern(out[0], out[1])
-        if self.cached and self.normalize and not _tracing():  # (a trace reads each call's graph)
+        keep = self.cached and self.normalize and not _tracing()  # (a trace reads each call's graph)
+        if not torch.jit.is_scripting():
+            # (a graph normalised under inference mode holds inference tensors, which a later
+            # training call could not save for backward: the first call outside it caches)
+            keep = keep and not torch.is_inference_mode_enabled()
+        if keep:
             self._cache = out
             if not torch.jit.is_scripting():
                 if not torch.compiler.is_compiling() and not _is_sparse(edge_index):

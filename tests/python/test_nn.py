@@ -85,6 +85,23 @@ def test_gcnconv_cached_reuses_the_normalised_graph():
     torch.testing.assert_close(ours(x, other), theirs(x, other))
 
 
+def test_gcnconv_cached_first_called_in_inference_mode_trains_afterwards():
+    """A graph normalised under torch.inference_mode is not cached (its inference tensors could
+    not be saved for backward); the first call outside it caches, and training works."""
+    case = CASES["power_law"]
+    ours, theirs = _pair(gnn.GCNConv, pyg_nn.GCNConv, 4, 4, cached=True)
+    x = features(case.num_nodes, 4, torch.float64, seed=3)
+    with torch.inference_mode():
+        y_inf = ours(x, case.edge_index)
+    assert ours._cache is None
+    xg = x.clone().requires_grad_()
+    y = ours(xg, case.edge_index)
+    y.sum().backward()
+    assert ours._cache is not None and not ours._cache[0].is_inference() and xg.grad is not None
+    torch.testing.assert_close(y_inf, y.detach())
+    torch.testing.assert_close(y, theirs(x, case.edge_index))
+
+
 @pytest.mark.parametrize("name", GRAPHS)
 @pytest.mark.parametrize(
     "kwargs",
