@@ -17,6 +17,7 @@
 // keys live. Thread-safe (one mutex per cache).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -107,6 +108,13 @@ class WeakKeyedCache {
   void clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     entries_.clear();
+    next_ = 0;
+  }
+
+  // Drops every entry but the pinned ones (a captured CUDA graph's replays read their values).
+  void clear_unpinned() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.pinned; }), entries_.end());
     next_ = 0;
   }
 

@@ -145,9 +145,11 @@ def set_cuda_tensor_cores(mode: str) -> str:
     - ``"off"``: never.
 
     ``GNNFUSE_CUDA_TENSOR_CORES`` sets it at start-up. Read at every call, forward and backward.
-    The Tensor-Core kernel multiplies dense 16-row tiles: an inf or NaN in a row of ``x`` reaches
-    every output row of the 16-row window that reads it (0 * inf = NaN), not only the rows with
-    that edge; with finite inputs both paths agree within the dtype's rounding.
+    Both paths agree within the dtype's rounding; an inf or NaN in ``x`` lands in the same output
+    places on both. Each graph's condensed view (about 9 bytes per edge and direction) is built at
+    its first call and cached; a graph converted anew at every call (the layers' ``edge_index``)
+    is remembered by contents from its second call (at most 4 such graphs with their views:
+    ``clear_cuda_tensor_core_views`` frees them).
     """
     if mode not in TENSOR_CORE_MODES:
         raise ValueError(f"gnnfuse.set_cuda_tensor_cores: mode must be one of {TENSOR_CORE_MODES}, got {mode!r}")
@@ -158,6 +160,15 @@ def set_cuda_tensor_cores(mode: str) -> str:
             raise RuntimeError("gnnfuse.set_cuda_tensor_cores: this build of gnnfuse has no CUDA kernels")
         return "off"
     return str(torch.ops.gnnfuse._cuda_set_tensor_cores(mode))
+
+
+def clear_cuda_tensor_core_views() -> None:
+    """Frees the Tensor-Core SpMM's cached condensed views and the graphs it remembers by contents
+    (not the views a captured CUDA graph reads); later calls build them again."""
+    if torch.compiler.is_compiling():
+        raise RuntimeError("gnnfuse.clear_cuda_tensor_core_views: call it outside the compiled region")
+    if hasattr(torch.ops.gnnfuse, "_cuda_clear_tensor_core_views"):
+        torch.ops.gnnfuse._cuda_clear_tensor_core_views()
 
 
 @contextlib.contextmanager

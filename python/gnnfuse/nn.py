@@ -360,9 +360,11 @@ def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Option
 # O(N.H.C) in memory at any size (see `_size_rule_applies`).
 def _transient_pattern(rowptr: Tensor, col: Tensor) -> None:
     """Marks a CSR the layer converted for this call alone: the CUDA Tensor-Core SpMM (auto
-    mode) then builds no condensed view of it, which it could never reuse (a ``Graph``, a cached
-    graph and a pattern called again build one at the first call and keep it). Eager only: a
-    compiled, traced or scripted layer builds the view where auto takes Tensor Cores."""
+    mode) then builds no condensed view of it at its first sighting, which would be lost with the
+    tensor; at the next call (the same graph converted again, in new memory) the pattern is
+    remembered by contents with its views, and later calls use them (a ``Graph`` and a cached
+    graph build theirs at the first call and keep them). Eager only: in a compiled, traced or
+    scripted layer the first call builds a view too, and the pattern is remembered at the second."""
     if not torch.jit.is_scripting():  # (TorchScript compiles no part of it)
         if not torch.jit.is_tracing() and not torch.compiler.is_compiling():
             _mark_transient(rowptr, col)

@@ -5,6 +5,7 @@
 #include "torch/cuda/tensor_cores.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <cstdlib>
@@ -110,6 +111,129 @@ bool transient(const at::Tensor& rowptr, const at::Tensor& col) {
   return transients().marked(rowptr) || transients().marked(col);
 }
 
+std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k);
+
+// Patterns that recur in new memory: a layer converting edge_index anew at every call (the
+// patterns it marks transient), a compiled model's per-call CSR. Their views are found by the
+// patterns' contents. A first sighting leaves a fingerprint (the sizes, and sums of both arrays:
+// one read-back) with weak keys of its tensors; a pattern of that fingerprint in other memory is a
+// recurrence: it is copied (remembered) with its views, and every later pattern of its sizes is
+// compared with the copies element by element (one read-back). A fingerprint only decides where a
+// view is built: the view used is always that of equal contents. At most kPatterns remembered
+// patterns (the least recently used goes, with its views): they outlive the per-call tensors,
+// which is their purpose; about 8 bytes per entry plus the views'.
+class Recurring {
+ public:
+  // The view for (transpose, k) of a remembered pattern equal to (rowptr, col), built here where
+  // that pattern has none for them yet; null where no remembered pattern is equal.
+  std::shared_ptr<const View> find(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Pattern& p : patterns_) {
+      if (p.rows != rows || p.cols != cols || !like(p.rowptr, rowptr) || !like(p.col, col)) continue;
+      // (the tensors matched last, alive and unchanged, are not compared again: the other
+      // direction of one call)
+      if (!(p.last_rowptr && p.last_col && p.last_rowptr->same(rowptr) && p.last_col->same(col))) {
+        if (!at::logical_and(p.rowptr.eq(rowptr).all(), p.col.eq(col).all()).item<bool>()) continue;  // (one read-back)
+        p.last_rowptr.emplace(rowptr);
+        p.last_col.emplace(col);
+      }
+      p.used = ++clock_;
+      for (const auto& [key, view] : p.views)
+        if (key.first == transpose && key.second == k) return view;
+      std::shared_ptr<const View> view = build_view(rowptr, col, transpose, rows, cols, k);
+      ++views_built;
+      p.views.push_back({{transpose, k}, view});
+      return view;
+    }
+    return nullptr;
+  }
+
+  // Whether a pattern of this fingerprint was sighted before in other memory (a recurrence); a
+  // first sighting is recorded. The tensors of one sighting (both directions of one call) are
+  // one sighting.
+  bool recurs(const at::Tensor& rowptr, const at::Tensor& col, int64_t rows, int64_t cols) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const Sighting& s : sightings_)
+        if (s.rowptr.same(rowptr) && s.col.same(col)) return false;
+    }
+    const Fingerprint f = fingerprint(rowptr, col, rows, cols);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // (a sighting whose tensors are freed stays: their contents recurring in new memory is the point)
+    for (const Sighting& s : sightings_)
+      if (s.fingerprint == f && !(s.rowptr.same(rowptr) && s.col.same(col))) return true;
+    if (sightings_.size() >= kSightings) sightings_.erase(sightings_.begin());
+    sightings_.push_back({f, cache::TensorKey(rowptr), cache::TensorKey(col)});
+    return false;
+  }
+
+  // Remembers a copy of (rowptr, col) with its view for (transpose, k).
+  void remember(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k,
+                std::shared_ptr<const View> view) {
+    Pattern p{rows, cols, rowptr.clone(at::MemoryFormat::Contiguous), col.clone(at::MemoryFormat::Contiguous), cache::TensorKey(rowptr), cache::TensorKey(col), {}, 0};
+#if !defined(GNNFUSE_CUDA_EMULATED)
+    if (rowptr.is_cuda())  // (copied before another stream compares with them)
+      c10::cuda::getCurrentCUDAStream(rowptr.device().index()).synchronize();
+#endif
+    p.views.push_back({{transpose, k}, std::move(view)});
+    std::lock_guard<std::mutex> lock(mutex_);
+    p.used = ++clock_;
+    if (patterns_.size() >= kPatterns)
+      patterns_.erase(std::min_element(patterns_.begin(), patterns_.end(), [](const Pattern& a, const Pattern& b) { return a.used < b.used; }));
+    patterns_.push_back(std::move(p));
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return patterns_.size();
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    patterns_.clear();
+    sightings_.clear();
+  }
+
+ private:
+  static constexpr size_t kPatterns = 4, kSightings = 64;
+  using Fingerprint = std::array<int64_t, 8>;
+  struct Sighting {
+    Fingerprint fingerprint;
+    cache::TensorKey rowptr, col;
+  };
+  struct Pattern {
+    int64_t rows, cols;
+    at::Tensor rowptr, col;  // copies
+    std::optional<cache::TensorKey> last_rowptr, last_col;  // the tensors found equal last
+    std::vector<std::pair<std::pair<bool, int>, std::shared_ptr<const View>>> views;  // by (transpose, k)
+    uint64_t used;
+  };
+
+  static bool like(const at::Tensor& a, const at::Tensor& b) {
+    return a.numel() == b.numel() && a.dim() == b.dim() && a.scalar_type() == b.scalar_type() && a.device() == b.device();
+  }
+
+  // Sizes, and the sums of both arrays and of their squares (integers exact, squares in float64:
+  // the same contents give the same bits, other contents almost never do).
+  static Fingerprint fingerprint(const at::Tensor& rowptr, const at::Tensor& col, int64_t rows, int64_t cols) {
+    const at::Tensor r = rowptr.to(at::kLong), c = col.to(at::kLong);
+    const at::Tensor rd = r.to(at::kDouble), cd = c.to(at::kDouble);
+    const at::Tensor sums = at::stack({r.sum(), c.sum(), rd.mul(rd).sum().view(at::kLong), cd.mul(cd).sum().view(at::kLong)}).cpu();
+    const int64_t* s = sums.const_data_ptr<int64_t>();
+    return {rows, cols, rowptr.numel(), col.numel(), s[0], s[1], s[2], s[3]};
+  }
+
+  std::mutex mutex_;
+  std::vector<Pattern> patterns_;
+  std::vector<Sighting> sightings_;
+  uint64_t clock_ = 0;
+};
+
+Recurring& recurring() {
+  static Recurring r;
+  return r;
+}
+
 // The view of op(A) (A: rows x cols in CSR) for blocks of k columns (tc_spmm.h). Every step is an
 // ATen op on the pattern's device; the sizes (pairs, blocks) are read back.
 std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
@@ -170,16 +294,33 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
   return v;
 }
 
-// The cached view, else (not under capture; `forced`, or auto on a pattern not marked transient) a
-// new one, remembered where the pattern is cacheable.
+// The cached view, else (not under capture) that of a remembered pattern of equal contents, else
+// a new one: remembered by contents at a pattern's recurrence in new memory (Recurring), else
+// built (`forced`, or auto on a pattern not marked transient) and cached by the tensors' identity
+// where they can key a cache.
 std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k,
                                         bool forced) {
   const bool capturing = checks::capturing(rowptr);
   const std::vector<int64_t> ints{rows, cols, transpose ? 1 : 0, k};
   if (auto hit = views().lookup("tc_view", {rowptr, col}, ints, /*pin=*/capturing)) return *hit;
-  // Building reads sizes back (synchronisations): not while a CUDA graph is captured.
+  // Building and comparing read back (synchronisations): not while a CUDA graph is captured.
   if (capturing) return nullptr;
-  if (!forced && transient(rowptr, col)) return nullptr;
+  const bool marked = transient(rowptr, col);
+  if (cache::keyable(rowptr) && cache::keyable(col)) {
+    std::shared_ptr<const View> v = recurring().find(rowptr, col, transpose, rows, cols, k);
+    if (!v && recurring().recurs(rowptr, col, rows, cols)) {
+      v = build_view(rowptr, col, transpose, rows, cols, k);
+      ++views_built;
+      recurring().remember(rowptr, col, transpose, rows, cols, k, v);
+    }
+    if (v) {
+      // cached by identity too (a graph captured after a warm-up finds it), but for tensors marked
+      // as converted for one call: they would only push other graphs' views out
+      if (!marked) views().store("tc_view", {rowptr, col}, ints, v);
+      return v;
+    }
+  }
+  if (!forced && marked) return nullptr;
   std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
   ++views_built;
   views().store("tc_view", {rowptr, col}, ints, v);
@@ -232,6 +373,15 @@ TensorCores parse_tensor_cores(const std::string& name) {
 
 int64_t tensor_core_views_built() {
   return views_built.load();
+}
+
+int64_t tensor_core_patterns_remembered() {
+  return static_cast<int64_t>(recurring().size());
+}
+
+void clear_tensor_core_views() {
+  recurring().clear();
+  views().clear_unpinned();  // (a view a captured CUDA graph reads stays: its replays read it)
 }
 
 void mark_transient_pattern(const at::Tensor& t) {
@@ -351,6 +501,8 @@ std::string tensor_cores_op() {
 }
 
 int64_t tensor_core_views_op() { return gnnfuse::cuda_adapter::tensor_core_views_built(); }
+int64_t tensor_core_patterns_op() { return gnnfuse::cuda_adapter::tensor_core_patterns_remembered(); }
+void clear_tensor_core_views_op() { gnnfuse::cuda_adapter::clear_tensor_core_views(); }
 
 void transient_patterns_op(const std::vector<at::Tensor>& patterns) {
   for (const at::Tensor& t : patterns) gnnfuse::cuda_adapter::mark_transient_pattern(t);
@@ -362,5 +514,7 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("_cuda_set_tensor_cores(str mode) -> str", &set_tensor_cores_op);
   m.def("_cuda_tensor_cores() -> str", &tensor_cores_op);
   m.def("_cuda_tensor_core_views() -> int", &tensor_core_views_op);
+  m.def("_cuda_tensor_core_patterns() -> int", &tensor_core_patterns_op);
+  m.def("_cuda_clear_tensor_core_views() -> ()", &clear_tensor_core_views_op);
   m.def("_cuda_tensor_cores_transient(Tensor[] patterns) -> ()", &transient_patterns_op);
 }

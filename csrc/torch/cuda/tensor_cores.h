@@ -12,8 +12,10 @@
 //         of at least kTcMinF, and a condensed view whose columns are read by at least kTcMinReuse entries on
 //         average (the rows of x a window gathers once, which CUDA-core kernels gather per entry);
 //         a pattern's view is built at its first call, except for patterns marked transient
-//         (mark_transient_pattern: a graph a layer converts anew at every call, whose view could
-//         never be reused), which run the CUDA-core kernels;
+//         (mark_transient_pattern: a graph a layer converts anew at every call), which run the
+//         CUDA-core kernels until their contents recur in new memory (the layer's next call): then
+//         the pattern is remembered by contents with its views, and later calls with equal
+//         contents use them (a compiled model's per-call CSR, not marked, likewise);
 //   on    wherever it can run (any F, float32 as tf32 even where PyTorch does not allow tf32);
 //   off   never.
 // It cannot run on float64, with value factors of another dtype than x, or past int32 extents.
@@ -57,8 +59,17 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
 // Condensed views built since the library loaded (tests: that the cache holds).
 int64_t tensor_core_views_built();
 
+// Patterns remembered by contents (recurring in new memory: a layer's per-call CSR, a compiled
+// model's), at most 4, each with its views.
+int64_t tensor_core_patterns_remembered();
+
+// Frees the cached views and the remembered patterns (not the views a captured CUDA graph reads);
+// later calls build them again.
+void clear_tensor_core_views();
+
 // Marks `t` (row pointers or columns of a pattern) as converted for one call: auto builds no view
-// of a pattern whose row pointers or columns lie in marked memory (`on` still does). A mark holds
+// of a pattern whose row pointers or columns lie in marked memory (`on` still does) before its
+// contents recur in new memory. A mark holds
 // its tensor weakly and matches by data pointer and size while that tensor lives unchanged (an
 // in-place change unmarks it), so the tensor the kernels see under torch.func's wrappers matches
 // (gnnfuse.nn unwraps them before marking). The op gnnfuse::_cuda_tensor_cores_transient(Tensor[]) marks from Python
