@@ -38,6 +38,7 @@ from .ops import (
     _tracing,
     _validate_edge_index,
     gcn_plan,
+    split_on_tensor_cores,
     gcn_norm,
 )
 from .graph import Graph as _Graph
@@ -448,7 +449,8 @@ class GCNConv(_Base):
     (:func:`gnnfuse.ops.gcn_fused_choice`: fused in inference on large inputs in eager and
     TorchScript; in a program captured by ``torch.compile``, ``torch.export`` or
     ``torch.jit.trace``, fused in inference whatever the size, since the program must not keep
-    a choice made on the example's sizes). With ``cached``, the cached graph follows the
+    a choice made on the example's sizes; never on CUDA where both split products take Tensor
+    Cores, :func:`gnnfuse.ops.split_on_tensor_cores`). With ``cached``, the cached graph follows the
     layer's dtype and device (``.double()``, ``.to(device)`` after the first call); given ``x``
     with more rows than the cached graph's nodes, the extra rows receive no messages (as PyG),
     with fewer it is a RuntimeError.
@@ -606,7 +608,7 @@ class GCNConv(_Base):
         in_channels = _concrete(x.size(-1))
         # (a trace records one path: by the tensors, whatever the grad mode of the example call)
         needs_grad = (torch.is_grad_enabled() or _tracing()) and (x.requires_grad or self.lin.weight.requires_grad)
-        plan = gcn_plan(self.fused, x.size(0), in_channels, self.out_channels, needs_grad)
+        plan = gcn_plan(self.fused, x.size(0), in_channels, self.out_channels, needs_grad, split_on_tensor_cores(x))
         if plan == "fused":
             out = _ops.gcn(rowptr, col, w, x.contiguous(), self.lin.weight.t().contiguous())
         elif plan == "aggregate_first":

@@ -655,7 +655,25 @@ def gcn_aggregates_first(in_channels: int, out_channels: int) -> bool:
     return _concrete(in_channels) <= out_channels
 
 
-def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> bool:
+def split_on_tensor_cores(x: Tensor) -> bool:
+    """Whether both products of a GCN's split form can run on Tensor Cores for ``x``: on CUDA in
+    float16 or bfloat16, or float32 where PyTorch allows tf32 for matrix products
+    (``torch.backends.cuda.matmul.allow_tf32``; TorchScript: float32 counts as not). Its SpMM
+    then takes the Tensor-Core SpMM where that wins (``gnnfuse.backends.set_cuda_tensor_cores``)
+    and its GEMM cuBLAS's, where the fused op ``gcn`` multiplies by ``W`` on CUDA cores."""
+    if not x.is_cuda:
+        return False
+    if x.dtype == torch.float16 or x.dtype == torch.bfloat16:
+        return True
+    tf32 = False
+    if not torch.jit.is_scripting():  # (nested: TorchScript then compiles no part of it)
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+    return x.dtype == torch.float32 and tf32
+
+
+def gcn_fused_choice(
+    fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool, tensor_cores: bool = False
+) -> bool:
     """Input-sensitive fusion of a GCN product: whether the fused op ``gcn`` (aggregation and
     ``W`` in one pass over row blocks) runs instead of ``spmm`` and PyTorch's GEMM. ``fused``
     given: that. Otherwise fused exactly when nothing needs a gradient (its backward aggregates
@@ -666,20 +684,26 @@ def gcn_fused_choice(fused: Optional[bool], num_nodes: int, in_channels: int, ou
     The thresholds come from ``bench/bench_gcn_fusion.py`` (``bench/results/cpu_gcn_fusion_*``).
     In a captured program (:func:`_size_rule_applies`: ``torch.compile``, ``torch.export``,
     ``torch.jit.trace``) the size term is left out: fused in inference whenever the aggregation
-    is on the narrower side, at every size."""
+    is on the narrower side, at every size. ``tensor_cores`` (:func:`split_on_tensor_cores`: the
+    split form's products both on Tensor Cores, a CUDA ``x`` in 16 bits or tf32): never fused, the
+    fused op's product by ``W`` running on CUDA cores."""
     if fused is not None:
         return fused
+    if tensor_cores:
+        return False
     if not _size_rule_applies(num_nodes * out_channels):
         return (not needs_grad) and gcn_aggregates_first(in_channels, out_channels)
     return (not needs_grad) and gcn_aggregates_first(in_channels, out_channels) and _concrete(num_nodes) * out_channels >= 8388608
 
 
-def gcn_plan(fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool) -> str:
+def gcn_plan(
+    fused: Optional[bool], num_nodes: int, in_channels: int, out_channels: int, needs_grad: bool, tensor_cores: bool = False
+) -> str:
     """How a GCN product ``A X W`` runs, the one policy of :func:`gcn` and
     :class:`gnnfuse.nn.GCNConv`: ``"fused"`` (the op ``gcn``, :func:`gcn_fused_choice`), else
     split on PyTorch's GEMM by :func:`gcn_aggregates_first`: ``"aggregate_first"``
     (``spmm(A, X) @ W``) or ``"project_first"`` (``spmm(A, X @ W)``)."""
-    if gcn_fused_choice(fused, num_nodes, in_channels, out_channels, needs_grad):
+    if gcn_fused_choice(fused, num_nodes, in_channels, out_channels, needs_grad, tensor_cores):
         return "fused"
     if gcn_aggregates_first(in_channels, out_channels):
         return "aggregate_first"
@@ -741,7 +765,7 @@ def gcn(
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (edge_weight is not None and edge_weight.requires_grad)
     )
-    plan = gcn_plan(fused, x.size(0), x.size(1), weight.size(1), needs_grad)
+    plan = gcn_plan(fused, x.size(0), x.size(1), weight.size(1), needs_grad, split_on_tensor_cores(x))
     if plan == "fused":
         out = torch.ops.gnnfuse.gcn(rowptr, col, w, x.contiguous(), weight.contiguous())
     elif plan == "aggregate_first":

@@ -190,6 +190,52 @@ def test_gcn_fused_choice_is_input_sensitive():
     assert not choice(None, 20000, 32, 256, needs_grad=False)     # output of 5M elements: split
 
 
+def test_gcn_never_fused_by_default_where_the_split_takes_tensor_cores(monkeypatch):
+    choice = gnnfuse.ops.gcn_fused_choice
+    assert choice(None, 1 << 18, 16, 128, needs_grad=False) and not choice(None, 1 << 18, 16, 128, False, tensor_cores=True)
+    assert choice(True, 1 << 18, 16, 128, False, tensor_cores=True)  # fused=True: fused all the same
+    on = gnnfuse.ops.split_on_tensor_cores
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():  # (CUDA tensors without a GPU)
+        cuda = {dt: torch.empty(4, 8, device="cuda", dtype=dt) for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+    assert on(cuda[torch.float16]) and on(cuda[torch.bfloat16]) and not on(cuda[torch.float64])
+    assert not on(torch.empty(4, 8, dtype=torch.bfloat16))  # (CPU)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert not on(cuda[torch.float32])
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert on(cuda[torch.float32])
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    # the layer and gnnfuse.gcn ask it of their x: a large inference product, fused on this CPU,
+    # is split where the split takes Tensor Cores
+    plans, plan = [], gnnfuse.ops.gcn_plan
+
+    def spy(*args):
+        plans.append((args[-1], plan(*args)))
+        return plans[-1][1]
+
+    monkeypatch.setattr(gnnfuse.nn, "gcn_plan", spy)
+    case = CASES["power_law"]
+    n = 1 << 17
+    ei = torch.cat([case.edge_index, case.edge_index + case.num_nodes], 1)
+    x = torch.randn(n, 8)
+    layer = gnnfuse.nn.GCNConv(8, 64)
+    with torch.no_grad():
+        want = layer(x, ei)
+        monkeypatch.setattr(gnnfuse.nn, "split_on_tensor_cores", lambda x: True)
+        got = layer(x, ei)
+    assert plans == [(False, "fused"), (True, "aggregate_first")], plans
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(gnnfuse.ops, "split_on_tensor_cores", lambda x: True)
+    monkeypatch.setattr(gnnfuse.ops, "gcn_plan", spy)
+    with torch.no_grad():
+        torch.testing.assert_close(gnnfuse.gcn(ei, x, layer.lin.weight.t()), want - layer.bias, rtol=1e-5, atol=1e-5)
+    assert plans[-1] == (True, "aggregate_first"), plans
+
+
 @pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
 def test_gcnconv_fused_choice_matches_split(grad):
     case = CASES["power_law"]

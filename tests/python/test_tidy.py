@@ -297,7 +297,7 @@ def test_every_public_layer_and_op_has_a_docstring():
                         if attr in ("message", "edge_update", "reset_parameters", "extra_repr"):
                             continue  # PyG's hooks and torch.nn.Module's methods, documented there
                         missing.append(f"{name}.{attr}")
-    for name in ("gcn_plan", "gcn_aggregates_first", "gcn_fused_choice", "attention_dropout"):
+    for name in ("gcn_plan", "gcn_aggregates_first", "gcn_fused_choice", "split_on_tensor_cores", "attention_dropout"):
         if not (getattr(gnnfuse.ops, name).__doc__ or "").strip():
             missing.append("gnnfuse.ops." + name)
     assert not missing, missing
