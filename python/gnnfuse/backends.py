@@ -148,8 +148,8 @@ def set_cuda_tensor_cores(mode: str) -> str:
     Both paths agree within the dtype's rounding; an inf or NaN in ``x`` lands in the same output
     places on both. Each graph's condensed view (about 9 bytes per edge and direction) is built at
     its first call and cached; a graph converted anew at every call (the layers' ``edge_index``)
-    is remembered by contents from its second call (at most 4 such graphs with their views:
-    ``clear_cuda_tensor_core_views`` frees them).
+    is remembered by contents from its second call (at most 8 such graphs, each with a copy of its
+    CSR, about 8 bytes per edge, and its views; ``clear_cuda_tensor_core_views`` frees them).
     """
     if mode not in TENSOR_CORE_MODES:
         raise ValueError(f"gnnfuse.set_cuda_tensor_cores: mode must be one of {TENSOR_CORE_MODES}, got {mode!r}")

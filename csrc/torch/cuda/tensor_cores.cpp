@@ -115,72 +115,116 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
 
 // Patterns that recur in new memory: a layer converting edge_index anew at every call (the
 // patterns it marks transient), a compiled model's per-call CSR. Their views are found by the
-// patterns' contents. A first sighting leaves a fingerprint (the sizes, and sums of both arrays:
-// one read-back) with weak keys of its tensors; a pattern of that fingerprint in other memory is a
-// recurrence: it is copied (remembered) with its views, and every later pattern of its sizes is
-// compared with the copies element by element (one read-back). A fingerprint only decides where a
-// view is built: the view used is always that of equal contents. At most kPatterns remembered
-// patterns (the least recently used goes, with its views): they outlive the per-call tensors,
-// which is their purpose; about 8 bytes per entry plus the views'.
+// patterns' contents. A first sighting leaves a fingerprint (sizes, dtypes, device, and sums of
+// both arrays: one read-back) with weak keys of its tensors; a pattern of that fingerprint in
+// other memory is a recurrence: its view is built, and where Tensor Cores would take it (reuse) the
+// pattern is copied (remembered) with it, else its fingerprint is marked as not worth a view in
+// that direction (none built for it again in auto). Every later pattern of a remembered one's sizes is
+// compared with the copies element by element (one read-back; not again for the other direction
+// of the same tensors), so a fingerprint only decides where a view is built, never which one is
+// used. At most kPatterns remembered patterns; a new one takes the place of one unused for
+// kStale lookups, else it is not remembered (a working set larger than the table keeps what it
+// has instead of building views in a cycle). The comparisons and builds run outside the table's
+// lock (a synchronisation of one device does not hold back the threads of another).
 class Recurring {
  public:
+  enum class Seen { First, Again, NotWorth, NoRoom };
+  using Fingerprint = std::array<int64_t, 12>;
+
   // The view for (transpose, k) of a remembered pattern equal to (rowptr, col), built here where
-  // that pattern has none for them yet; null where no remembered pattern is equal.
+  // that pattern has none for them yet (low_reuse_view() where it would not be worth one); null
+  // where no remembered pattern is equal.
   std::shared_ptr<const View> find(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (Pattern& p : patterns_) {
-      if (p.rows != rows || p.cols != cols || !like(p.rowptr, rowptr) || !like(p.col, col)) continue;
-      // (the tensors matched last, alive and unchanged, are not compared again: the other
-      // direction of one call)
-      if (!(p.last_rowptr && p.last_col && p.last_rowptr->same(rowptr) && p.last_col->same(col))) {
-        if (!at::logical_and(p.rowptr.eq(rowptr).all(), p.col.eq(col).all()).item<bool>()) continue;  // (one read-back)
-        p.last_rowptr.emplace(rowptr);
-        p.last_col.emplace(col);
+    std::vector<std::shared_ptr<Pattern>> candidates;
+    uint64_t now;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      now = ++clock_;
+      for (const std::shared_ptr<Pattern>& p : patterns_)
+        if (p->rows == rows && p->cols == cols && like(p->rowptr, rowptr) && like(p->col, col)) candidates.push_back(p);
+    }
+    for (const std::shared_ptr<Pattern>& p : candidates) {
+      bool known;
+      {
+        std::lock_guard<std::mutex> lock(p->mutex);
+        known = p->last_rowptr && p->last_col && p->last_rowptr->same(rowptr) && p->last_col->same(col);
       }
-      p.used = ++clock_;
-      for (const auto& [key, view] : p.views)
-        if (key.first == transpose && key.second == k) return view;
-      std::shared_ptr<const View> view = build_view(rowptr, col, transpose, rows, cols, k);
+      if (!known) {
+        if (!at::logical_and(p->rowptr.eq(rowptr).all(), p->col.eq(col).all()).item<bool>()) continue;  // (one read-back)
+        std::lock_guard<std::mutex> lock(p->mutex);
+        p->last_rowptr.emplace(rowptr);
+        p->last_col.emplace(col);
+      }
+      p->used = now;
+      if (std::shared_ptr<const View> v = p->view(transpose, k)) return v;
+      std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
       ++views_built;
-      p.views.push_back({{transpose, k}, view});
-      return view;
+      if (v->reuse() < kTcMinReuse) v = low_reuse_view();
+      return p->add(transpose, k, v);
     }
     return nullptr;
   }
 
-  // Whether a pattern of this fingerprint was sighted before in other memory (a recurrence); a
-  // first sighting is recorded. The tensors of one sighting (both directions of one call) are
-  // one sighting.
-  bool recurs(const at::Tensor& rowptr, const at::Tensor& col, int64_t rows, int64_t cols) {
+  // Whether a pattern of this fingerprint (`f`, computed here) was sighted before in other memory
+  // and has room to be remembered; a first sighting is recorded. The tensors of one sighting (both
+  // directions of one call) are one sighting.
+  Seen sighting(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k, Fingerprint& f) {
+    const std::pair<bool, int> key{transpose, k};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const Sighting& s : sightings_)
-        if (s.rowptr.same(rowptr) && s.col.same(col)) return false;
+        if (s.rowptr.same(rowptr) && s.col.same(col)) return s.not_worth(key) ? Seen::NotWorth : Seen::First;
     }
-    const Fingerprint f = fingerprint(rowptr, col, rows, cols);
+    f = fingerprint(rowptr, col, rows, cols);
     std::lock_guard<std::mutex> lock(mutex_);
     // (a sighting whose tensors are freed stays: their contents recurring in new memory is the point)
     for (const Sighting& s : sightings_)
-      if (s.fingerprint == f && !(s.rowptr.same(rowptr) && s.col.same(col))) return true;
+      if (s.fingerprint == f) {
+        if (s.not_worth(key)) return Seen::NotWorth;
+        return victim() != nullptr || patterns_.size() < kPatterns ? Seen::Again : Seen::NoRoom;
+      }
     if (sightings_.size() >= kSightings) sightings_.erase(sightings_.begin());
-    sightings_.push_back({f, cache::TensorKey(rowptr), cache::TensorKey(col)});
-    return false;
+    sightings_.push_back({f, cache::TensorKey(rowptr), cache::TensorKey(col), {}});
+    return Seen::First;
   }
 
-  // Remembers a copy of (rowptr, col) with its view for (transpose, k).
+  // Remembers a copy of (rowptr, col) with its view for (transpose, k), where there is room; or,
+  // where that view is not worth Tensor Cores, only that (by the fingerprint `f`).
   void remember(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k,
-                std::shared_ptr<const View> view) {
-    Pattern p{rows, cols, rowptr.clone(at::MemoryFormat::Contiguous), col.clone(at::MemoryFormat::Contiguous), cache::TensorKey(rowptr), cache::TensorKey(col), {}, 0};
+                const std::shared_ptr<const View>& view, const Fingerprint& f) {
+    if (view->reuse() < kTcMinReuse) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Sighting& s : sightings_)
+        if (s.fingerprint == f) s.low_reuse.push_back({transpose, k});
+      return;
+    }
+    auto p = std::make_shared<Pattern>();
+    p->rows = rows;
+    p->cols = cols;
+    p->rowptr = rowptr.clone(at::MemoryFormat::Contiguous);
+    p->col = col.clone(at::MemoryFormat::Contiguous);
+    p->last_rowptr.emplace(rowptr);
+    p->last_col.emplace(col);
+    p->views.push_back({{transpose, k}, view});
 #if !defined(GNNFUSE_CUDA_EMULATED)
     if (rowptr.is_cuda())  // (copied before another stream compares with them)
       c10::cuda::getCurrentCUDAStream(rowptr.device().index()).synchronize();
 #endif
-    p.views.push_back({{transpose, k}, std::move(view)});
     std::lock_guard<std::mutex> lock(mutex_);
-    p.used = ++clock_;
-    if (patterns_.size() >= kPatterns)
-      patterns_.erase(std::min_element(patterns_.begin(), patterns_.end(), [](const Pattern& a, const Pattern& b) { return a.used < b.used; }));
+    p->used = ++clock_;
+    if (patterns_.size() >= kPatterns) {
+      std::shared_ptr<Pattern>* out = victim();
+      if (out == nullptr) return;  // (taken meanwhile)
+      *out = std::move(p);
+      return;
+    }
     patterns_.push_back(std::move(p));
+  }
+
+  // The view standing for "not worth Tensor Cores": no tensors, reuse 0.
+  static std::shared_ptr<const View> low_reuse_view() {
+    static const std::shared_ptr<const View> v = std::make_shared<View>();
+    return v;
   }
 
   size_t size() {
@@ -195,36 +239,64 @@ class Recurring {
   }
 
  private:
-  static constexpr size_t kPatterns = 4, kSightings = 64;
-  using Fingerprint = std::array<int64_t, 8>;
+  static constexpr size_t kPatterns = 8, kSightings = 64;
+  static constexpr uint64_t kStale = 256;  // lookups
   struct Sighting {
     Fingerprint fingerprint;
     cache::TensorKey rowptr, col;
+    std::vector<std::pair<bool, int>> low_reuse;  // the (transpose, k) whose views are not worth Tensor Cores
+    bool not_worth(const std::pair<bool, int>& key) const { return std::find(low_reuse.begin(), low_reuse.end(), key) != low_reuse.end(); }
   };
   struct Pattern {
-    int64_t rows, cols;
+    int64_t rows = 0, cols = 0;
     at::Tensor rowptr, col;  // copies
+    std::atomic<uint64_t> used{0};
+    std::mutex mutex;  // the members below
     std::optional<cache::TensorKey> last_rowptr, last_col;  // the tensors found equal last
     std::vector<std::pair<std::pair<bool, int>, std::shared_ptr<const View>>> views;  // by (transpose, k)
-    uint64_t used;
+    std::shared_ptr<const View> view(bool transpose, int k) {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& [key, v] : views)
+        if (key.first == transpose && key.second == k) return v;
+      return nullptr;
+    }
+    // `v`, or the view another thread added meanwhile
+    std::shared_ptr<const View> add(bool transpose, int k, std::shared_ptr<const View> v) {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& [key, o] : views)
+        if (key.first == transpose && key.second == k) return o;
+      views.push_back({{transpose, k}, v});
+      return v;
+    }
   };
+
+  // The least recently used pattern, where it is stale (mutex_ held).
+  std::shared_ptr<Pattern>* victim() {
+    std::shared_ptr<Pattern>* out = nullptr;
+    for (std::shared_ptr<Pattern>& p : patterns_)
+      if (out == nullptr || p->used < (*out)->used) out = &p;
+    return out != nullptr && (*out)->used + kStale < clock_ ? out : nullptr;
+  }
 
   static bool like(const at::Tensor& a, const at::Tensor& b) {
     return a.numel() == b.numel() && a.dim() == b.dim() && a.scalar_type() == b.scalar_type() && a.device() == b.device();
   }
 
-  // Sizes, and the sums of both arrays and of their squares (integers exact, squares in float64:
-  // the same contents give the same bits, other contents almost never do).
+  // Sizes, dtypes, device, and sums of both arrays: plain, weighted by position (weights 1 to
+  // 251, integers exact) and of the squares (float64): the same contents give the same bits,
+  // other contents almost never do (a relabelled or shifted graph of equal degrees included).
   static Fingerprint fingerprint(const at::Tensor& rowptr, const at::Tensor& col, int64_t rows, int64_t cols) {
     const at::Tensor r = rowptr.to(at::kLong), c = col.to(at::kLong);
+    const at::Tensor cw = at::arange(c.numel(), c.options()).remainder_(251).add_(1).mul_(c);
     const at::Tensor rd = r.to(at::kDouble), cd = c.to(at::kDouble);
-    const at::Tensor sums = at::stack({r.sum(), c.sum(), rd.mul(rd).sum().view(at::kLong), cd.mul(cd).sum().view(at::kLong)}).cpu();
+    const at::Tensor sums = at::stack({r.sum(), c.sum().add(cw.sum().mul(7919)), rd.mul(rd).sum().view(at::kLong), cd.mul(cd).sum().view(at::kLong)}).cpu();
     const int64_t* s = sums.const_data_ptr<int64_t>();
-    return {rows, cols, rowptr.numel(), col.numel(), s[0], s[1], s[2], s[3]};
+    return {rows, cols, rowptr.numel(), col.numel(), static_cast<int64_t>(rowptr.scalar_type()), static_cast<int64_t>(col.scalar_type()),
+            static_cast<int64_t>(rowptr.device().type()), rowptr.device().index(), s[0], s[1], s[2], s[3]};
   }
 
-  std::mutex mutex_;
-  std::vector<Pattern> patterns_;
+  std::mutex mutex_;  // the members below
+  std::vector<std::shared_ptr<Pattern>> patterns_;
   std::vector<Sighting> sightings_;
   uint64_t clock_ = 0;
 };
@@ -295,9 +367,9 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
 }
 
 // The cached view, else (not under capture) that of a remembered pattern of equal contents, else
-// a new one: remembered by contents at a pattern's recurrence in new memory (Recurring), else
-// built (`forced`, or auto on a pattern not marked transient) and cached by the tensors' identity
-// where they can key a cache.
+// a new one: at a pattern's recurrence in new memory (Recurring), else (`forced`, or auto on a
+// pattern not marked transient) built and cached by the tensors' identity where they can key a
+// cache. Recurring::low_reuse_view() where auto would not take Tensor Cores.
 std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols, int k,
                                         bool forced) {
   const bool capturing = checks::capturing(rowptr);
@@ -306,22 +378,35 @@ std::shared_ptr<const View> cached_view(const at::Tensor& rowptr, const at::Tens
   // Building and comparing read back (synchronisations): not while a CUDA graph is captured.
   if (capturing) return nullptr;
   const bool marked = transient(rowptr, col);
+  std::shared_ptr<const View> v;
   if (cache::keyable(rowptr) && cache::keyable(col)) {
-    std::shared_ptr<const View> v = recurring().find(rowptr, col, transpose, rows, cols, k);
-    if (!v && recurring().recurs(rowptr, col, rows, cols)) {
-      v = build_view(rowptr, col, transpose, rows, cols, k);
-      ++views_built;
-      recurring().remember(rowptr, col, transpose, rows, cols, k, v);
-    }
-    if (v) {
-      // cached by identity too (a graph captured after a warm-up finds it), but for tensors marked
-      // as converted for one call: they would only push other graphs' views out
-      if (!marked) views().store("tc_view", {rowptr, col}, ints, v);
-      return v;
+    v = recurring().find(rowptr, col, transpose, rows, cols, k);
+    if (!v) {
+      Recurring::Fingerprint f{};
+      switch (recurring().sighting(rowptr, col, transpose, rows, cols, k, f)) {
+        case Recurring::Seen::Again:
+          v = build_view(rowptr, col, transpose, rows, cols, k);
+          ++views_built;
+          recurring().remember(rowptr, col, transpose, rows, cols, k, v, f);
+          break;
+        case Recurring::Seen::NotWorth:
+          if (!forced) return nullptr;
+          break;
+        case Recurring::Seen::First:
+        case Recurring::Seen::NoRoom:
+          break;
+      }
     }
   }
+  if (v && v->block_ptr.defined()) {
+    // cached by identity too (a graph captured after a warm-up finds it), but for tensors marked
+    // as converted for one call: they would only push other graphs' views out
+    if (!marked) views().store("tc_view", {rowptr, col}, ints, v);
+    return v;
+  }
+  if (v && !forced) return v;  // (not worth Tensor Cores)
   if (!forced && marked) return nullptr;
-  std::shared_ptr<const View> v = build_view(rowptr, col, transpose, rows, cols, k);
+  v = build_view(rowptr, col, transpose, rows, cols, k);
   ++views_built;
   views().store("tc_view", {rowptr, col}, ints, v);
   return v;

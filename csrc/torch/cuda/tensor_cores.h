@@ -60,7 +60,7 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
 int64_t tensor_core_views_built();
 
 // Patterns remembered by contents (recurring in new memory: a layer's per-call CSR, a compiled
-// model's), at most 4, each with its views.
+// model's), at most 8, each with a copy of its CSR and its views.
 int64_t tensor_core_patterns_remembered();
 
 // Frees the cached views and the remembered patterns (not the views a captured CUDA graph reads);
