@@ -42,6 +42,12 @@ def tc(op=None):  # Tensor-Core launches of op (of every op: None)
 def dense_of(rowptr, col, n, m, w):
     rows = torch.repeat_interleave(torch.arange(n), rowptr.diff())
     return torch.zeros(n, m, dtype=torch.float64).index_put_((rows, col.long()), w.double(), accumulate=True)
+def csr(rows, cols, n):
+    order = torch.argsort(rows * 100000 + cols)
+    rows, cols = rows[order], cols[order]
+    rowptr = torch.zeros(n + 1, dtype=torch.int64)
+    rowptr[1:] = torch.cumsum(torch.bincount(rows, minlength=n), 0)
+    return rowptr, cols
 def rel(got, want):
     return (got.double() - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
 """
@@ -211,12 +217,6 @@ from gnnfuse import backends
 assert backends.get_cuda_tensor_cores() == "auto"
 # a graph with locality: 64 nodes in 4 cliques of 16 (each window reads 16 rows 16 times each),
 # and one without: 64 rows each reading 4 distinct far-apart columns of 4096
-def csr(rows, cols, n):
-    order = torch.argsort(rows * 100000 + cols)
-    rows, cols = rows[order], cols[order]
-    rowptr = torch.zeros(n + 1, dtype=torch.int64)
-    rowptr[1:] = torch.cumsum(torch.bincount(rows, minlength=n), 0)
-    return rowptr, cols
 r = torch.arange(64).repeat_interleave(16); c = (r // 16) * 16 + torch.arange(16).repeat(64)
 local = gnnfuse.Graph(*csr(r, c, 64), 64, 64)
 r2 = torch.arange(64).repeat_interleave(4); c2 = torch.randperm(4096)[:256]
@@ -407,12 +407,6 @@ _RECURRING = _COMMON + r"""
 torch.manual_seed(2)
 from gnnfuse import backends
 V, P = torch.ops.gnnfuse._cuda_tensor_core_views, torch.ops.gnnfuse._cuda_tensor_core_patterns
-def csr(rows, cols, n):
-    order = torch.argsort(rows * 100000 + cols)
-    rows, cols = rows[order], cols[order]
-    rowptr = torch.zeros(n + 1, dtype=torch.int64)
-    rowptr[1:] = torch.cumsum(torch.bincount(rows, minlength=n), 0)
-    return rowptr, cols
 def cliques(size, shift):  # 64 nodes in cliques of `size`, nodes shifted by `shift` (another pattern)
     r = torch.arange(64).repeat_interleave(size)
     return csr(r, (((r + shift) // size) * size + torch.arange(size).repeat(64) - shift) % 64, 64)
