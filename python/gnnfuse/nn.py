@@ -11,7 +11,8 @@ and the ``MessagePassing`` keyword arguments are accepted where they mean what t
 The aggregations run on the registered ops (``spmm``; the fused ``gat`` and
 ``graph_attention``; ``sddmm_add``, ``edge_softmax_heads``, ``spmm_heads`` where the attention
 coefficients are needed: dropout, edge features, returned weights) over a CSR built once per
-call (once per graph with ``cached=True``); their backward is the generated one.
+call (GCNConv: once per unchanged graph tensor in eager mode; once per graph with
+``cached=True``); their backward is the generated one.
 """
 
 import math
@@ -359,7 +360,7 @@ def _check_sparse_sizes(layer: str, adj_t: Tensor, num_src: int, num_dst: Option
 # torch.jit.trace) would keep one side of that rule for every size (an exported program with a
 # dynamic E refused the graphs past it), so there `fused=None` takes the fused ops, right and
 # O(N.H.C) in memory at any size (see `_size_rule_applies`).
-def _transient_pattern(rowptr: Tensor, col: Tensor) -> None:
+def _transient_pattern(rowptr: Tensor, col: Tensor, transient: bool = True) -> None:
     """Marks a CSR the layer converted for this call alone: the CUDA Tensor-Core SpMM (auto
     mode) then builds no condensed view of it at its first sighting, which would be lost with the
     tensor; at the next call (the same graph converted again, in new memory) the pattern is
@@ -368,10 +369,10 @@ def _transient_pattern(rowptr: Tensor, col: Tensor) -> None:
     scripted layer the first call builds a view too, and the pattern is remembered at the second."""
     if not torch.jit.is_scripting():  # (TorchScript compiles no part of it)
         if not torch.jit.is_tracing() and not torch.compiler.is_compiling():
-            _mark_transient(rowptr, col)
+            _mark_transient(rowptr, col, transient)
 
 
-def _mark_transient(rowptr: Tensor, col: Tensor) -> None:
+def _mark_transient(rowptr: Tensor, col: Tensor, transient: bool = True) -> None:
     global _TC_TRANSIENT
     if _TC_TRANSIENT is None:  # (the op exists where the CUDA adapters are built)
         _TC_TRANSIENT = hasattr(torch.ops.gnnfuse, "_cuda_tensor_cores_transient")
@@ -385,10 +386,81 @@ def _mark_transient(rowptr: Tensor, col: Tensor) -> None:
             tensors[i] = t
         # (past functorch's front layer, which would wrap them again for the op)
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchDynamicLayerFrontMode)):
-            torch.ops.gnnfuse._cuda_tensor_cores_transient(tensors)
+            torch.ops.gnnfuse._cuda_tensor_cores_transient(tensors, transient)
 
 
 _TC_TRANSIENT: Optional[bool] = None
+
+
+class _Conversions:
+    """The layers' conversions of a graph (GCNConv's normalised CSR), kept for later calls with
+    the same inputs, in eager mode. An entry is keyed by each input tensor's identity (held
+    weakly: the entry goes with its ``edge_index``), version counter, data pointer, shape,
+    strides, dtype and device, and by the conversion's arguments. So a graph passed call after
+    call (full-batch training, every layer of a model) is converted once, as with ``cached=True``,
+    while another tensor or an in-place change of it is converted anew (a write that bypasses
+    the version counter, through ``.data`` or NumPy, is not seen: as for every cache keyed by
+    tensors). Nothing is kept for inputs that need a gradient, inference tensors or inference
+    mode, sparse or subclassed tensors (torch.func's wrappers, fake tensors), under a Python
+    dispatch mode, or in a compiled, traced or scripted program. At most ``capacity`` entries,
+    the oldest dropped first. A new conversion is marked transient for the Tensor-Core SpMM
+    (one call's graph) until it is used again."""
+
+    def __init__(self, capacity: int = 8) -> None:
+        self.capacity = capacity
+        self.entries: typing.List[typing.Any] = []
+
+    @staticmethod
+    def _keyable(t: Optional[Tensor]) -> bool:
+        if t is None:
+            return True
+        return (
+            type(t) is torch.Tensor and t.layout == torch.strided and t.device.type != "meta" and not t.requires_grad and not t.is_inference()
+            and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+        )
+
+    @staticmethod
+    def _key(t: Optional[Tensor]) -> Any:
+        if t is None:
+            return None
+        return (t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+
+    def usable(self, tensors: typing.Sequence[Optional[Tensor]]) -> bool:
+        """Whether a conversion of ``tensors`` may be kept and looked up (eager, see above)."""
+        if torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
+            return False
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        return _get_current_dispatch_mode() is None and all(self._keyable(t) for t in tensors)
+
+    def lookup(self, tensors: typing.Sequence[Optional[Tensor]], args: Tuple[Any, ...]) -> Optional[Tuple[Tensor, ...]]:
+        self.entries = [e for e in self.entries if all(r is None or r() is not None for r in e[0])]
+        for entry in self.entries:
+            refs, keys, entry_args, value, reused = entry
+            if entry_args != args or len(refs) != len(tensors):
+                continue
+            if all((r is None and t is None) or (r is not None and t is not None and r() is t) for r, t in zip(refs, tensors)) and keys == [
+                self._key(t) for t in tensors
+            ]:
+                if not reused:  # (used again: no longer one call's graph)
+                    _transient_pattern(value[0], value[1], False)
+                    entry[4] = True
+                return value
+        return None
+
+    def store(self, tensors: typing.Sequence[Optional[Tensor]], args: Tuple[Any, ...], value: Tuple[Tensor, ...]) -> None:
+        import weakref
+
+        refs = [None if t is None else weakref.ref(t) for t in tensors]
+        self.entries.append([refs, [self._key(t) for t in tensors], args, value, False])
+        if len(self.entries) > self.capacity:
+            self.entries.pop(0)
+
+    def clear(self) -> None:
+        self.entries = []
+
+
+_CONVERSIONS = _Conversions()
 
 
 def _csc_for_backward(
@@ -436,7 +508,10 @@ class GCNConv(_Base):
 
     Arguments as ``torch_geometric.nn.GCNConv``: ``in_channels`` (-1: lazy), ``improved`` fills
     self-loops with 2, ``cached`` keeps the normalised graph of the first call (transductive use;
-    with ``normalize`` only, as PyG), ``add_self_loops`` (default: ``normalize``) adds the
+    with ``normalize`` only, as PyG; without it, in eager mode, the graph normalised for the same
+    unchanged ``edge_index`` and ``edge_weight`` tensors is kept while they live, shared by the
+    layers of equal settings, see ``_Conversions``: another graph or an in-place change is
+    normalised anew), ``add_self_loops`` (default: ``normalize``) adds the
     missing self-loops, ``normalize`` applies the symmetric normalisation, ``bias``, and the
     ``MessagePassing`` keyword arguments (see ``_message_passing_args``). ``edge_weight`` is cast
     to ``x``'s dtype (the output has ``x``'s dtype). A sparse ``adj_t`` as ``edge_index`` is
@@ -544,11 +619,23 @@ class GCNConv(_Base):
             if not _tracing():
                 self._cache = out
             return out
+        keep_conversion = False
+        if not torch.jit.is_scripting():  # (nested: TorchScript then compiles no part of it)
+            if not (self.cached and self.normalize) and _CONVERSIONS.usable([edge_index, edge_weight]):
+                keep_conversion = True
+                args = ("gcn_norm", _concrete(num_nodes), dtype, device, self.improved, self.add_self_loops, self.normalize)
+                kept = _CONVERSIONS.lookup([edge_index, edge_weight], args)
+                if kept is not None:
+                    return kept[0], kept[1], kept[2]
+        inputs = (edge_index, edge_weight)
         edge_index, edge_weight, add_self_loops = self._edges(edge_index, edge_weight, num_nodes, dtype)
         # (forward validated edge_index; a sparse adj_t's edges are valid)
         out = gcn_norm(edge_index, edge_weight, num_nodes, self.improved, add_self_loops, self.normalize, dtype, False)
         if not (self.cached and self.normalize):
             _transient_pattern(out[0], out[1])
+        if not torch.jit.is_scripting():
+            if keep_conversion:
+                _CONVERSIONS.store(inputs, args, out)
         keep = self.cached and self.normalize and not _tracing()  # (a trace reads each call's graph)
         if not torch.jit.is_scripting():
             # (a graph normalised under inference mode holds inference tensors, which a later

@@ -628,3 +628,78 @@ def test_small_sparse_adjacency_and_bad_sizes():
     adj = _sparse_adjacencies(edge_index, 2)["csr"]
     with pytest.raises(ValueError, match=r"gnnfuse.nn.GATConv: a sparse adjacency adj_t of shape \[2, 2\]"):
         gnn.GATConv(5, 4).double()(features(3, 5, torch.float64, seed=42), adj)
+
+
+def test_gcnconv_converts_an_unchanged_graph_once(monkeypatch):
+    """Uncached GCNConv keeps its normalised CSR for the same, unchanged input tensors (eager):
+    converted once per graph, shared by layers of equal settings, converted anew for another
+    tensor, an in-place change, another dtype, an edge_weight needing a gradient, inference mode."""
+    import gc
+
+    calls = []
+    norm = gnn.gcn_norm
+
+    def counting(*args):
+        calls.append(1)
+        return norm(*args)
+
+    monkeypatch.setattr(gnn, "gcn_norm", counting)
+    gnn._CONVERSIONS.clear()
+    case = CASES["power_law"]
+    n = case.num_nodes
+    ei = case.edge_index.clone()
+    x = features(n, 8, torch.float64, seed=3)
+    torch.manual_seed(0)
+    conv, conv2 = gnn.GCNConv(8, 4).double(), gnn.GCNConv(8, 4).double()
+    ref = gnn.GCNConv(8, 4).double()
+    ref.load_state_dict(conv.state_dict())
+
+    def fresh(layer, *a):  # the same layer on a copy of the graph: converted anew
+        before = len(calls)
+        out = layer(x, *[t.clone() if t is not None else None for t in a])
+        assert len(calls) == before + 1
+        return out
+
+    y = conv(x, ei)
+    conv(x, ei).sum().backward()
+    conv2(x, ei)
+    assert len(calls) == 1  # the same graph: once, for both layers
+    torch.testing.assert_close(y, fresh(ref, ei), rtol=1e-12, atol=1e-12)
+    ei[0, :7] = ei[0, 7:14].clone()  # an in-place change: converted anew
+    before = len(calls)
+    y = conv(x, ei)
+    assert len(calls) == before + 1
+    torch.testing.assert_close(y, fresh(ref, ei), rtol=1e-12, atol=1e-12)
+    # edge weights: plain ones kept (an in-place change seen); ones needing a gradient never
+    w = torch.rand(ei.size(1), dtype=torch.float64)
+    before = len(calls)
+    conv(x, ei, w)
+    conv(x, ei, w)
+    assert len(calls) == before + 1
+    w.mul_(2.0)
+    torch.testing.assert_close(conv(x, ei, w), fresh(ref, ei, w), rtol=1e-12, atol=1e-12)
+    wg = w.clone().requires_grad_()
+    before = len(calls)
+    for _ in range(2):
+        wg.grad = None
+        conv(x, ei, wg).sum().backward()
+        assert wg.grad is not None and wg.grad.abs().sum() > 0
+    assert len(calls) == before + 2
+    # another dtype: another conversion; inference mode: none kept, training afterwards fine
+    before = len(calls)
+    conv.float()(x.float(), ei)
+    conv.float()(x.float(), ei)
+    assert len(calls) == before + 1
+    conv.double()
+    with torch.inference_mode():
+        before = len(calls)
+        conv(x, ei)
+        conv(x, ei)
+        assert len(calls) == before + 2
+    conv(x, ei).sum().backward()
+    # an entry goes with its edge_index
+    held = len(gnn._CONVERSIONS.entries)
+    del ei
+    gc.collect()
+    gnn._CONVERSIONS.lookup([x, None], ())
+    assert len(gnn._CONVERSIONS.entries) < held

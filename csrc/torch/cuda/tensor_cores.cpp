@@ -73,6 +73,14 @@ class Marks {
     marks_.push_back({c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(t.getIntrusivePtr()), t.const_data_ptr(), t.numel(),
                       static_cast<uint32_t>(t._version())});
   }
+  // Drops the marks of t's memory (a conversion kept for later calls: no longer transient).
+  void unmark(const at::Tensor& t) {
+    if (!cache::keyable(t)) return;
+    const void* data = t.const_data_ptr();
+    std::lock_guard<std::mutex> lock(mutex_);
+    marks_.erase(std::remove_if(marks_.begin(), marks_.end(), [&](const Mark& m) { return m.data == data && m.numel == t.numel(); }),
+                 marks_.end());
+  }
   bool marked(const at::Tensor& t) {
     if (!cache::keyable(t)) return false;
     const void* data = t.const_data_ptr();
@@ -469,14 +477,17 @@ void clear_tensor_core_views() {
   views().clear_unpinned();  // (a view a captured CUDA graph reads stays: its replays read it)
 }
 
-void mark_transient_pattern(const at::Tensor& t) {
+void mark_transient_pattern(const at::Tensor& t, bool transient) {
   // (a hint: tensors without plain data (fake, torch.func's wrappers, batched, meta, inference)
   // are not marked; gnnfuse.nn unwraps torch.func's wrappers before marking)
   if (!cache::keyable(t) || !t.has_storage() || t.unsafeGetTensorImpl()->is_python_dispatch() ||
       t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::FuncTorchBatched})))
     return;
   try {
-    transients().mark(t);
+    if (transient)
+      transients().mark(t);
+    else
+      transients().unmark(t);
   } catch (const c10::Error&) {
   }
 }
@@ -589,8 +600,8 @@ int64_t tensor_core_views_op() { return gnnfuse::cuda_adapter::tensor_core_views
 int64_t tensor_core_patterns_op() { return gnnfuse::cuda_adapter::tensor_core_patterns_remembered(); }
 void clear_tensor_core_views_op() { gnnfuse::cuda_adapter::clear_tensor_core_views(); }
 
-void transient_patterns_op(const std::vector<at::Tensor>& patterns) {
-  for (const at::Tensor& t : patterns) gnnfuse::cuda_adapter::mark_transient_pattern(t);
+void transient_patterns_op(const std::vector<at::Tensor>& patterns, bool transient) {
+  for (const at::Tensor& t : patterns) gnnfuse::cuda_adapter::mark_transient_pattern(t, transient);
 }
 
 }  // namespace
@@ -601,5 +612,5 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
   m.def("_cuda_tensor_core_views() -> int", &tensor_core_views_op);
   m.def("_cuda_tensor_core_patterns() -> int", &tensor_core_patterns_op);
   m.def("_cuda_clear_tensor_core_views() -> ()", &clear_tensor_core_views_op);
-  m.def("_cuda_tensor_cores_transient(Tensor[] patterns) -> ()", &transient_patterns_op);
+  m.def("_cuda_tensor_cores_transient(Tensor[] patterns, bool transient=True) -> ()", &transient_patterns_op);
 }

@@ -75,6 +75,7 @@ void clear_tensor_core_views();
 // (gnnfuse.nn unwraps them before marking). The op gnnfuse::_cuda_tensor_cores_transient(Tensor[]) marks from Python
 // (the layers' per-call CSR, gnnfuse.nn). Tensors that cannot key a cache (inference tensors) are
 // not marked: auto builds no view of them anyway.
-void mark_transient_pattern(const at::Tensor& t);
+// transient=false drops t's marks (a conversion the caller keeps for later calls after all).
+void mark_transient_pattern(const at::Tensor& t, bool transient = true);
 
 }  // namespace gnnfuse::cuda_adapter
