@@ -394,21 +394,27 @@ _TC_TRANSIENT: Optional[bool] = None
 
 class _Conversions:
     """The layers' conversions of a graph (GCNConv's normalised CSR), kept for later calls with
-    the same inputs, in eager mode. An entry is keyed by each input tensor's identity (held
-    weakly: the entry goes with its ``edge_index``), version counter, data pointer, shape,
-    strides, dtype and device, and by the conversion's arguments. So a graph passed call after
-    call (full-batch training, every layer of a model) is converted once, as with ``cached=True``,
-    while another tensor or an in-place change of it is converted anew (a write that bypasses
-    the version counter, through ``.data`` or NumPy, is not seen: as for every cache keyed by
-    tensors). Nothing is kept for inputs that need a gradient, inference tensors or inference
+    the same inputs, in eager mode. An entry belongs to its input tensors (held weakly: it goes
+    when one of them is freed) and is found for those very tensors, with the conversion's
+    arguments, where their contents still equal a copy taken when it was stored (one compare,
+    O(E); edge_index copied in int32), whatever wrote to them (version counters miss writes
+    through ``.data``, NumPy, DLPack or the storage). So a graph passed call after call
+    (full-batch training, every layer of a model) is converted once, as with ``cached=True``,
+    and a changed graph is converted anew: the result is always a fresh conversion's. Memory per
+    kept graph: the CSR and the copy (about 28 bytes per edge, 36 with weights), released with the
+    input tensors. Nothing is kept for inputs that need a gradient, inference tensors or inference
     mode, sparse or subclassed tensors (torch.func's wrappers, fake tensors), under a Python
     dispatch mode, or in a compiled, traced or scripted program. At most ``capacity`` entries,
-    the oldest dropped first. A new conversion is marked transient for the Tensor-Core SpMM
-    (one call's graph) until it is used again."""
+    the least recently used dropped first; storing for the same tensors replaces their entry. A
+    new conversion is marked transient for the Tensor-Core SpMM (one call's graph) until it is
+    used again. ``GNNFUSE_KEEP_CONVERSIONS=0`` turns it off."""
 
     def __init__(self, capacity: int = 8) -> None:
+        import os
+
         self.capacity = capacity
-        self.entries: typing.List[typing.Any] = []
+        self.enabled = os.environ.get("GNNFUSE_KEEP_CONVERSIONS", "1") != "0"
+        self.entries: typing.List[typing.Any] = []  # [refs, args, copies, value, reused], oldest first
 
     @staticmethod
     def _keyable(t: Optional[Tensor]) -> bool:
@@ -420,39 +426,61 @@ class _Conversions:
         )
 
     @staticmethod
-    def _key(t: Optional[Tensor]) -> Any:
+    def _copy(t: Optional[Tensor]) -> Optional[Tensor]:
         if t is None:
             return None
-        return (t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+        if t.dtype == torch.int64:  # (node indices, validated below 2^31 by the layers' checks)
+            return t.to(torch.int32)
+        return t.detach().clone()
+
+    @staticmethod
+    def _equal(copy: Optional[Tensor], t: Optional[Tensor]) -> bool:
+        if copy is None or t is None:
+            return copy is None and t is None
+        if copy.shape != t.shape or copy.device != t.device:
+            return False
+        if copy.dtype != t.dtype:
+            return bool((copy == t).all())
+        return torch.equal(copy, t)  # (a NaN weight never equals: converted anew)
 
     def usable(self, tensors: typing.Sequence[Optional[Tensor]]) -> bool:
         """Whether a conversion of ``tensors`` may be kept and looked up (eager, see above)."""
-        if torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
+        if not self.enabled or torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
             return False
         from torch.utils._python_dispatch import _get_current_dispatch_mode
 
         return _get_current_dispatch_mode() is None and all(self._keyable(t) for t in tensors)
 
+    @staticmethod
+    def _same(refs: typing.Sequence[Any], tensors: typing.Sequence[Optional[Tensor]]) -> bool:
+        return len(refs) == len(tensors) and all(
+            (r is None and t is None) or (r is not None and t is not None and r() is t) for r, t in zip(refs, tensors)
+        )
+
     def lookup(self, tensors: typing.Sequence[Optional[Tensor]], args: Tuple[Any, ...]) -> Optional[Tuple[Tensor, ...]]:
-        self.entries = [e for e in self.entries if all(r is None or r() is not None for r in e[0])]
-        for entry in self.entries:
-            refs, keys, entry_args, value, reused = entry
-            if entry_args != args or len(refs) != len(tensors):
+        for i, entry in enumerate(self.entries):
+            refs, entry_args, copies, value, reused = entry
+            if entry_args != args or not self._same(refs, tensors):
                 continue
-            if all((r is None and t is None) or (r is not None and t is not None and r() is t) for r, t in zip(refs, tensors)) and keys == [
-                self._key(t) for t in tensors
-            ]:
-                if not reused:  # (used again: no longer one call's graph)
-                    _transient_pattern(value[0], value[1], False)
-                    entry[4] = True
-                return value
+            del self.entries[i]
+            if not all(self._equal(c, t) for c, t in zip(copies, tensors)):
+                return None  # (changed: dropped, converted anew)
+            self.entries.append(entry)  # (most recently used last)
+            if not reused:  # (used again: no longer one call's graph)
+                _transient_pattern(value[0], value[1], False)
+                entry[4] = True
+            return value
         return None
+
+    def _drop(self, ref: Any) -> None:
+        self.entries = [e for e in self.entries if not any(r is ref for r in e[0])]
 
     def store(self, tensors: typing.Sequence[Optional[Tensor]], args: Tuple[Any, ...], value: Tuple[Tensor, ...]) -> None:
         import weakref
 
-        refs = [None if t is None else weakref.ref(t) for t in tensors]
-        self.entries.append([refs, [self._key(t) for t in tensors], args, value, False])
+        self.entries = [e for e in self.entries if not (e[1] == args and self._same(e[0], tensors))]
+        refs = [None if t is None else weakref.ref(t, self._drop) for t in tensors]
+        self.entries.append([refs, args, [self._copy(t) for t in tensors], value, False])
         if len(self.entries) > self.capacity:
             self.entries.pop(0)
 
@@ -509,9 +537,9 @@ class GCNConv(_Base):
     Arguments as ``torch_geometric.nn.GCNConv``: ``in_channels`` (-1: lazy), ``improved`` fills
     self-loops with 2, ``cached`` keeps the normalised graph of the first call (transductive use;
     with ``normalize`` only, as PyG; without it, in eager mode, the graph normalised for the same
-    unchanged ``edge_index`` and ``edge_weight`` tensors is kept while they live, shared by the
-    layers of equal settings, see ``_Conversions``: another graph or an in-place change is
-    normalised anew), ``add_self_loops`` (default: ``normalize``) adds the
+    ``edge_index`` and ``edge_weight`` tensors is kept while they live and their contents are
+    unchanged, shared by the layers of equal settings, see ``_Conversions``: another graph or a
+    changed one is normalised anew), ``add_self_loops`` (default: ``normalize``) adds the
     missing self-loops, ``normalize`` applies the symmetric normalisation, ``bias``, and the
     ``MessagePassing`` keyword arguments (see ``_message_passing_args``). ``edge_weight`` is cast
     to ``x``'s dtype (the output has ``x``'s dtype). A sparse ``adj_t`` as ``edge_index`` is

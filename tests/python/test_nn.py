@@ -697,9 +697,30 @@ def test_gcnconv_converts_an_unchanged_graph_once(monkeypatch):
         conv(x, ei)
         assert len(calls) == before + 2
     conv(x, ei).sum().backward()
-    # an entry goes with its edge_index
-    held = len(gnn._CONVERSIONS.entries)
-    del ei
+    # writes the version counter does not see (.data, NumPy, the storage, a swapped .data):
+    # the contents are compared, the result is a fresh conversion's
+    writes = [
+        lambda t: t.data[0, :5].fill_(3),
+        lambda t: t.numpy()[1, 3:9].__setitem__(slice(None), 11),
+        lambda t: t.untyped_storage().copy_(torch.flip(t, [1]).contiguous().untyped_storage()),
+        lambda t: setattr(t, "data", torch.roll(t, 5, 1).contiguous()),
+    ]
+    for write in writes:
+        conv(x, ei)
+        version = ei._version
+        write(ei)
+        assert ei._version == version  # (unseen by the counter)
+        torch.testing.assert_close(conv(x, ei), fresh(ref, ei), rtol=1e-12, atol=1e-12)
+    # a buffer refilled in place every step holds one entry, not one per version
+    buf = ei.clone()
+    for step in range(4):
+        buf.copy_(torch.roll(ei, step, 1))
+        conv(x, buf)
+    assert sum(1 for e in gnn._CONVERSIONS.entries if e[0][0]() is buf) == 1
+    # an entry goes with its edge_index, at once (no later call needed)
+    assert len(gnn._CONVERSIONS.entries) >= 2
+    del ei, buf
     gc.collect()
-    gnn._CONVERSIONS.lookup([x, None], ())
-    assert len(gnn._CONVERSIONS.entries) < held
+    assert not gnn._CONVERSIONS.entries  # (every entry was of ei or buf)
+    monkeypatch.setenv("GNNFUSE_KEEP_CONVERSIONS", "0")  # the switch
+    assert not gnn._Conversions().usable([x, None]) and gnn._Conversions().enabled is False
