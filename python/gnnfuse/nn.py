@@ -458,19 +458,19 @@ class _Conversions:
         )
 
     def lookup(self, tensors: typing.Sequence[Optional[Tensor]], args: Tuple[Any, ...]) -> Optional[Tuple[Tensor, ...]]:
-        for i, entry in enumerate(self.entries):
-            refs, entry_args, copies, value, reused = entry
-            if entry_args != args or not self._same(refs, tensors):
-                continue
-            del self.entries[i]
-            if not all(self._equal(c, t) for c, t in zip(copies, tensors)):
-                return None  # (changed: dropped, converted anew)
-            self.entries.append(entry)  # (most recently used last)
-            if not reused:  # (used again: no longer one call's graph)
-                _transient_pattern(value[0], value[1], False)
-                entry[4] = True
-            return value
-        return None
+        # (the list is replaced, never changed in place: a weakref callback may run meanwhile)
+        entry = next((e for e in self.entries if e[1] == args and self._same(e[0], tensors)), None)
+        if entry is None:
+            return None
+        self.entries = [e for e in self.entries if e is not entry]
+        refs, entry_args, copies, value, reused = entry
+        if not all(self._equal(c, t) for c, t in zip(copies, tensors)):
+            return None  # (changed: dropped, converted anew)
+        self.entries = self.entries + [entry]  # (most recently used last)
+        if not reused:  # (used again: no longer one call's graph)
+            _transient_pattern(value[0], value[1], False)
+            entry[4] = True
+        return value
 
     def _drop(self, ref: Any) -> None:
         self.entries = [e for e in self.entries if not any(r is ref for r in e[0])]
@@ -478,11 +478,10 @@ class _Conversions:
     def store(self, tensors: typing.Sequence[Optional[Tensor]], args: Tuple[Any, ...], value: Tuple[Tensor, ...]) -> None:
         import weakref
 
-        self.entries = [e for e in self.entries if not (e[1] == args and self._same(e[0], tensors))]
         refs = [None if t is None else weakref.ref(t, self._drop) for t in tensors]
-        self.entries.append([refs, args, [self._copy(t) for t in tensors], value, False])
-        if len(self.entries) > self.capacity:
-            self.entries.pop(0)
+        entry = [refs, args, [self._copy(t) for t in tensors], value, False]
+        kept = [e for e in self.entries if not (e[1] == args and self._same(e[0], tensors))]
+        self.entries = (kept + [entry])[-self.capacity :]
 
     def clear(self) -> None:
         self.entries = []
