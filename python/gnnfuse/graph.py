@@ -18,6 +18,7 @@ index data is done by the C++ ops (``csrc/torch/checks.h``), which raise
 
 from __future__ import annotations
 
+import operator
 from typing import Optional, Tuple, Union
 
 import torch
@@ -105,6 +106,8 @@ class Graph:
                 reads a value from the tensor.
             num_src_nodes: number of sources, if not ``num_nodes`` (bipartite).
         """
+        num_nodes = _count("from_edge_index", "num_nodes", num_nodes)
+        num_src_nodes = _count("from_edge_index", "num_src_nodes", num_src_nodes)
         if num_nodes is None:
             if num_src_nodes is None:
                 num_nodes = infer_num_nodes(edge_index)
@@ -155,6 +158,8 @@ class Graph:
             values: optional per-edge values in CSR order (kept as ``g.values``).
             validate: run the check described above.
         """
+        num_nodes = _count("from_csr", "num_nodes", num_nodes)
+        num_src_nodes = _count("from_csr", "num_src_nodes", num_src_nodes)
         rows = rowptr.numel() - 1
         if num_nodes is None:
             num_nodes = rows
@@ -458,6 +463,27 @@ def resolve(
     raise TypeError(
         f"gnnfuse.ops.{fn}: expected a gnnfuse.Graph, a torch sparse tensor or an "
         f"edge_index tensor, got {type(graph).__name__}"
+    )
+
+
+def _count(fn: str, arg: str, value: object) -> Optional[int]:
+    """A node count: None, an int, anything with ``__index__`` (a NumPy integer) or a 0-d integer
+    tensor (read once) becomes an int; a SymInt (traced) stays. Anything else, say an edge weight
+    given positionally, is a TypeError naming the argument instead of a failure further on."""
+    if value is None or isinstance(value, torch.SymInt):
+        return value  # type: ignore[return-value]
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool:
+            return int(value)
+    elif not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise TypeError(
+        f"gnnfuse.Graph.{fn}: argument '{arg}' must be an int (got {type(value).__name__}"
+        + (f" of shape {tuple(value.shape)} and dtype {value.dtype}" if isinstance(value, torch.Tensor) else "")
+        + "); edge weights go to the ops' 'edge_weight' or Graph(..., values=...)"
     )
 
 

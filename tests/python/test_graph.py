@@ -205,6 +205,22 @@ def test_graph_default_num_nodes():
         Graph.from_edge_index(torch.tensor([[9, 3], [1, 5]]), num_nodes=2, num_src_nodes=10)
 
 
+def test_graph_node_counts_must_be_integers():
+    """A count may be an int, a NumPy integer or a 0-d integer tensor; an edge weight passed
+    positionally (``from_edge_index(ei, n, ew)``) is a TypeError naming the argument."""
+    np = pytest.importorskip("numpy")
+    ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    for n in (3, np.int64(3), torch.tensor(3)):
+        g = Graph.from_edge_index(ei, n, n)
+        assert type(g.num_nodes) is int and type(g.num_src_nodes) is int and g.num_nodes == 3
+    ew = torch.rand(3)
+    for args, arg in (((3, ew), "num_src_nodes"), ((ew,), "num_nodes"), ((3.0,), "num_nodes"), ((True,), "num_nodes")):
+        with pytest.raises(TypeError, match=f"from_edge_index: argument '{arg}' must be an int"):
+            Graph.from_edge_index(ei, *args)
+    with pytest.raises(TypeError, match="from_csr: argument 'num_src_nodes' must be an int"):
+        Graph.from_csr(torch.tensor([0, 1]), torch.tensor([0]), 1, ew)
+
+
 def test_graph_permute_edge_values_checks():
     g = Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), 2)
     with pytest.raises(ValueError, match="permute_edge_values"):
