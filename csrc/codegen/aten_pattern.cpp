@@ -296,8 +296,7 @@ void emit_symbolic_cuda_adapters(const Compiled& c, std::ostream& r) {
   const std::string op = symbolic_name(s);
   auto in = symbolic_inputs(s);
   const std::string& first = in.at(0)->rowptr;
-  std::string entries;
-  for (auto* t : in) entries += std::string(entries.empty() ? "" : " + ") + t->col + ".size(0)";
+  const std::string entries = in.at(0)->col + ".size(0)";  // (the chunks' budget: cuda_adapter::computed_pattern)
   emit_symbolic_head(c, "_cuda_kernel", r);
   const auto [keys, ints] = pattern_key(c);
   std::ostringstream kernel_call;

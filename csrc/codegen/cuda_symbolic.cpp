@@ -60,7 +60,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         open("GNNFUSE_GLOBAL void " + op + "_list_k(const " + op + "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, " + tail);
       } else if (m == Mode::Shared) {
         open("GNNFUSE_GLOBAL void " + op + "_shared_k(const " + op +
-             "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, const int64_t* __restrict__ slots_, " + tail);
+             "_params prm, const int64_t* __restrict__ rows_, int64_t t0_, int64_t t1_, int64_t slots_, " + tail);
         line("GNNFUSE_DYNAMIC_SHARED(index_t, set_);");
         line("GNNFUSE_SHARED_ARRAY(int, set_size_, 1);");
       } else if (m == Mode::Dense) {
@@ -130,7 +130,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     close();
     open("if (bin == runtime::cuda::PatternBin::Shared) {");
     launch(op + "_shared_k", "t1 - t0", true, "most", "grid_", [](const std::string& t) {
-      return "prm, rows, t0, t1, offsets, out_rowptr, static_cast<" + t + "*>(col)";
+      return "prm, rows, t0, t1, most, out_rowptr, static_cast<" + t + "*>(col)";
     });
     close();
     open("if (bin == runtime::cuda::PatternBin::Dense) {");
@@ -152,7 +152,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
     h << "// The pattern " << s.symbolic << " of " << s.name << "'s output on CUDA (seed 002): per row the slots of its column set\n"
       << "// (at slots[row + 1]); then the rows rows[t0 .. t1) of one bin (runtime::cuda::PatternBin): their sizes at\n"
       << "// out_rowptr[row + 1] (col null), or their columns sorted at col + out_rowptr[row]. offsets: List none, Shared\n"
-      << "// the slots (at [row + 1]; most: the largest), Global the running sum of the listed rows' slots (row rows[t]'s\n"
+      << "// none (most: the slots of each of the rows), Global the running sum of the listed rows' slots (row rows[t]'s\n"
       << "// set at offsets[t] - offsets[t0] of `table`, index_t), Dense none (row rows[t]'s flags: `most` uint32 words at\n"
       << "// (t - t0) * most of `table`). grid: the most blocks (<= 0: CUDA's 65535), grid-stride loops beyond.\n";
     h << "void " << op << "_cuda_slots(const " << op << "_params& prm, runtime::IType itype, int64_t* slots, const runtime::cuda::Env& env);\n";
@@ -218,7 +218,7 @@ class SymbolicCudaPrinter : public SymbolicEmitter {
         } else if (mode_ == Mode::List) {
           line("cu::RowList<index_t, static_cast<int>(runtime::cuda::kPatternListSlots / 2)> ws_;");
         } else if (mode_ == Mode::Shared) {
-          line("cu::SharedRowSet<index_t> ws_(set_, slots_[" + row + " + 1], set_size_);");
+          line("cu::SharedRowSet<index_t> ws_(set_, slots_, set_size_);");
           stride_ = true;
         } else if (mode_ == Mode::Dense) {
           line("cu::DenseRowSet ws_(bits_ + (t_ - t0_) * words_, words_, scan_);");

@@ -234,7 +234,9 @@ TEST(Cuda, SymbolicOpsPrintPositionalWorkspacesAndPatternKernels) {
     for (const char* k : {"_symbolic_list_k(", "_symbolic_shared_k(", "_symbolic_global_k(", "_symbolic_dense_k("})
       EXPECT_NE(cu.find("GNNFUSE_GLOBAL void " + name + k), std::string::npos) << op << k;
     EXPECT_NE(cu.find("cu::RowList<index_t, static_cast<int>(runtime::cuda::kPatternListSlots / 2)> ws_;"), std::string::npos) << op;
-    EXPECT_NE(cu.find("cu::SharedRowSet<index_t> ws_(set_, slots_["), std::string::npos) << op;
+    // (a Shared launch holds one class of slots: the count is an argument, no per-row read)
+    EXPECT_NE(cu.find("cu::SharedRowSet<index_t> ws_(set_, slots_, set_size_);"), std::string::npos) << op;
+    EXPECT_NE(cu.find("int64_t t0_, int64_t t1_, int64_t slots_, int64_t* __restrict__ out_rowptr_"), std::string::npos) << op;
     // a Shared / Dense row's first loop over the threads, a short one over the warps (the lanes
     // over the nested walk: B's row in SpGEMM, A's in coarsening; P's single entry is not split)
     EXPECT_NE(cu.find("_rb) + at1_; p_"), std::string::npos) << op;

@@ -575,3 +575,85 @@ def test_pattern_bins_each_build_the_sorted_pattern(tmp_path):
             assert f"{op} bin {b}" in counts, proc.stdout
     # the Shared rows launched per class of slots, each with shared memory for its own sets
     assert len({k for k in counts if k.startswith("spgemm_symbolic shared slots ")}) >= 3, proc.stdout
+
+
+_WORKSPACE_PROBE = r"""
+import json, os, sys, tempfile, torch, gnnfuse
+from torch.profiler import profile, ProfilerActivity
+from gnnfuse.sparse import assignment_csr
+ops = torch.ops.gnnfuse
+
+def peak(fn):
+    # The most bytes held at once by the call's own allocations (the profiler's memory events, in
+    # order; the emulated kernels' tensors are host tensors); frees of older memory (a pattern
+    # cache's eviction) do not lower it.
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    with tempfile.TemporaryDirectory() as d:
+        prof.export_chrome_trace(os.path.join(d, "t.json"))
+        ev = [e for e in json.load(open(os.path.join(d, "t.json")))["traceEvents"] if e.get("name") == "[memory]"]
+    held, now, most = {}, 0, 0
+    for e in sorted(ev, key=lambda e: e["args"]["Ev Idx"]):
+        a = e["args"]
+        if a["Bytes"] > 0:
+            held[a["Addr"]] = a["Bytes"]
+            now += a["Bytes"]
+            most = max(most, now)
+        else:
+            now -= held.pop(a["Addr"], 0)
+    return most, out
+
+def size(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+def csr(rows, cols, nnz, itype, seed, spread=1.0):
+    # power-law rows (row r ~ rows * u^3), rows >= rows * spread empty; duplicates merged
+    g = torch.Generator().manual_seed(seed)
+    r = ((torch.rand(nnz, generator=g) ** 3) * rows * spread).long().clamp_(max=rows - 1)
+    key = (r * cols + ((torch.rand(nnz, generator=g) ** 2) * cols).long()).unique()
+    rowptr = torch.zeros(rows + 1, dtype=torch.long)
+    rowptr[1:] = torch.bincount(key // cols, minlength=rows).cumsum(0)
+    return rowptr.to(itype), (key % cols).to(itype)
+
+lines = []
+def check(name, a, ws_and_out):
+    ws, out = ws_and_out
+    bound = 2 * (a + out)
+    lines.append(f"{'ok' if ws <= bound else 'FAILED'} {name}: workspace {ws} bytes, bound 2 x ({a} + {out}) = {bound}")
+
+for itype in (torch.int32, torch.int64):
+    shapes = {"power-law": (csr(20000, 20000, 200000, itype, 1), csr(20000, 20000, 200000, itype, 2), 20000),
+              # 2M rows, 1% of them with entries: nothing per row but the slots and the sizes
+              "mostly-empty-rows": (csr(2_000_000, 50000, 20000, itype, 3, 0.01), csr(50000, 50000, 200000, itype, 4), 50000),
+              # a dense 500 x 500 result from 1.25M products (cupy #10033's shape)
+              "gram": (csr(500, 2000, 50000, itype, 5), csr(2000, 500, 50000, itype, 6), 500)}
+    for name, ((ar, ac), (br, bc), cols) in shapes.items():
+        ws, (cr, cc) = peak(lambda: ops.spgemm_symbolic(ar, ac, br, bc, cols))
+        check(f"spgemm_symbolic {name} {itype}", size(ar, ac), (ws - size(cr, cc), size(cr, cc)))
+        av, bv = torch.rand(ac.numel()), torch.rand(bc.numel())
+        ar, ac, br, bc = ar.clone(), ac.clone(), br.clone(), bc.clone()  # (not the pattern cached above)
+        ws, (cr, cc, cv) = peak(lambda: ops.spgemm_assemble(ar, ac, av, br, bc, bv, cols))
+        check(f"spgemm_assemble {name} {itype}", size(ar, ac, av), (ws - size(cr, cc, cv), size(cr, cc, cv)))
+    rowptr, col = csr(100000, 100000, 1_000_000, itype, 7)
+    w = torch.rand(col.numel())
+    for k in (1000, 30000):
+        prowptr, pcol, mrowptr, mcol = assignment_csr(torch.randint(0, k, (100000,), generator=torch.Generator().manual_seed(8)), k, itype)
+        ws, (cr, cc, cv) = peak(lambda: ops.coarsen_assemble(mrowptr, mcol, rowptr, col, w, prowptr, pcol, k))
+        check(f"coarsen_assemble {k} clusters {itype}", size(rowptr, col, w), (ws - size(cr, cc, cv), size(cr, cc, cv)))
+print("\n".join(lines))
+"""
+
+
+def test_spgemm_and_coarsen_workspace_within_twice_the_operand_and_output():
+    """Issue 26's bound on the CUDA SpGEMM and coarsening: peak workspace (every allocation of the
+    call above its start, less the output kept) <= 2 x (A + output), the sizes of their CSRs
+    (row pointers, columns, values), measured by the allocator's events while the emulated kernels
+    run: power-law products, 2M rows of which 1% hold entries (the bins listed only over rows with
+    products, the slots' memory reused for the sizes: before, [rows, bins] comparisons and a dozen
+    int64 arrays per row took about 8x the bound), a dense result from many products, and
+    coarsenings into few and many clusters; int32 and int64."""
+    proc = subprocess.run([sys.executable, "-c", _WORKSPACE_PROBE], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [l for l in proc.stdout.splitlines() if l.startswith(("ok ", "FAILED "))]
+    assert len(lines) == 16, proc.stdout
+    assert all(l.startswith("ok ") for l in lines), "\n".join(lines)

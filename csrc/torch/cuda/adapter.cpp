@@ -417,14 +417,6 @@ PatternBounds pattern_bounds() {
   return b;
 }
 
-// The classes of Shared rows by their slots: 2, 4, .., kPatternSharedSlots.
-constexpr int kSharedClasses = [] {
-  int c = 0;
-  for (int64_t v = 2; v <= rc::kPatternSharedSlots; v *= 2) ++c;
-  return c;
-}();
-static_assert((int64_t(1) << kSharedClasses) == rc::kPatternSharedSlots, "the Shared bin's bound is a power of two");
-
 // Cuts [0, n) into chunks whose tables (offsets o[0 .. n], running sums) fit `budget` (a longer
 // row alone); returns the cuts and the largest chunk's table.
 std::pair<std::vector<int64_t>, int64_t> chunks(const int64_t* o, int64_t n, int64_t budget) {
@@ -440,8 +432,17 @@ std::pair<std::vector<int64_t>, int64_t> chunks(const int64_t* o, int64_t n, int
   return {cuts, table};
 }
 
+// The smallest chunk budget (table elements): below it, more launches would cost more than the
+// memory they save.
+constexpr int64_t kPatternBudgetFloor = int64_t(1) << 16;
+
 }  // namespace
 
+// The workspace stays within the sizes of the first operand's CSR and of the output's (issue 26:
+// at most 2 x (A + output), measured by tests/python/test_cuda_emulated.py): no [rows, bins]
+// comparisons; the bins listed only over the rows with products (at most min(nnz(A),
+// nnz(output)) of them); the Global and Dense tables in chunks of max(64K, nnz(A) + rows)
+// elements (a longer row alone); the slots' memory reused for the sizes, scanned in place.
 std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* index_arg, const at::Tensor& index, int64_t rows, int64_t cols,
                                                    int64_t operand_entries, const PatternPasses& passes) {
   using rc::PatternBin;
@@ -451,65 +452,80 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
   if (rows == 0) return {at::zeros({1}, longs), at::empty({0}, index.options())};
   at::Tensor slots = at::zeros({rows + 1}, longs);
   passes.slots(slots.mutable_data_ptr<int64_t>(), on_stream);
-  // The bins (PatternBin's values; 4: rows without products), their rows listed in order.
-  const PatternBounds bounds = pattern_bounds();
   const at::Tensor s = slots.narrow(0, 1, rows);
-  at::Tensor bin = (s > bounds.list).to(at::kLong) + (s > bounds.shared).to(at::kLong);
-  if (cols > 0 && bounds.dense > 0) bin.add_(((bin == 2) & (s >= (cols + bounds.dense - 1) / bounds.dense)).to(at::kLong));  // cols <= ratio * s
-  bin.masked_fill_(s == 0, 4);
-  // Listed by bin, the Shared rows by their slots (a power of two up to kPatternSharedSlots): each
-  // class of them launched apart with shared memory for its own sets (a block of 128-slot rows is
-  // not sized by the bin's one 4096-slot row: more blocks resident per SM).
-  const at::Tensor zero = at::zeros({}, longs);
-  const at::Tensor shared_slots = at::where(bin == 1, s, zero);
-  const at::Tensor order = at::argsort(bin * (2 * rc::kPatternSharedSlots) + shared_slots, /*stable=*/true);
-  // (counted by comparison: CUDA's bincount reads its range back, two more synchronisations)
-  const at::Tensor counts = (bin.unsqueeze(1) == at::arange(4, longs)).sum(0);
-  const at::Tensor classes = at::pow(2, at::arange(1, kSharedClasses + 1, longs));  // 2 .. kPatternSharedSlots
-  const at::Tensor per_class = (shared_slots.unsqueeze(1) == classes).sum(0);
-  const at::Tensor stats = at::cat({counts, at::where(bin == 2, s, zero).sum().view({1}), per_class}).cpu();  // one synchronisation
-  const int64_t* st = stats.const_data_ptr<int64_t>();
-  const int64_t n_list = st[0], n_shared = st[1], n_global = st[2], n_dense = st[3], total = st[4];
-  const int64_t* shared_counts = st + 5;
+  // Each row's bin as a code: 0 no products (not listed), 1 List, 2 + c the Shared rows of
+  // class[c] slots (the powers of two in (list, shared]: each class launched apart with shared
+  // memory for its own sets, so that a block of 128-slot rows is not sized by the bin's one
+  // 4096-slot row: more blocks resident per SM), then Global, then Dense.
+  const PatternBounds bounds = pattern_bounds();
+  std::vector<int64_t> edges{0, bounds.list};
+  for (int64_t v = 2; v <= bounds.shared; v *= 2)
+    if (v > bounds.list) edges.push_back(v);
+  const int64_t n_classes = static_cast<int64_t>(edges.size()) - 2, kGlobal = 2 + n_classes, kDense = kGlobal + 1;
+  at::Tensor order, offsets;
+  std::vector<int64_t> begin(kDense + 2, 0);  // the listed rows of code c: order[begin[c] .. begin[c + 1])
+  int64_t total = 0;                         // the Global rows' slots
+  {
+    at::Tensor code = at::bucketize(s, at::tensor(edges, at::kLong).to(index.device()), /*out_int32=*/true);  // (edges below the slots)
+    if (cols > 0 && bounds.dense > 0)
+      code.masked_fill_((code == kGlobal).logical_and_(s >= (cols + bounds.dense - 1) / bounds.dense), kDense);  // cols <= ratio * s
+    const at::Tensor listed = at::nonzero(code).view({-1});  // the rows with products (a synchronisation)
+    auto [by_code, perm] = at::sort(code.index_select(0, listed), /*stable=*/std::optional<bool>(true), 0);
+    code.reset();
+    order = listed.index_select(0, perm);
+    perm.reset();
+    const int64_t k = order.numel();
+    // Where each code's rows begin, and the Global rows' running sum of slots (zero before them).
+    const at::Tensor starts = at::searchsorted(by_code, at::arange(1, kDense + 2, by_code.options()));
+    const at::Tensor running = at::where(by_code == kGlobal, s.index_select(0, order), 0).cumsum(0);
+    by_code.reset();
+    const at::Tensor stats = at::cat({starts, k > 0 ? running.narrow(0, k - 1, 1) : at::zeros({1}, longs)}).cpu();  // one synchronisation
+    const int64_t* st = stats.const_data_ptr<int64_t>();
+    for (int64_t c = 1; c <= kDense + 1; ++c) begin[c] = st[c - 1];
+    total = st[kDense + 1];
+    const int64_t g0 = begin[kGlobal], n_global = begin[kGlobal + 1] - g0;
+    offsets = at::zeros({n_global + 1}, longs);
+    if (n_global > 0) offsets.narrow(0, 1, n_global).copy_(running.narrow(0, g0, n_global));
+  }
+  auto count = [&](int64_t c) { return begin[c + 1] - begin[c]; };
+  const int64_t n_global = count(kGlobal), n_dense = count(kDense);
   const int64_t* listed = order.const_data_ptr<int64_t>();
-  const int64_t g0 = n_list + n_shared, d0 = g0 + n_global;
-  int64_t budget = std::max<int64_t>({int64_t(1) << 22, 2 * operand_entries});
+  int64_t budget = std::max<int64_t>(kPatternBudgetFloor, operand_entries + rows);
   if (const char* e = env("GNNFUSE_CUDA_PATTERN_BUDGET")) budget = std::max<int64_t>(1, std::atoll(e));  // tests: force chunks
   // The Global rows' tables: their slots' running sum, in chunks that fit the budget.
-  at::Tensor offsets = at::zeros({n_global + 1}, longs);
-  if (n_global > 0) offsets.narrow(0, 1, n_global).copy_(s.index_select(0, order.narrow(0, g0, n_global)).cumsum(0));
   std::vector<int64_t> cuts{0, n_global};
   int64_t table = total;
   if (total > budget) {
     const at::Tensor host = offsets.cpu();
     std::tie(cuts, table) = chunks(host.const_data_ptr<int64_t>(), n_global, budget);
   }
-  at::Tensor sets = at::empty({std::max<int64_t>(table, 1)}, index.options());
+  at::Tensor sets = at::empty({n_global > 0 ? table : 0}, index.options());
   // The Dense rows' flags: `words` per row, as many rows per chunk as fit the budget.
   const int64_t words = cols > 0 ? (cols + 31) / 32 : 0;
   const int64_t per_chunk = n_dense > 0 ? std::min<int64_t>(n_dense, std::max<int64_t>(1, budget / words)) : 0;
-  at::Tensor flags = at::empty({std::max<int64_t>(per_chunk * words, 1)}, index.options().dtype(at::kInt));
+  at::Tensor flags = at::empty({per_chunk * words}, index.options().dtype(at::kInt));
   const int64_t grid = env_int("GNNFUSE_CUDA_PATTERN_GRID", "a count of blocks");  // tests: blocks loop over rows (-1 unset: none)
   auto run = [&](int64_t* out_rowptr, void* col) {
-    if (n_list > 0) passes.rows(PatternBin::List, listed, 0, n_list, nullptr, 0, grid, nullptr, out_rowptr, col, on_stream);
-    for (int64_t c = 0, t = n_list; c < kSharedClasses; t += shared_counts[c], ++c)
-      if (shared_counts[c] > 0)
-        passes.rows(PatternBin::Shared, listed, t, t + shared_counts[c], slots.const_data_ptr<int64_t>(), int64_t(2) << c, grid, nullptr, out_rowptr,
-                    col, on_stream);
+    if (count(1) > 0) passes.rows(PatternBin::List, listed, begin[1], begin[2], nullptr, 0, grid, nullptr, out_rowptr, col, on_stream);
+    for (int64_t c = 0; c < n_classes; ++c)
+      if (count(2 + c) > 0)
+        passes.rows(PatternBin::Shared, listed, begin[2 + c], begin[3 + c], nullptr, edges[2 + c], grid, nullptr, out_rowptr, col, on_stream);
     if (n_global > 0)
       for (size_t c = 1; c < cuts.size(); ++c)
-        passes.rows(PatternBin::Global, listed + g0, cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), 0, grid, sets.mutable_data_ptr(),
-                    out_rowptr, col, on_stream);
+        passes.rows(PatternBin::Global, listed + begin[kGlobal], cuts[c - 1], cuts[c], offsets.const_data_ptr<int64_t>(), 0, grid,
+                    sets.mutable_data_ptr(), out_rowptr, col, on_stream);
     for (int64_t t = 0; t < n_dense; t += per_chunk)
-      passes.rows(PatternBin::Dense, listed + d0, t, std::min(n_dense, t + per_chunk), nullptr, words, grid, flags.mutable_data_ptr(), out_rowptr,
-                  col, on_stream);
+      passes.rows(PatternBin::Dense, listed + begin[kDense], t, std::min(n_dense, t + per_chunk), nullptr, words, grid, flags.mutable_data_ptr(),
+                  out_rowptr, col, on_stream);
   };
-  at::Tensor sizes = at::zeros({rows + 1}, longs);
-  run(sizes.mutable_data_ptr<int64_t>(), nullptr);
+  // The sizes in the slots' memory (the row passes read their slots from the bins: the Shared
+  // classes' counts, the Global offsets), then their running sum in place: the row pointers.
+  at::Tensor rowptr = slots.zero_();
+  run(rowptr.mutable_data_ptr<int64_t>(), nullptr);
 #if !defined(GNNFUSE_CUDA_EMULATED)
   C10_CUDA_KERNEL_LAUNCH_CHECK();  // (a failed launch of the sizes pass would read as empty rows)
 #endif
-  at::Tensor rowptr = sizes.cumsum(0);
+  rowptr.cumsum_(0);
   const int64_t nnz = rowptr[rows].item<int64_t>();
   checks::fits_index(op, index_arg, index.scalar_type(), nnz);
   at::Tensor col = at::empty({nnz}, index.options());
@@ -519,10 +535,11 @@ std::pair<at::Tensor, at::Tensor> computed_pattern(const char* op, const char* i
 #endif
   count_launch(std::string(op) + " pattern " + std::to_string(cuts.size() - 1) + " 0");
   const char* names[] = {"list", "shared", "global", "dense"};
+  const int64_t bin_rows[] = {count(1), begin[kGlobal] - begin[2], n_global, n_dense};
   for (int b = 0; b < 4; ++b)
-    if (st[b] > 0) count_launch(std::string(op) + " bin " + names[b]);  // (not "pattern ": the key above counts calls)
-  for (int c = 0; c < kSharedClasses; ++c)
-    if (shared_counts[c] > 0) count_launch(std::string(op) + " shared slots " + std::to_string(int64_t(2) << c));
+    if (bin_rows[b] > 0) count_launch(std::string(op) + " bin " + names[b]);  // (not "pattern ": the key above counts calls)
+  for (int64_t c = 0; c < n_classes; ++c)
+    if (count(2 + c) > 0) count_launch(std::string(op) + " shared slots " + std::to_string(edges[2 + c]));
   return {rowptr, col};
 }
 

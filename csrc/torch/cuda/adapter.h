@@ -95,15 +95,16 @@ void launch(const char* op, const at::Tensor& like, runtime::cuda::Request req,
 // sets the ratio, GNNFUSE_CUDA_PATTERN_GRID caps the blocks of a launch (`grid`; <= 0: none) so
 // that blocks loop over rows: tests) and `rows` runs the listed rows rows[t0 .. t1) of one bin: without col
 // it writes each row's size at out_rowptr[row + 1], with col the row's columns sorted at
-// col + out_rowptr[row]. Its offsets: the slots (Shared; `most` their largest in the bin), the
+// col + out_rowptr[row]. Its offsets: none (Shared: `most` the slots of each of its rows, one class), the
 // running sum of the listed rows' slots (Global: row rows[t]'s set at offsets[t] - offsets[t0]
 // of `table`, index elements), none (Dense: `most` flag words per row, row rows[t]'s at
 // (t - t0) * most of `table`). The Global and Dense rows go in chunks whose tables fit
-// max(4M, 2 * operand_entries, the largest row's) elements (index elements; flag words for
-// Dense) (never a buffer of every product; GNNFUSE_CUDA_PATTERN_BUDGET forces a smaller budget:
-// tests); then the sizes are scanned and the columns allocated exactly.
-// Two synchronisations (the bins' sizes, the output's size); more Global chunks read the offsets
-// on the host. Returns (int64 row pointers [rows + 1], columns of `index`'s dtype).
+// max(64K, operand_entries (the first operand's entries) + rows, the largest row's) elements
+// (index elements; flag words for Dense): never a buffer of every product, and the workspace
+// within the first operand's size and the output's (GNNFUSE_CUDA_PATTERN_BUDGET forces a smaller
+// budget: tests); then the sizes are scanned and the columns allocated exactly. Three
+// synchronisations (the rows with products, the bins' sizes, the output's size); more Global
+// chunks read the offsets on the host. Returns (int64 row pointers [rows + 1], columns of `index`'s dtype).
 struct PatternPasses {
   std::function<void(int64_t* slots, const runtime::cuda::Env& env)> slots;
   std::function<void(runtime::cuda::PatternBin bin, const int64_t* rows, int64_t t0, int64_t t1, const int64_t* offsets, int64_t most, int64_t grid,
