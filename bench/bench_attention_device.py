@@ -4,7 +4,8 @@ unfused pipelines, forward, backward and deterministic, with peak memory (issue 
 The graph: "reddit-like" (the default) has Reddit's size, 232,965 nodes and about 114.6M edges
 (mean in-degree 492), with a heavy-tailed in-degree (log-normal, sigma 1.2, capped at Reddit's
 largest, 21,657) and sources drawn in proportion to their degree (hubs send as they receive);
-generated on the device, int32 indices. Any bench/datasets.py name works too (R-MAT rmat-S-EF,
+generated on the device by bench/datasets.py's reddit_like (the graph bench_ops_device.py and
+bench_spgemm.py name "reddit-like"), int32 indices. Any bench/datasets.py name works too (R-MAT rmat-S-EF,
 real graphs). `--nodes` / `--mean-degree` scale the reddit-like graph down (dry runs).
 
 Implementations (q, k, v [N, H, D] in bfloat16 unless --dtype, scale 1/sqrt(D)):
@@ -43,31 +44,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_layers import load_graph, open_device, rel_err  # noqa: E402
 from bench_ops import git_commit  # noqa: E402
 from bench_ops_device import copy_gbs, median_ms  # noqa: E402
+# the generator is shared with bench_ops_device.py and bench_spgemm.py (graph name "reddit-like")
+from datasets import REDDIT_EDGES, REDDIT_MAX_DEGREE, REDDIT_NODES, reddit_like  # noqa: E402,F401
 
-REDDIT_NODES, REDDIT_EDGES, REDDIT_MAX_DEGREE = 232965, 114615892, 21657
 TARGET_FORWARD_MS = 11.0
-
-
-def reddit_like(n: int, mean_degree: float, max_degree: int, device, seed: int = 0):
-    """(rowptr int32, col int32) of n destinations with log-normal in-degrees (mean `mean_degree`,
-    at most `max_degree`) and sources drawn in proportion to their in-degree."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    sigma = 1.2
-    mu = math.log(mean_degree) - sigma * sigma / 2
-    deg = torch.exp(mu + sigma * torch.randn(n, generator=gen, device=device, dtype=torch.float64))
-    deg = deg.round().clamp(1, max_degree)
-    deg = (deg * (mean_degree * n / deg.sum())).round().clamp(1, max_degree).to(torch.int64)
-    rowptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
-    rowptr[1:] = torch.cumsum(deg, 0)
-    e = int(rowptr[-1])
-    cdf = torch.cumsum(deg.double(), 0)
-    cdf /= cdf[-1].clone()
-    col = torch.empty(e, dtype=torch.int32, device=device)
-    chunk = 1 << 24
-    for s in range(0, e, chunk):  # inverse-CDF sampling in chunks (bounded temporaries)
-        u = torch.rand(min(chunk, e - s), generator=gen, device=device, dtype=torch.float64)
-        col[s:s + u.numel()] = torch.searchsorted(cdf, u).clamp_max(n - 1).to(torch.int32)
-    return rowptr.to(torch.int32), col
 
 
 def graph(args, device):

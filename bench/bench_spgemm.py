@@ -26,10 +26,24 @@ bytes that must move at least once (read A, P; write the coarse CSR).
     python bench/bench_spgemm.py --graphs cora rmat-16-16 --threads 2 --repeats 5
     python bench/bench_spgemm.py --device cuda          # a GPU: gnnfuse's CUDA kernels vs torch.sparse
                                                         # (cuSPARSE SpGEMM, chained for Pᵀ·A·P)
+    python bench/bench_spgemm.py --device cuda --graphs reddit-like products-like --threads 1 --repeats 3 --memory \
+        --methods gnnfuse_cold gnnfuse_2pass gnnfuse_warm torch_sparse gnnfuse_spgemm torch_sparse_spgemm
+                                                        # issue 26's scales: Reddit's (233k nodes, 115M edges,
+                                                        # generated) and ogbn-products' (2.4M / 61.9M, R-MAT)
+
+Graphs: bench/datasets.py names (real graphs, rmat-S-EF, reddit-like and products-like, each of the two
+also -<nodes>-<mean degree> scaled down); the generated ones are made on the device when there is one.
 
 On a GPU the operands live on the device, every timed call ends with a synchronisation, scipy
 stays the float64 reference (not timed), and --memory reports the peak device memory one call
-allocates beyond its inputs (torch.cuda.max_memory_allocated, in this process).
+allocates beyond its inputs (torch.cuda.max_memory_allocated, in this process; peak_mb, the output
+included), its workspace (workspace_mb: the peak above what the call leaves allocated, i.e. above
+its output) and whether that workspace stays within issue 26's bound, 2 x (bytes of A's CSR + bytes
+of the output's CSR) (workspace_bound_mb, workspace_within_bound; the output's CSR counted with the
+index size of A's, float32 values). A method that fails, returns zeros or a wrong result is recorded
+as such (outcome) and the run goes on (cuSPARSE's SpGEMM fails at some of these sizes); the exit
+status is 1 where a gnnfuse method did. Graphs past 2^24 stored edges are checked on 20,000 sampled
+output rows (--check-rows; scipy's float64 product of a whole Reddit-scale graph takes minutes).
 """
 
 from __future__ import annotations
@@ -47,7 +61,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ops import cpu_model, git_commit, import_gnnfuse, machine_tag  # noqa: E402
-from datasets import load  # noqa: E402
+from datasets import load, sized_graph  # noqa: E402
 
 # sparse_dot_mkl finds MKL through $MKL_RT; pip's `mkl` package puts libmkl_rt in <venv>/lib.
 for _rt in sorted(Path(sys.prefix, "lib").glob("libmkl_rt.so*")):
@@ -55,6 +69,7 @@ for _rt in sorted(Path(sys.prefix, "lib").glob("libmkl_rt.so*")):
 
 DEFAULT_GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-18-16", "rmat-20-16", "rmat-21-14"]
 METHODS = ["gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_2pass_one_bin", "gnnfuse_warm", "gnnfuse_warm_one_lane", "torch_sparse", "scipy", "mkl"]
+SPGEMM_METHODS = ["gnnfuse_spgemm", "torch_sparse_spgemm", "scipy_spgemm"]
 
 
 DEVICE = "cpu"
@@ -78,16 +93,33 @@ def median_ms(fn, repeats: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
-def device_peak_mb(fn) -> float:
-    """Peak device memory one call allocates beyond what is live before it, in MiB (a warm-up call first)."""
+def device_peak_mb(fn, api=None) -> dict:
+    """Device memory of one call (a warm-up call first), in MiB: peak_mb, the peak beyond what is
+    live before it (inputs, cached patterns: not counted); kept_mb, what is still allocated after it
+    with its result held (the output, and what the call caches); workspace_mb = peak_mb - kept_mb,
+    the temporaries. `api` stands for torch.cuda (tests pass a stand-in)."""
+    api = api or torch.cuda
     fn()
     sync()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
+    api.reset_peak_memory_stats()
+    base = api.memory_allocated()
     res = fn()
     sync()
+    peak, kept = api.max_memory_allocated() - base, api.memory_allocated() - base
     del res
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
+    return {"peak_mb": peak / 2**20, "kept_mb": kept / 2**20, "workspace_mb": (peak - kept) / 2**20}
+
+
+def csr_bytes(rows: int, nnz: int, index_bytes: int, value_bytes: int = 4) -> int:
+    """Bytes of a CSR: row pointers, columns and values."""
+    return (rows + 1) * index_bytes + nnz * (index_bytes + value_bytes)
+
+
+def workspace_bound(mem: dict, a_bytes: int, c_bytes: int) -> dict:
+    """Issue 26's bound on a product's temporaries, 2 x (A's CSR + the output's CSR), beside the
+    measured workspace: {"workspace_bound_mb", "workspace_within_bound"}."""
+    bound = 2 * (a_bytes + c_bytes) / 2**20
+    return {"workspace_bound_mb": bound, "workspace_within_bound": mem["workspace_mb"] <= bound}
 
 
 def prepare(name: str, root):
@@ -95,10 +127,17 @@ def prepare(name: str, root):
     import scipy.sparse as sp
 
     gnnfuse, _ = import_gnnfuse()
-    edge_index, n = load(name, root)
+    # The generated Reddit- and ogbn-products-sized graphs are made and sorted on the device where
+    # there is one (seconds there, minutes on the CPU); the matching runs on the CPU (its only kernel).
+    sized = sized_graph(name, DEVICE)
+    edge_index, n = sized if sized is not None else load(name, root)
+    edge_index = edge_index.to(DEVICE)
     g = gnnfuse.Graph.from_edge_index(edge_index, num_nodes=n)
-    sym = gnnfuse.Graph.from_edge_index(torch.cat([edge_index, edge_index.flip(0)], 1), num_nodes=n)
+    sym = gnnfuse.Graph.from_edge_index(torch.cat([edge_index, edge_index.flip(0)], 1), num_nodes=n).to("cpu")
+    del edge_index
+    g = g.to("cpu")
     cluster, m = gnnfuse.cluster.heavy_edge_matching(sym, generator=torch.Generator().manual_seed(0))
+    del sym
     w = torch.ones(g.col.numel(), dtype=torch.float32)
     # The peers get A with duplicate entries summed (gnnfuse sums them itself): torch's CSR
     # requires distinct columns per row, and MKL behind torch.sparse.mm faults on duplicates
@@ -120,6 +159,10 @@ def runners(d):
     g, w, cluster, m, n = d["g"], d["w"], d["cluster"], d["m"], d["n"]
     prowptr, pcol, mrowptr, mcol = assignment_csr(cluster, m, g.rowptr.dtype)
     crowptr, ccol = torch.ops.gnnfuse.coarsen_symbolic(mrowptr, mcol, g.rowptr, g.col, prowptr, pcol, m)
+    # the outputs' sizes (the floor's bytes, the workspace bound), from the patterns
+    d["coarse_nnz"] = int(ccol.numel())
+    if "ap_nnz" not in d:
+        d["ap_nnz"] = int(torch.ops.gnnfuse.spgemm_symbolic(g.rowptr, g.col.clone(), prowptr, pcol, m)[1].numel())
 
     # A fresh copy of the column indices misses the pattern cache.
     def cold():
@@ -204,10 +247,29 @@ def as_scipy(res, m):
     return sp.csr_matrix(res, dtype=np.float64)
 
 
-def check(res, ref, m) -> float:
-    got = as_scipy(res, m)
+def check(got, ref, rows=None) -> tuple[str, float]:
+    """(outcome, relative error) of a result (scipy CSR) against the float64 reference: zeros (an
+    empty or all-zero result: cuSPARSE's silent failure), ok or wrong (max |got - ref| / max(1,
+    max |ref|) above 1e-5). `rows`: the output rows `ref` holds (all when None)."""
+    if rows is not None:
+        got = got[rows]
+    if ref.nnz and (got.nnz == 0 or not np.any(got.data)):
+        return "zeros", 1.0
     diff = abs(got - ref)
-    return float(diff.max()) / max(1.0, float(abs(ref).max())) if diff.nnz else 0.0
+    err = float(diff.max()) / max(1.0, float(abs(ref).max())) if diff.nnz else 0.0
+    return ("ok" if err <= 1e-5 else "wrong"), err
+
+
+def reference(d, check_rows: int, seed: int = 0):
+    """float64 scipy references of Pᵀ·A·P and A·P: (ref, rows, ref_ap, ap_rows), of every row
+    (rows None) or of `check_rows` sampled output rows (the products of those rows only)."""
+    A, P, PT = d["A"].astype(np.float64), d["P"].astype(np.float64), d["PT"].astype(np.float64)
+    if not check_rows:
+        return (PT @ A @ P).tocsr(), None, (A @ P).tocsr(), None
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(d["m"], min(check_rows, d["m"]), replace=False))
+    ap_rows = np.sort(rng.choice(d["n"], min(check_rows, d["n"]), replace=False))
+    return (PT[rows] @ A @ P).tocsr(), rows, (A[ap_rows] @ P).tocsr(), ap_rows
 
 
 def memory_child(args):
@@ -239,35 +301,66 @@ def bench(args):
         args.threads = args.threads[:1]
     print(f"# {machine}, torch {torch.__version__}, float32, device {DEVICE}")
     head = f"{'graph':<18}{'thr':>4}{'method':>22}{'ms':>10}{'vs torch':>10}{'vs scipy':>10}{'GB/s':>8}{'rel err':>10}"
-    print(head + (f"{'MiB':>9}" if args.memory else ""))
+    print(head + (f"{'MiB':>9}{'work MiB':>10}{'bound':>9}" if args.memory else ""))
+    failed = False
     for name in args.graphs:
+        t0 = time.perf_counter()
         d = prepare(name, args.root)
-        ref = (d["PT"].astype(np.float64) @ d["A"].astype(np.float64) @ d["P"].astype(np.float64)).tocsr()
-        ref_ap = (d["A"].astype(np.float64) @ d["P"].astype(np.float64)).tocsr()
-        nnz_c = ref.nnz
-        idx_bytes = 8
-        floor_bytes = (d["g"].rowptr.numel() + d["g"].col.numel()) * idx_bytes + d["w"].numel() * 4 + 2 * d["n"] * idx_bytes \
-            + (d["m"] + 1 + nnz_c) * idx_bytes + nnz_c * 4
+        idx_bytes = d["g"].rowptr.element_size()
+        edges = int(d["g"].col.numel())
+        # every output row checked below 2^24 stored edges, sampled rows above (--check-rows)
+        sample = args.check_rows if args.check_rows is not None else (0 if edges < (1 << 24) else 20000)
+        ref, ref_rows, ref_ap, ap_rows = reference(d, sample)
+        print(f"# {name}: {d['n']} nodes, {edges} edges, {d['m']} clusters; prepared in {time.perf_counter() - t0:.1f} s"
+              + (f", checked on {sample} sampled rows" if sample else ""), flush=True)
+        a_bytes = csr_bytes(d["n"], edges, idx_bytes)
         for threads in args.threads:
             torch.set_num_threads(threads)
             coarse, spg = runners(d)
+            nnz_c = d["coarse_nnz"]
+            floor_bytes = (d["g"].rowptr.numel() + edges) * idx_bytes + d["w"].numel() * 4 + 2 * d["n"] * idx_bytes \
+                + (d["m"] + 1 + nnz_c) * idx_bytes + nnz_c * 4
             times = {}
             for meth, fn in {**coarse, **spg}.items():
+                if args.methods and meth not in args.methods:
+                    continue
                 if meth in ("scipy", "scipy_spgemm") and threads != args.threads[0]:
                     continue  # single-threaded: timed once
-                err = check(fn(), ref_ap if meth.endswith("spgemm") else ref, d["m"])
-                if err > 1e-5:
-                    raise SystemExit(f"{name} {meth}: result differs from scipy float64 (rel err {err:.2e})")
-                ms = median_ms(fn, args.repeats)
-                times[meth] = ms
-                # Peak memory does not depend on the thread count much: measured at the last one.
-                mem = None
-                if args.memory and threads == args.threads[-1]:
-                    mem = device_peak_mb(fn) if DEVICE != "cpu" else measure_memory(args, name, meth, threads)
-                row = dict(graph=name, nodes=d["n"], edges=int(d["g"].col.numel()), distinct_edges=int(d["A"].nnz), clusters=d["m"], coarse_edges=nnz_c,
-                           threads=threads, method=meth, ms=ms, rel_err=err, peak_mb=mem,
-                           gbps=floor_bytes / (ms * 1e-3) / 1e9 if not meth.endswith("spgemm") else None)
+                is_spgemm = meth.endswith("spgemm")
+                row = dict(graph=name, nodes=d["n"], edges=edges, distinct_edges=int(d["A"].nnz), clusters=d["m"], coarse_edges=nnz_c,
+                           ap_edges=d["ap_nnz"], threads=threads, method=meth, ms=None, rel_err=None, peak_mb=None, gbps=None)
+                try:
+                    res = fn()
+                    sync()
+                    got = as_scipy(res, d["m"])
+                    del res
+                    row["outcome"], row["rel_err"] = check(got, ref_ap if is_spgemm else ref, ap_rows if is_spgemm else ref_rows)
+                    del got
+                except Exception as e:  # noqa: BLE001 - cuSPARSE failing at scale is a result
+                    row["outcome"] = "error"
+                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                if row["outcome"] == "ok":
+                    try:
+                        row["ms"] = times[meth] = median_ms(fn, args.repeats)
+                        # Peak memory does not depend on the thread count much: measured at the last one.
+                        if args.memory and threads == args.threads[-1]:
+                            if DEVICE != "cpu":
+                                mem = device_peak_mb(fn)
+                                row.update(mem)
+                                c_bytes = csr_bytes(d["n"], d["ap_nnz"], idx_bytes) if is_spgemm else csr_bytes(d["m"], nnz_c, idx_bytes)
+                                row.update(workspace_bound(mem, a_bytes, c_bytes))
+                            else:
+                                row["peak_mb"] = measure_memory(args, name, meth, threads)
+                    except Exception as e:  # noqa: BLE001 - out of memory in the timed calls, recorded
+                        row["outcome"] = "error"
+                        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                    if not is_spgemm and row["ms"]:
+                        row["gbps"] = floor_bytes / (row["ms"] * 1e-3) / 1e9
+                if row["outcome"] != "ok" and meth.startswith("gnnfuse"):
+                    failed = True
                 rows.append(row)
+                if DEVICE != "cpu":
+                    torch.cuda.empty_cache()
             for r in rows:
                 if r["graph"] != name or r["threads"] != threads:
                     continue
@@ -275,21 +368,30 @@ def bench(args):
                 base_s = times.get("scipy_spgemm" if r["method"].endswith("spgemm") else "scipy")
                 if base_s is None:
                     base_s = next((x["ms"] for x in rows if x["graph"] == name and x["method"] == ("scipy_spgemm" if r["method"].endswith("spgemm") else "scipy")), None)
-                r["speedup_vs_torch"] = base_t / r["ms"] if base_t else None
-                r["speedup_vs_scipy"] = base_s / r["ms"] if base_s else None
+                r["speedup_vs_torch"] = base_t / r["ms"] if base_t and r["ms"] else None
+                r["speedup_vs_scipy"] = base_s / r["ms"] if base_s and r["ms"] else None
+                if not r["ms"]:
+                    print(f"{name:<18}{threads:>4}{r['method']:>22}  {r['outcome'].upper()} {r.get('error', '')}"
+                          + (f" (rel err {r['rel_err']:.1e})" if r["rel_err"] is not None else ""), flush=True)
+                    continue
                 gb = f"{r['gbps']:8.2f}" if r["gbps"] else f"{'':>8}"
                 vt = f"{r['speedup_vs_torch']:10.2f}" if r["speedup_vs_torch"] else f"{'':>10}"
                 vs = f"{r['speedup_vs_scipy']:10.2f}" if r["speedup_vs_scipy"] else f"{'':>10}"
-                print(f"{name:<18}{threads:>4}{r['method']:>22}{r['ms']:>10.2f}{vt}{vs}{gb}{r['rel_err']:>10.1e}"
-                      + (f"{r['peak_mb']:>9.1f}" if r.get("peak_mb") is not None else ""), flush=True)
+                mem = f"{r['peak_mb']:>9.1f}" if r.get("peak_mb") is not None else ""
+                if r.get("workspace_mb") is not None:
+                    mem += f"{r['workspace_mb']:>10.1f}{r['workspace_bound_mb']:>9.1f}" + ("" if r["workspace_within_bound"] else "  OVER BOUND")
+                print(f"{name:<18}{threads:>4}{r['method']:>22}{r['ms']:>10.2f}{vt}{vs}{gb}{r['rel_err']:>10.1e}{mem}", flush=True)
+        del d
     result = dict(machine=machine, device=DEVICE, torch=torch.__version__, commit=git_commit(), dtype="float32", repeats=args.repeats,
                   floor_note="GB/s over the bytes read or written at least once: A (rowptr, col, w), P and Pᵀ, the coarse CSR",
+                  memory_note="device: peak_mb = peak allocated during one call above what was live before it (output included); "
+                  "workspace_mb = peak_mb - what the call left allocated (its output); workspace_bound_mb = 2 x (A's CSR + the output's CSR)",
                   mkl_available=any(r["method"] == "mkl" for r in rows), rows=rows)
     tag = machine_tag() if DEVICE == "cpu" else "".join(ch if ch.isalnum() else "-" for ch in machine.lower()).strip("-")
     out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / f"{'cpu' if DEVICE == 'cpu' else 'gpu'}_spgemm_{tag}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"# wrote {out}")
-    return out
+    return out, failed
 
 
 def regression_cases(scale: float):
@@ -363,17 +465,21 @@ def regressions(args):
             if row["outcome"] == "ok":
                 row["ms"] = median_ms(fn, args.repeats)
                 if dev.type == "cuda":
-                    row["peak_mb"] = device_peak_mb(fn)
+                    mem = device_peak_mb(fn)
+                    row.update(mem)
+                    row.update(workspace_bound(mem, csr_bytes(A.shape[0], int(A.nnz), 4), csr_bytes(A.shape[0], int(ref.nnz), 4)))
             rows.append(row)
             print(f"{name:<22}{meth:>14}  {row['outcome']:<6}" + (f"{row['ms']:10.2f} ms" if "ms" in row else "")
-                  + (f"{row['peak_mb']:10.1f} MiB" if row.get("peak_mb") is not None else "") + (f"  {row.get('error', '')}"), flush=True)
+                  + (f"{row['peak_mb']:10.1f} MiB" if row.get("peak_mb") is not None else "")
+                  + (f" (workspace {row['workspace_mb']:.1f} MiB, bound {row['workspace_bound_mb']:.1f})" if "workspace_mb" in row else "")
+                  + (f"  {row.get('error', '')}"), flush=True)
     result = dict(machine=machine, device=DEVICE, torch=torch.__version__, commit=git_commit(), dtype="float32", repeats=args.repeats,
                   scale=args.regression_scale, rows=rows)
     tag = machine_tag() if dev.type == "cpu" else "".join(ch if ch.isalnum() else "-" for ch in machine.lower()).strip("-")
     out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / f"{'cpu' if dev.type == 'cpu' else 'gpu'}_spgemm_regressions_{tag}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"# wrote {out}")
-    return out
+    return 1 if any(r["method"] == "gnnfuse" and r["outcome"] != "ok" for r in rows) else 0
 
 
 def plot(path: Path):
@@ -399,7 +505,7 @@ def plot(path: Path):
                 r = next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] == t), None) or \
                     next((x for x in rows if x["graph"] == gname and x["method"] == meth and x["threads"] == threads[0]), None)
                 base = next((x for x in rows if x["graph"] == gname and x["method"] == base_method), None)
-                ys.append(base["ms"] / r["ms"] if r and base else 0)
+                ys.append(base["ms"] / r["ms"] if r and base and r.get("ms") and base.get("ms") else 0)  # (0: failed)
             ax.bar([i + k * width for i in range(len(graphs))], ys, width, label=meth)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(graphs))])
         ax.set_xticklabels(graphs, rotation=30, ha="right", fontsize=8)
@@ -415,7 +521,13 @@ def plot(path: Path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--graphs", nargs="+", default=DEFAULT_GRAPHS)
+    p.add_argument("--graphs", nargs="+", default=DEFAULT_GRAPHS,
+                   help="bench/datasets.py names: real graphs, rmat-S-EF, reddit-like, products-like (the last two also -<nodes>-<mean degree>)")
+    p.add_argument("--methods", nargs="+", default=None, metavar="METHOD",
+                   help="a subset of the methods (default all that run on the device): " + ", ".join(METHODS + SPGEMM_METHODS))
+    p.add_argument("--check-rows", type=int, default=None,
+                   help="output rows sampled for the check against scipy (0: every row; default: every row below 2^24 "
+                   "stored edges, 20,000 sampled above)")
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--root", default=None)
@@ -437,13 +549,14 @@ def main(argv=None):
         return memory_child(args)
     if args.regressions:
         return regressions(args)
-    out = bench(args)
+    out, failed = bench(args)
     if not args.no_plot:
         try:
             plot(out)
         except ImportError:
             print("# matplotlib not installed: no plot")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

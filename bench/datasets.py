@@ -23,6 +23,18 @@ Graphs
                             without header (lower triangle of a symmetric road network, N fixed
                             at 114599): symmetrised, 114599 / 239332.
 * ``rmat-<scale>-<ef>``     synthetic R-MAT graph (``rmat``), e.g. ``rmat-20-16``.
+* ``reddit-like``           Reddit's size and in-degree distribution, generated (``reddit_like``):
+                            232,965 nodes, about 114.6M edges (mean in-degree 492, log-normal,
+                            capped at Reddit's largest, 21,657); ``reddit-like-<nodes>-<mean degree>``
+                            the same distribution scaled down (e.g. ``reddit-like-2000-50``).
+* ``products-like``         ogbn-products' size as an undirected R-MAT (``rmat_sized``): 2,449,029
+                            nodes, 61,859,140 directed edges (both directions of 30,929,570 R-MAT
+                            edges); ``products-like-<nodes>-<mean degree>`` scaled down. R-MAT's
+                            skew leaves about a third of the nodes isolated and makes hubs of ~10^5
+                            edges: its other rows are denser than ogbn-products' co-purchase graph.
+
+The two generated stand-ins exist because the real Reddit and ogbn-products cannot be downloaded
+where the GPU benchmarks run (issue 26's "Reddit scale" and "ogbn-products scale" targets).
 
 Text is parsed with numpy's C text scanner (``np.fromstring(..., sep=' ')``) after
 stripping comment lines; soc-Slashdot0902 (~950k edges) loads in well under a second.
@@ -31,6 +43,7 @@ stripping comment lines; soc-Slashdot0902 (~950k edges) loads in well under a se
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import re
 import warnings
@@ -56,6 +69,13 @@ REAL_GRAPHS = {
 BENCH_GRAPHS = ["cora", "pubmed", "ca-HepPh", "soc-Slashdot0902", "rmat-20-16"]
 
 _RMAT_RE = re.compile(r"^rmat-(\d+)-(\d+)$")
+# reddit-like / products-like, optionally scaled: <kind>-<nodes>-<mean degree>
+_SIZED_RE = re.compile(r"^(reddit|products)-like(?:-(\d+)-(\d+(?:\.\d+)?))?$")
+
+#: Reddit (GraphSAGE's, as in PyG's Reddit dataset): nodes, directed edges, largest in-degree
+REDDIT_NODES, REDDIT_EDGES, REDDIT_MAX_DEGREE = 232965, 114615892, 21657
+#: ogbn-products: nodes, directed edges (each undirected edge in both directions)
+PRODUCTS_NODES, PRODUCTS_EDGES = 2449029, 61859140
 
 
 def default_root() -> Path:
@@ -187,7 +207,7 @@ def read_metis(path: Path):
 def load_real(name: str, root: str | os.PathLike | None = None):
     """Load one of ``REAL_GRAPHS``. Returns (edge_index int64 [2, E], num_nodes)."""
     if name not in REAL_GRAPHS:
-        raise KeyError(f"unknown graph {name!r}; known: {sorted(REAL_GRAPHS)} or rmat-<scale>-<edge_factor>")
+        raise KeyError(f"unknown graph {name!r}; known: {sorted(REAL_GRAPHS)} , rmat-<scale>-<edge_factor>, reddit-like or products-like (each also -<nodes>-<mean degree>)")
     rel, fmt, undirected = REAL_GRAPHS[name]
     path = Path(root if root is not None else default_root()) / rel
     if not path.exists():
@@ -254,11 +274,90 @@ def rmat(scale: int, edge_factor: int = 16, a: float = 0.57, b: float = 0.19, c:
     return _to_edge_index(src, dst), n
 
 
+def reddit_like(n: int, mean_degree: float, max_degree: int, device="cpu", seed: int = 0):
+    """(rowptr int32, col int32) of n destinations with log-normal in-degrees (mean `mean_degree`,
+    at most `max_degree`) and sources drawn in proportion to their in-degree (hubs send as they
+    receive): CSR by destination, the sources of a row unsorted. Generated on `device` (a GPU makes
+    Reddit's 115M edges in about a second; the CPU takes tens of seconds)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    sigma = 1.2
+    mu = math.log(mean_degree) - sigma * sigma / 2
+    deg = torch.exp(mu + sigma * torch.randn(n, generator=gen, device=device, dtype=torch.float64))
+    deg = deg.round().clamp(1, max_degree)
+    deg = (deg * (mean_degree * n / deg.sum())).round().clamp(1, max_degree).to(torch.int64)
+    rowptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
+    rowptr[1:] = torch.cumsum(deg, 0)
+    e = int(rowptr[-1])
+    cdf = torch.cumsum(deg.double(), 0)
+    cdf /= cdf[-1].clone()
+    col = torch.empty(e, dtype=torch.int32, device=device)
+    chunk = 1 << 24
+    for s in range(0, e, chunk):  # inverse-CDF sampling in chunks (bounded temporaries)
+        u = torch.rand(min(chunk, e - s), generator=gen, device=device, dtype=torch.float64)
+        col[s:s + u.numel()] = torch.searchsorted(cdf, u).clamp_max(n - 1).to(torch.int32)
+    return rowptr.to(torch.int32), col
+
+
+def rmat_sized(num_nodes: int, num_edges: int, symmetric: bool = True, seed: int = 0, device="cpu",
+               a: float = 0.57, b: float = 0.19, c: float = 0.19):
+    """R-MAT graph of exactly `num_nodes` nodes and `num_edges` directed edges, for sizes that are
+    not a power of two (ogbn-products'): R-MAT edges (``rmat``'s Graph500 parameters, one quadrant
+    per bit level) over the next power of two, labels permuted, each label folded onto
+    ``label % num_nodes`` (every node takes one or two R-MAT nodes; the degree distribution stays
+    heavy-tailed). ``symmetric``: num_edges / 2 R-MAT edges and their reverses (an undirected graph
+    stored in both directions, as ogbn-products is; num_edges must be even). Drawn with torch on
+    `device` (a GPU makes ogbn-products' 62M edges in well under a second, the CPU in tens of
+    seconds; the two draw different graphs of the same law). Returns (edge_index int64 [2, E] on
+    `device`, num_nodes)."""
+    if symmetric and num_edges % 2:
+        raise ValueError(f"rmat_sized: a symmetric graph has an even number of directed edges, got {num_edges}")
+    scale = max(1, (num_nodes - 1).bit_length())
+    e = num_edges // 2 if symmetric else num_edges
+    d = 1.0 - a - b - c
+    gen = torch.Generator(device=device).manual_seed(seed)
+    src = torch.zeros(e, dtype=torch.int64, device=device)
+    dst = torch.zeros(e, dtype=torch.int64, device=device)
+    for level in range(scale):
+        row1 = torch.rand(e, generator=gen, device=device) < c + d  # source bit 1
+        # target bit 1, given the source bit
+        col1 = torch.rand(e, generator=gen, device=device) < torch.where(row1, d / (c + d), b / (a + b))
+        src |= row1.to(torch.int64) << level
+        dst |= col1.to(torch.int64) << level
+        del row1, col1
+    perm = torch.randperm(1 << scale, generator=gen, device=device) % num_nodes
+    ei = torch.stack([perm[src], perm[dst]])
+    del src, dst
+    if symmetric:
+        ei = torch.cat([ei, ei.flip(0)], 1)
+    return ei, num_nodes
+
+
+def sized_graph(name: str, device="cpu", seed: int = 0):
+    """``reddit-like`` / ``products-like`` (optionally ``-<nodes>-<mean degree>``), generated on
+    `device`: (edge_index int64 [2, E] on `device`, num_nodes); None for other names."""
+    m = _SIZED_RE.match(name)
+    if not m:
+        return None
+    kind, nodes, mean = m.group(1), m.group(2), m.group(3)
+    if kind == "reddit":
+        n = int(nodes) if nodes else REDDIT_NODES
+        rowptr, col = reddit_like(n, float(mean) if mean else REDDIT_EDGES / REDDIT_NODES, min(REDDIT_MAX_DEGREE, n), device, seed)
+        dst = torch.repeat_interleave(torch.arange(n, device=device), rowptr.long().diff())
+        return torch.stack([col.long(), dst]), n
+    n = int(nodes) if nodes else PRODUCTS_NODES
+    e = 2 * round(float(mean) * n / 2) if nodes else PRODUCTS_EDGES
+    return rmat_sized(n, e, symmetric=True, seed=seed, device=device)
+
+
 def load(name: str, root: str | os.PathLike | None = None, seed: int = 0):
-    """Load a real graph by name or generate ``rmat-<scale>-<edge_factor>``."""
+    """Load a real graph by name or generate ``rmat-<scale>-<edge_factor>``, ``reddit-like`` or
+    ``products-like`` (each optionally ``-<nodes>-<mean degree>``)."""
     m = _RMAT_RE.match(name)
     if m:
         return rmat(int(m.group(1)), int(m.group(2)), seed=seed)
+    sized = sized_graph(name, "cpu", seed)
+    if sized is not None:
+        return sized
     return load_real(name, root)
 
 

@@ -183,7 +183,9 @@ def coarsening(path: Path, data: dict) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, f: (f % v) if v is not None else ""  # noqa: E731
     for r in rows:
-        out.append(f"| {r['graph']} | {r['nodes']} | {r['edges']} | {r['coarse_edges']} | {r['threads']} | {r['method']} | {r['ms']:.2f} | "
+        # (a method that failed, bench_spgemm.py's outcome other than ok, has no time)
+        ms = f"{r['ms']:.2f}" if r.get("ms") is not None else r.get("outcome", "")
+        out.append(f"| {r['graph']} | {r['nodes']} | {r['edges']} | {r['coarse_edges']} | {r['threads']} | {r['method']} | {ms} | "
                    f"{fmt(r.get('speedup_vs_torch'), '%.2f')} | {fmt(r.get('speedup_vs_scipy'), '%.2f')} | {fmt(r.get('gbps'), '%.2f')} | "
                    f"{fmt(r.get('peak_mb'), '%.1f')} |")
     for meth in [m for m in ("gnnfuse_cold", "gnnfuse_2pass", "gnnfuse_warm") if any(r["method"] == m for r in rows)]:
@@ -231,6 +233,21 @@ def gcn_fusion(path: Path, data: dict) -> list[str]:
     return out
 
 
+def tc_error(f: Path, data: dict) -> list:
+    """bench/tc_error.py: the Tensor-Core SpMM's error beside the CUDA-core kernels' and PyTorch's."""
+    meta = data.get("meta", {})
+    out = [f"## Tensor-Core SpMM error against float64 ({f.name}; {meta.get('device', '?')})", "",
+           f"{meta.get('measures', '')}; forward / gradient of x.", "",
+           "| graph | F | inputs | Tensor Cores max | CUDA cores max | PyTorch max | Tensor Cores median | CUDA cores median |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in data.get("rows", []):
+        tc, cc, pt = r["tensor-cores"], r["cuda-cores"], r["pytorch"]
+        out.append(f"| {r['graph']} | {r['F']} | {r['dtype']} | {tc['forward']['max']:.1e} / {tc['grad_x']['max']:.1e} "
+                   f"| {cc['forward']['max']:.1e} / {cc['grad_x']['max']:.1e} | {pt['forward']['max']:.1e} / {pt['grad_x']['max']:.1e} "
+                   f"| {tc['forward']['median']:.1e} / {tc['grad_x']['median']:.1e} | {cc['forward']['median']:.1e} / {cc['grad_x']['median']:.1e} |")
+    return out + [""]
+
+
 def main() -> int:
     files = sorted(RESULTS.glob("*.json"))
     lines = ["# Benchmark summary", "",
@@ -263,6 +280,8 @@ def main() -> int:
         elif f.name.startswith("cpu_gcn_fusion"):
             lines += gcn_fusion(f, data)
             plotted_fusion.append(f)
+        elif f.name.startswith("tc_error"):
+            lines += tc_error(f, data)
     (RESULTS / "SUMMARY.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {RESULTS / 'SUMMARY.md'}")
     try:
