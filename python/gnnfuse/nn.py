@@ -502,21 +502,6 @@ def _csc_for_backward(
     return None, None, None
 
 
-def _edge_columns(rowptr: Tensor, col: Tensor, rows: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor, Tensor]]:
-    """Each stored entry of a CSR pattern (its ``col``, ``rows``: the row of each entry) as a
-    column of its own, ``0 .. E-1``, and that pattern's CSC view (``colptr = 0 .. E``, ``row =
-    rows``, ``perm`` the identity, int64 as ``csr_transpose``'s). The ops then read a per-edge operand ``[E, ...]`` where they
-    read a per-source one: ``spmm(rowptr, eye, w, values)[i] = sum over row i's entries e of
-    w[e] values[e]``, ``sddmm(rowptr, eye, None, u, values)[e] = u[row e] . values[e]``. Sizes
-    from ``col`` only (no data-dependent size under torch.compile or a trace)."""
-    # (dtypes by type_as: a trace records a dtype argument as the example's constant, and an
-    # int32 graph after an int64 example would then meet int64 columns)
-    eye = (torch.cumsum(torch.ones_like(col), 0) - 1).type_as(col)
-    colptr = torch.cat([torch.zeros_like(rowptr[:1]), eye + 1])  # (rowptr: at least one entry)
-    perm = torch.cumsum(torch.ones_like(col, dtype=torch.int64), 0) - 1  # (not eye.long(): a trace would alias eye to it)
-    return eye, (colptr, rows.type_as(col), perm)
-
-
 def _fused_asked(fused: Optional[bool]) -> bool:
     """``fused=True`` given (a function: TorchScript types a None attribute as NoneType)."""
     return fused is not None and fused
@@ -1316,12 +1301,9 @@ class TransformerConv(_Base):
             qs = query * scale
             p = torch.einsum("nhc,hcd->nhd", [qs, w_e.to(qs.dtype)])
             ea = edge_attr[perm].contiguous()  # CSR order
-            rows = edge_index[1][perm]  # the target of each CSR position (no data-dependent size)
-            eye, eye_csc = _edge_columns(rowptr, col, rows)
-            bias = torch.stack(
-                [_ops.sddmm(rowptr, eye, None, p.select(1, h).contiguous(), ea, eye_csc[0], eye_csc[1], eye_csc[2]) for h in range(H)], 1
-            )
             csc = _csc_for_backward(rowptr, col, num_src, value)
+            # every head in one pass over the edges (sddmm_edge_heads: bias[e, h] = p[i, h] . ea[e])
+            bias = _ops.sddmm_edge_heads(rowptr, col, p.contiguous(), ea, csc[0], csc[1], csc[2])
             # Fused only when asked for (fused=True): with the bias [E, H] there anyway, the
             # per-edge path's [E, H] tensors cost little more memory, and its backward reads them
             # where the two fused ops' adjoints recompute every score (bench/README.md: per-edge
@@ -1333,10 +1315,8 @@ class TransformerConv(_Base):
             else:
                 score = _ops.sddmm_heads(rowptr, col, qs.contiguous(), key.contiguous(), csc[0], csc[1], csc[2]) + bias
                 out, alpha, used = _softmax_aggregate(rowptr, col, score, value, self.dropout, self.training, csc)
-                # sum_j used_ij ea_ij per head: each edge its own column of the pattern
-                z = torch.stack(
-                    [_ops.spmm(rowptr, eye, used.select(1, h).contiguous(), ea, eye_csc[0], eye_csc[1], eye_csc[2]) for h in range(H)], 1
-                )
+                # sum_j used_ij ea_ij, every head in one pass over the edges (spmm_edge_heads)
+                z = _ops.spmm_edge_heads(rowptr, col, used.contiguous(), ea, csc[0], csc[1], csc[2])
             out = out + torch.einsum("nhd,hcd->nhc", [z, w_e.to(z.dtype)]).to(out.dtype)  # (one dtype under autocast)
         elif use_fused:
             out = _ops.graph_attention(rowptr, col, (query * scale).contiguous(), key.contiguous(), value.contiguous())

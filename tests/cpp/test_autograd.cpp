@@ -216,6 +216,23 @@ TEST_P(AutogradTest, FusedAttentionWithEdgeBiasAndValues) {
   EXPECT_THROW(gnnfuse::graph_attention_edge_values(g.rowptr, g.col, q, k, b, rnd({g.nnz - 1, 3}, 1)), c10::Error);
 }
 
+TEST_P(AutogradTest, EdgeFeatureHeads) {
+  // TransformerConv's edge features: bias[e, h] = p[row e, h] . ea[e] and z[i, h] = sum over row
+  // i's edges of w[e, h] ea[e], each every head in one pass over the edges; gradients derived.
+  const Graph g = random_graph(23, 31, 90, GetParam(), 72);
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::sddmm_edge_heads(g.rowptr, g.col, in[0], in[1]); },
+                  {rnd({g.rows, 2, 3}, 73), rnd({g.nnz, 3}, 74)}, "sddmm_edge_heads");
+  check_gradients([&](const std::vector<at::Tensor>& in) { return gnnfuse::spmm_edge_heads(g.rowptr, g.col, in[0], in[1]); },
+                  {rnd({g.nnz, 2}, 75), rnd({g.nnz, 3}, 76)}, "spmm_edge_heads");
+  const at::Tensor p = rnd({g.rows, 2, 3}, 77), ea = rnd({g.nnz, 3}, 78), w = rnd({g.nnz, 2}, 79);
+  const at::Tensor rows = at::repeat_interleave(g.rowptr.diff().to(at::kLong));
+  EXPECT_TRUE(at::allclose(gnnfuse::sddmm_edge_heads(g.rowptr, g.col, p, ea), (p.index_select(0, rows) * ea.unsqueeze(1)).sum(-1), 1e-12, 1e-12));
+  const at::Tensor want = at::zeros({g.rows, 2, 3}, ea.options()).index_add_(0, rows, w.unsqueeze(2) * ea.unsqueeze(1));
+  EXPECT_TRUE(at::allclose(gnnfuse::spmm_edge_heads(g.rowptr, g.col, w, ea), want, 1e-12, 1e-12));
+  EXPECT_THROW(gnnfuse::sddmm_edge_heads(g.rowptr, g.col, p, rnd({g.nnz + 1, 3}, 1)), c10::Error);
+  EXPECT_THROW(gnnfuse::spmm_edge_heads(g.rowptr, g.col, rnd({g.nnz - 1, 2}, 1), ea), c10::Error);
+}
+
 TEST_P(AutogradTest, FusedGcn) {
   // gcn: (A X) W row by row; d/dweight sums the rows' contributions in per-thread copies.
   const Graph g = random_graph(23, 31, 90, GetParam(), 42);

@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 from torch import Tensor
-from torch.autograd import gradcheck
+from torch.autograd import gradcheck, gradgradcheck
 
 import gnnfuse
 from gnnfuse import Graph
@@ -209,6 +209,55 @@ def test_sddmm_heads_gradcheck(name):
     args = (q.requires_grad_(), k.requires_grad_())
     assert gradcheck(lambda *t: ops.sddmm_heads(rowptr, col, *t), args, fast_mode=name not in SMALL)
     torch.library.opcheck(ops.sddmm_heads.default, (rowptr, col, *args))
+
+
+
+# ------------------------------------------------- the edge features' products (TransformerConv)
+def _edge_feature_inputs(name, index_dtype=torch.int64, H=3, D=4, seed=6):
+    rowptr, col, _ = csr_of(name, index_dtype)
+    g = torch.Generator().manual_seed(seed)
+    n, e = rowptr.numel() - 1, col.numel()
+    p = torch.randn(n, H, D, generator=g, dtype=torch.float64)
+    ea = torch.randn(e, D, generator=g, dtype=torch.float64)
+    w = torch.randn(e, H, generator=g, dtype=torch.float64)
+    return rowptr, col, p, ea, w
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=DTYPE_IDS.get)
+@pytest.mark.parametrize("name", CASE_NAMES)
+@pytest.mark.parametrize("D", [1, 3, 32, 129])
+def test_edge_feature_heads_fp64_reference(name, index_dtype, D):
+    """sddmm_edge_heads: E[e, h] = p[row e, h] . ea[e]; spmm_edge_heads: Z[i, h] = sum over row
+    i's edges of w[e, h] ea[e] (empty rows: 0), against per-edge float64 sums."""
+    rowptr, col, p, ea, w = _edge_feature_inputs(name, index_dtype, D=D)
+    rows = _rows(rowptr)
+    want_e = (p[rows] * ea[:, None, :]).sum(-1)
+    torch.testing.assert_close(ops.sddmm_edge_heads(rowptr, col, p, ea), want_e, rtol=1e-12, atol=1e-12)
+    want_z = torch.zeros_like(p).index_add_(0, rows, w[:, :, None] * ea[:, None, :])
+    torch.testing.assert_close(ops.spmm_edge_heads(rowptr, col, w, ea), want_z, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_edge_feature_heads_gradcheck(name):
+    rowptr, col, p, ea, w = _edge_feature_inputs(name, H=2, D=3, seed=7)
+    p, ea, w = p.requires_grad_(), ea.requires_grad_(), w.requires_grad_()
+    fast = name not in SMALL
+    assert gradcheck(lambda a, b: ops.sddmm_edge_heads(rowptr, col, a, b), (p, ea), fast_mode=fast)
+    assert gradcheck(lambda a, b: ops.spmm_edge_heads(rowptr, col, a, b), (w, ea), fast_mode=fast)
+    if name in SMALL:
+        assert gradgradcheck(lambda a, b: ops.sddmm_edge_heads(rowptr, col, a, b), (p, ea))
+    torch.library.opcheck(ops.sddmm_edge_heads.default, (rowptr, col, p, ea))
+    torch.library.opcheck(ops.spmm_edge_heads.default, (rowptr, col, w, ea))
+
+
+def test_edge_feature_heads_bad_operands():
+    rowptr, col, p, ea, w = _edge_feature_inputs("self_loops_duplicates")
+    with pytest.raises(RuntimeError, match=r"gnnfuse::sddmm_edge_heads: argument 'ea'"):
+        ops.sddmm_edge_heads(rowptr, col, p, ea[1:])
+    with pytest.raises(RuntimeError, match=r"gnnfuse::spmm_edge_heads: argument 'weight'"):
+        ops.spmm_edge_heads(rowptr, col, w[1:], ea)
+    with pytest.raises(RuntimeError, match=r"gnnfuse::sddmm_edge_heads: argument 'ea'"):
+        ops.sddmm_edge_heads(rowptr, col, p, ea.float())
 
 
 def test_python_api_sddmm_heads():

@@ -73,6 +73,8 @@ SUBSET = [
     "test_attention.py::test_gat_fp64_reference",
     "test_attention.py::test_graph_attention_fp64_reference",
     "test_attention.py::test_sddmm_heads_gradcheck",
+    "test_attention.py::test_edge_feature_heads_fp64_reference",
+    "test_attention.py::test_edge_feature_heads_gradcheck",
     "test_attention.py::test_gat_gradcheck",
     "test_attention.py::test_graph_attention_gradcheck",
     "test_attention.py::test_gat_edge_gradcheck",
