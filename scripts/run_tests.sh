@@ -7,7 +7,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+start=$SECONDS
 bash scripts/setup_env.sh
+t_setup=$((SECONDS - start))
 PY="$ROOT/.venv/bin/python"
 BUILD="$ROOT/build"
 
@@ -20,6 +22,7 @@ fi
 cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTS=ON \
   -DGNNFUSE_CUDA_EMULATED=ON -DGNNFUSE_CUDA_GATES=OFF -DPython_EXECUTABLE="$PY" >/dev/null
 cmake --build "$BUILD" --parallel 2
+t_build=$((SECONDS - start - t_setup))
 
 failed=()
 echo "== ctest (C++: tests/cpp, tests/codegen)"
@@ -27,6 +30,7 @@ echo "== ctest (C++: tests/cpp, tests/codegen)"
 # torch) is about 16 CPU-minutes, a sixth of CI on a slow machine; the GPU script's build compiles
 # against that torch anyway. Run it before a GPU session: (cd build && ctest -R torch_headers_compat).
 (cd "$BUILD" && ctest --output-on-failure --parallel 2 -E '^torch_headers_compat$') || failed+=(ctest)
+t_ctest=$((SECONDS - start - t_setup - t_build))
 
 # The CUDA kernels (no GPU): nvcc under the gates, the SASS checks, and the op battery through
 # the SIMT emulator (tests/python/test_cuda_emulated.py, so pytest leaves it out), beside pytest:
@@ -59,6 +63,9 @@ if [[ -n "$cuda_pid" ]]; then
 else
   echo "== scripts/check_cuda.sh skipped (no nvcc or no libgnnfuse_cuda_emu.so: CUDA's headers missing)"
 fi
+# Where CI's time went (the brief asks for under 40 minutes on its 2 cores).
+echo "== run_tests: setup (venv + library) ${t_setup}s, test build ${t_build}s, ctest ${t_ctest}s," \
+  "check_cuda beside pytest $((SECONDS - start - t_setup - t_build - t_ctest))s, total $((SECONDS - start))s"
 echo "== pytest (tests/python)"
 cat "$pytest_log"
 
