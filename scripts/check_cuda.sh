@@ -10,7 +10,7 @@
 # tiles by it or that the launch may pick (a tiled kernel), SHFL in every kernel whose reduction
 # over lanes is a shuffle tree (cu::group_*) or the pos split's segmented reduction
 # (cu::segment_sums), HMMA in every kernel that issues mma (the generated Tensor-Core SpMM
-# kernels, <fam>_tcN_kernel, through cuda/tc_fragments.cuh); BUILD/cuda_gates/sass_checks.txt lists them. With --emulated, then the op
+# kernels, <fam>_tcN_kernel, through cuda/tc_fragments.cuh); BUILD/cuda_gates/sass_checks.txt lists them. With --emulated, beside them (started first), the op
 # battery through the same kernels run on the CPU by the SIMT emulator
 # (tests/python/test_cuda_emulated.py against BUILD/libgnnfuse_cuda_emu.so, built if missing:
 # every family forward and backward under the launch decision and under each forced variant,
@@ -112,6 +112,24 @@ out="$logs/generated"
 table="$build/generated/cuda_resources.md"
 rm -rf "$logs"
 mkdir -p "$out" "$(dirname "$table")"
+
+# ---- the emulated op battery, started here and collected at the end: it keeps about one core
+# busy for its whole run, nvcc and cuobjdump take what is free (run one after the other, the
+# battery alone on one core was the last minutes of CI, the other core idle)
+emu_pid=""
+if [[ $emulated -eq 1 ]]; then
+  py="${PYTHON:-$root/.venv/bin/python}"
+  [[ -x "$py" ]] || py=python3
+  lib="${GNNFUSE_CUDA_EMU_LIBRARY:-$build/libgnnfuse_cuda_emu.so}"
+  t3=$(date +%s)
+  if [[ ! -f "$lib" ]] && ! cmake --build "$build" --target gnnfuse_cuda_emu --parallel "$jobs" >"$logs/emulated_build.log" 2>&1; then
+    emu="emulated: not built (cmake --build $build --target gnnfuse_cuda_emu: $logs/emulated_build.log)"
+  else
+    GNNFUSE_CUDA_EMU_LIBRARY="$lib" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python/test_cuda_emulated.py" >"$logs/emulated.log" 2>&1 &
+    emu_pid=$!
+    trap '[[ -n "$emu_pid" ]] && kill "$emu_pid" 2>/dev/null; true' EXIT  # not left running if this script stops
+  fi
+fi
 
 # The families: every spec of ops/, or the --only subset.
 specs=()
@@ -287,35 +305,29 @@ else
   echo "check_cuda.sh: SASS of ${#compiled[@]} families checked in $(($(date +%s) - t2))s ($cuobjdump); per kernel: $logs/sass_checks.txt"
 fi
 
-# ---- the emulated op battery
+# ---- the emulated op battery (started before the compiles): its verdict
 emu_failed=0
-if [[ $emulated -eq 1 ]]; then
-  py="${PYTHON:-$root/.venv/bin/python}"
-  [[ -x "$py" ]] || py=python3
-  lib="${GNNFUSE_CUDA_EMU_LIBRARY:-$build/libgnnfuse_cuda_emu.so}"
-  t3=$(date +%s)
-  if [[ ! -f "$lib" ]] && ! cmake --build "$build" --target gnnfuse_cuda_emu --parallel "$jobs" >"$logs/emulated_build.log" 2>&1; then
-    emu="emulated: not built (cmake --build $build --target gnnfuse_cuda_emu: $logs/emulated_build.log)"
-    emu_failed=1
-  else
-    set +e
-    GNNFUSE_CUDA_EMU_LIBRARY="$lib" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python/test_cuda_emulated.py" >"$logs/emulated.log" 2>&1
-    rc=$?
-    set -e
-    summary="$(tail -1 "$logs/emulated.log")"
-    passed="$(grep -o '[0-9]* passed' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
-    nfail="$(grep -o '[0-9]* failed' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
-    nerr="$(grep -o '[0-9]* error' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
-    emu="emulated: $passed passed, $((nfail + nerr)) failed"
-    if [[ $rc -ne 0 || $passed -eq 0 ]]; then
-      emu_failed=1
-      grep -E '^(FAILED|ERROR)' "$logs/emulated.log" | head -20 | sed 's/^/  /' || true  # head closes the pipe early (pipefail)
-      echo "  (the emulated battery's output: $logs/emulated.log)"
-    fi
-    echo "check_cuda.sh: emulated battery in $(($(date +%s) - t3))s ($lib)"
-  fi
-else
+if [[ $emulated -eq 0 ]]; then
   emu="emulated: not run (--emulated runs tests/python/test_cuda_emulated.py)"
+elif [[ -n "$emu_pid" ]]; then
+  set +e
+  wait "$emu_pid"
+  rc=$?
+  set -e
+  emu_pid=""
+  summary="$(tail -1 "$logs/emulated.log")"
+  passed="$(grep -o '[0-9]* passed' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
+  nfail="$(grep -o '[0-9]* failed' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
+  nerr="$(grep -o '[0-9]* error' <<<"$summary" | grep -o '[0-9]*' || echo 0)"
+  emu="emulated: $passed passed, $((nfail + nerr)) failed"
+  if [[ $rc -ne 0 || $passed -eq 0 ]]; then
+    emu_failed=1
+    grep -E '^(FAILED|ERROR)' "$logs/emulated.log" | head -20 | sed 's/^/  /' || true  # head closes the pipe early (pipefail)
+    echo "  (the emulated battery's output: $logs/emulated.log)"
+  fi
+  echo "check_cuda.sh: emulated battery in $(($(date +%s) - t3))s, beside the compiles ($lib)"
+else
+  emu_failed=1
 fi
 echo "cuda: $kernels kernels compiled for ${archs[*]} ($ops ops in ${#fams[@]} families; $type_note), $spills spills; $sass; $emu"
 if [[ $failed -gt 0 || $spills -gt 0 || $sass_failed -gt 0 || $emu_failed -gt 0 ]]; then exit 1; fi
