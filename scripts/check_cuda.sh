@@ -113,24 +113,6 @@ table="$build/generated/cuda_resources.md"
 rm -rf "$logs"
 mkdir -p "$out" "$(dirname "$table")"
 
-# ---- the emulated op battery, started here and collected at the end: it keeps about one core
-# busy for its whole run, nvcc and cuobjdump take what is free (run one after the other, the
-# battery alone on one core was the last minutes of CI, the other core idle)
-emu_pid=""
-if [[ $emulated -eq 1 ]]; then
-  py="${PYTHON:-$root/.venv/bin/python}"
-  [[ -x "$py" ]] || py=python3
-  lib="${GNNFUSE_CUDA_EMU_LIBRARY:-$build/libgnnfuse_cuda_emu.so}"
-  t3=$(date +%s)
-  if [[ ! -f "$lib" ]] && ! cmake --build "$build" --target gnnfuse_cuda_emu --parallel "$jobs" >"$logs/emulated_build.log" 2>&1; then
-    emu="emulated: not built (cmake --build $build --target gnnfuse_cuda_emu: $logs/emulated_build.log)"
-  else
-    GNNFUSE_CUDA_EMU_LIBRARY="$lib" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python/test_cuda_emulated.py" >"$logs/emulated.log" 2>&1 &
-    emu_pid=$!
-    trap '[[ -n "$emu_pid" ]] && kill "$emu_pid" 2>/dev/null; true' EXIT  # not left running if this script stops
-  fi
-fi
-
 # The families: every spec of ops/, or the --only subset.
 specs=()
 all_fams=" "  # every generated family (--host is checked against them)
@@ -172,7 +154,6 @@ export nvcc root out logs
 export GNNFUSE_GATE_HOST="$host"
 export GENCODE="$(gencode_of "${archs[@]}")" TYPE_FLAGS="${type_flags[*]}"
 
-t0=$(date +%s)
 fams=()
 for spec in "${specs[@]}"; do fams+=("$(basename "$spec" .spec)"); done
 if [[ "$host" != all ]]; then  # a misspelt family would quietly lose its host pass
@@ -181,6 +162,26 @@ if [[ "$host" != all ]]; then  # a misspelt family would quietly lose its host p
     if [[ "$all_fams" != *" $fam "* ]]; then echo "check_cuda.sh: --host: no family '$fam'" >&2; exit 2; fi
   done
 fi
+# ---- the emulated op battery, started here (the arguments checked, the kernels generated) and
+# collected at the end: it keeps about one core
+# busy for its whole run, nvcc and cuobjdump take what is free (run one after the other, the
+# battery alone on one core was the last minutes of CI, the other core idle)
+emu_pid=""
+if [[ $emulated -eq 1 ]]; then
+  py="${PYTHON:-$root/.venv/bin/python}"
+  [[ -x "$py" ]] || py=python3
+  lib="${GNNFUSE_CUDA_EMU_LIBRARY:-$build/libgnnfuse_cuda_emu.so}"
+  t3=$(date +%s)
+  if [[ ! -f "$lib" ]] && ! cmake --build "$build" --target gnnfuse_cuda_emu --parallel "$jobs" >"$logs/emulated_build.log" 2>&1; then
+    emu="emulated: not built (cmake --build $build --target gnnfuse_cuda_emu: $logs/emulated_build.log)"
+  else
+    GNNFUSE_CUDA_EMU_LIBRARY="$lib" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python/test_cuda_emulated.py" >"$logs/emulated.log" 2>&1 &
+    emu_pid=$!
+    trap '[[ -n "$emu_pid" ]] && kill "$emu_pid" 2>/dev/null; true' EXIT  # not left running if this script stops
+  fi
+fi
+
+t0=$(date +%s)
 # Largest first (by the size of the generated source): the last jobs are the short ones, so the
 # cores stay busy to the end.
 for fam in "${fams[@]}"; do echo "$(wc -c <"$out/${fam}_cuda.cu") $fam"; done | sort -rn | cut -d' ' -f2 |
