@@ -28,6 +28,9 @@ Implementations (SpMM: sum with edge weights; SDDMM: weighted dot products in CS
   gnnfuse[tc-bf16]   the same on the Tensor-Core SpMM (set_cuda_tensor_cores("on")); its row also has
                      first_ms, a first call on a fresh copy of the graph (the condensed view built)
   gnnfuse[tc-tf32]   float32 on the Tensor-Core SpMM as tf32
+  gnnfuse[tc-rows-bf16]  bfloat16 on seed 004's rows kernel (set_cuda_tensor_cores("rows"): mma.m16n8k8
+                     plus a trace per node row, rows bucketed by degree; auto never takes it: these rows
+                     decide whether it ever should)
   gnnfuse[tc-bf16,graph]  gnnfuse[tc-bf16] captured in a CUDA graph after a warm-up (the condensed view
                      built then), the replay timed: the kernels without launch and host overhead
   cusparse[cached]   float32 cuSPARSE SpMM with nothing rebuilt per call, issue 26's baseline:
@@ -101,6 +104,7 @@ def implementations(gnnfuse, g, src, dst, n, w, csr, csr32, op: str):
         impls["gnnfuse[tc-bf16]"] = lambda x: gnnfuse.spmm(g, x, wb, backend="generated")
         impls["gnnfuse[tc-bf16,graph]"] = impls["gnnfuse[tc-bf16]"]
         impls["gnnfuse[tc-tf32]"] = lambda x: gnnfuse.spmm(g, x, w, backend="generated")
+        impls["gnnfuse[tc-rows-bf16]"] = impls["gnnfuse[tc-bf16]"]
         impls["gnnfuse[cusparse]"] = lambda x: gnnfuse.spmm(g, x, w, backend="cusparse")
         impls["cusparse[cached]"] = lambda x: torch.sparse.mm(csr32, x)
         impls["torch.sparse"] = lambda x: torch.sparse.mm(csr, x)
@@ -112,13 +116,14 @@ def implementations(gnnfuse, g, src, dst, n, w, csr, csr32, op: str):
     return impls
 
 
-IMPLS = ["gnnfuse", "gnnfuse[bf16]", "gnnfuse[tc-bf16]", "gnnfuse[tc-bf16,graph]", "gnnfuse[tc-tf32]", "gnnfuse[cusparse]",
+IMPLS = ["gnnfuse", "gnnfuse[bf16]", "gnnfuse[tc-bf16]", "gnnfuse[tc-bf16,graph]", "gnnfuse[tc-tf32]", "gnnfuse[tc-rows-bf16]", "gnnfuse[cusparse]",
          "cusparse[cached]", "torch.sparse", "pyg"]
 
 # Per implementation: the dtype of its inputs, the Tensor-Core mode it runs under, the relative
 # error it must stay within against float64 (bf16 inputs carry 8 bits; tf32 10).
 SETTINGS = {"gnnfuse[bf16]": (torch.bfloat16, "off", 1e-2), "gnnfuse[tc-bf16]": (torch.bfloat16, "on", 1e-2),
-            "gnnfuse[tc-bf16,graph]": (torch.bfloat16, "on", 1e-2), "gnnfuse[tc-tf32]": (torch.float32, "on", 2e-3)}
+            "gnnfuse[tc-bf16,graph]": (torch.bfloat16, "on", 1e-2), "gnnfuse[tc-tf32]": (torch.float32, "on", 2e-3),
+            "gnnfuse[tc-rows-bf16]": (torch.bfloat16, "rows", 1e-2)}
 
 # The rows timed as CUDA-graph replays. Each names its fallbacks (after the row's own call):
 # cusparse[cached] falls back to gnnfuse's cuSPARSE backend captured (cuSPARSE as well, with the
@@ -407,7 +412,7 @@ def main(argv=None):
                     try:
                         if impl == "gnnfuse[cusparse]" and cusparse_error:
                             raise RuntimeError(cusparse_error)
-                        if mode == "on" and tc_error:
+                        if mode in ("on", "rows") and tc_error:
                             raise RuntimeError(tc_error)
                         with gnnfuse.backends.cuda_tensor_cores(mode):
                             if impl in REPLAYED:  # a CUDA graph's replay: checked on its static output
@@ -450,6 +455,7 @@ def main(argv=None):
     pairs = [("gnnfuse", other) for other in ("gnnfuse[cusparse]", "cusparse[cached]", "torch.sparse", "pyg")]
     pairs += [("gnnfuse[tc-bf16,graph]", "cusparse[cached]"), ("gnnfuse[tc-bf16]", "cusparse[cached]"),
               ("gnnfuse[tc-bf16]", "gnnfuse[cusparse]"), ("gnnfuse[tc-bf16]", "gnnfuse[bf16]"), ("gnnfuse[tc-tf32]", "gnnfuse[cusparse]"),
+              ("gnnfuse[tc-rows-bf16]", "gnnfuse[tc-bf16]"), ("gnnfuse[tc-rows-bf16]", "gnnfuse[bf16]"),
               ("gnnfuse[cusparse]", "cusparse[cached]")]
     for op in args.ops:
         for ours, other in pairs:

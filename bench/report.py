@@ -238,13 +238,16 @@ def tc_error(f: Path, data: dict) -> list:
     meta = data.get("meta", {})
     out = [f"## Tensor-Core SpMM error against float64 ({f.name}; {meta.get('device', '?')})", "",
            f"{meta.get('measures', '')}; forward / gradient of x.", "",
-           "| graph | F | inputs | Tensor Cores max | CUDA cores max | PyTorch max | Tensor Cores median | CUDA cores median |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| graph | F | inputs | Tensor Cores max | rows kernel max | CUDA cores max | PyTorch max | Tensor Cores median | rows kernel median | CUDA cores median |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def pair(r, k, m):  # forward / gradient of x; "-" where the row has no such result (the rows kernel in tf32)
+        return f"{r[k]['forward'][m]:.1e} / {r[k]['grad_x'][m]:.1e}" if k in r else "-"
+
     for r in data.get("rows", []):
-        tc, cc, pt = r["tensor-cores"], r["cuda-cores"], r["pytorch"]
-        out.append(f"| {r['graph']} | {r['F']} | {r['dtype']} | {tc['forward']['max']:.1e} / {tc['grad_x']['max']:.1e} "
-                   f"| {cc['forward']['max']:.1e} / {cc['grad_x']['max']:.1e} | {pt['forward']['max']:.1e} / {pt['grad_x']['max']:.1e} "
-                   f"| {tc['forward']['median']:.1e} / {tc['grad_x']['median']:.1e} | {cc['forward']['median']:.1e} / {cc['grad_x']['median']:.1e} |")
+        out.append(f"| {r['graph']} | {r['F']} | {r['dtype']} | {pair(r, 'tensor-cores', 'max')} | {pair(r, 'tensor-cores-rows', 'max')} "
+                   f"| {pair(r, 'cuda-cores', 'max')} | {pair(r, 'pytorch', 'max')} | {pair(r, 'tensor-cores', 'median')} "
+                   f"| {pair(r, 'tensor-cores-rows', 'median')} | {pair(r, 'cuda-cores', 'median')} |")
     return out + [""]
 
 

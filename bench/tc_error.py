@@ -4,6 +4,8 @@ For each graph, F and input precision (float16, bfloat16: fp32 accumulation on m
 float32 as tf32 on mma.m16n8k8), the GCN-normalised SpMM ``Y = A_hat X`` and the gradient of X
 (``A_hatᵀ dY``, the transposed view) are computed
   tensor-cores  gnnfuse.spmm with set_cuda_tensor_cores("on") (every row window on Tensor Cores)
+  tensor-cores-rows  the same with set_cuda_tensor_cores("rows") (seed 004's rows kernel on
+                mma.m16n8k8; float16 and bfloat16 only)
   cuda-cores    the same call with Tensor Cores off (fp32 accumulation in CUDA cores)
   pytorch       PyG's gather / scatter-add in the inputs' precision (what a low-precision PyG
                 model computes: products and sums rounded to the precision)
@@ -97,7 +99,8 @@ def main(argv=None) -> int:
                 want_y = torch.zeros(n, f, dtype=torch.float64, device=device).index_add_(0, dst, x.double()[src] * w.double()[:, None])
                 want_dx = torch.zeros(n, f, dtype=torch.float64, device=device).index_add_(0, src, dy.double()[dst] * w.double()[:, None])
                 row = {"graph": name, "nodes": n, "edges": int(src.numel()), "F": f, "dtype": dname}
-                for impl, mode in (("tensor-cores", "on"), ("cuda-cores", "off")):
+                modes = [("tensor-cores", "on"), ("cuda-cores", "off")] + ([("tensor-cores-rows", "rows")] if dname != "tf32" else [])
+                for impl, mode in modes:
                     t, before = time.perf_counter(), tc_launches()
                     with gnnfuse.backends.cuda_tensor_cores(mode):
                         prev = torch.backends.cuda.matmul.allow_tf32
@@ -110,7 +113,7 @@ def main(argv=None) -> int:
                             torch.backends.cuda.matmul.allow_tf32 = prev
                     row[impl] = {"forward": errors(y, want_y), "grad_x": errors(dx, want_dx), "s": round(time.perf_counter() - t, 2),
                                  "tensor_core_launches": tc_launches() - before if before >= 0 else None}
-                    if mode == "on" and before >= 0 and row[impl]["tensor_core_launches"] < 2:
+                    if mode != "off" and before >= 0 and row[impl]["tensor_core_launches"] < 2:
                         raise RuntimeError(f"{name} F={f} {dname}: the forced mode ran {row[impl]['tensor_core_launches']} Tensor-Core launches (want 2)")
                 y = torch.zeros(n, f, dtype=dt, device=device).index_add_(0, dst, x[src] * w[:, None])
                 dx = torch.zeros(n, f, dtype=dt, device=device).index_add_(0, src, dy[dst] * w[:, None])
@@ -118,7 +121,7 @@ def main(argv=None) -> int:
                 rows.append(row)
                 print(f"{name} F={f} {dname}: " + "  ".join(
                     f"{k} fwd {row[k]['forward']['max']:.1e}/{row[k]['forward']['median']:.1e} grad {row[k]['grad_x']['max']:.1e}/{row[k]['grad_x']['median']:.1e}"
-                    for k in ("tensor-cores", "cuda-cores", "pytorch")), flush=True)
+                    for k in ("tensor-cores", "tensor-cores-rows", "cuda-cores", "pytorch") if k in row), flush=True)
     meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"SIMT emulator on {platform.processor() or platform.machine()}",
             "emulated": emulated, "torch": torch.__version__, "measures": "max: max|err| / max|ref|; median: median |err|/|ref| over |ref| >= 1e-3 max|ref|"}
     if args.out:

@@ -84,7 +84,7 @@ if [[ $preset == issue26 ]]; then
   ograph=${ograph:-"reddit-like rmat-20-16 products-like pubmed soc-Slashdot0902"} ops_s=${ops_s:-240}
   sgraphs=${sgraphs:-"reddit-like products-like"}
   # the Tensor-Core SpMM against cached cuSPARSE fp32 (the issue's targets) and the uncached backend
-  ops_extra=(--ops spmm --features 128 256 --impls "gnnfuse[tc-bf16]" "gnnfuse[tc-bf16,graph]" "cusparse[cached]" "gnnfuse[cusparse]")
+  ops_extra=(--ops spmm --features 128 256 --impls "gnnfuse[tc-bf16]" "gnnfuse[tc-bf16,graph]" "cusparse[cached]" "gnnfuse[cusparse]" "gnnfuse[tc-rows-bf16]")
   # the diagnostic variants (one bin, one lane) left out: at these sizes they cost minutes
   spgemm_extra=(--methods gnnfuse_cold gnnfuse_2pass gnnfuse_warm torch_sparse gnnfuse_spgemm torch_sparse_spgemm --no-plot)
 fi

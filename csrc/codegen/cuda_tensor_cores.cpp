@@ -9,6 +9,10 @@
 // block's rows of x (at the head) staged one block ahead by cp.async into two buffers, the
 // fragments (ldmatrix) and mma (cuda/tc_fragments.cuh); the window's rows stored.
 // Its transposition is the view's (op(A) = A^T: windows of A's columns), not the kernel's.
+// Beside it, per form, seed 004's rows kernel (<fam>_tcN_rows_kernel, cuda/tc_spmm.h: the rows
+// of op(A) in buckets by entries, one launch per bucket, each pass's entry values in the B
+// fragment of mma.m16n8k8 and the staged rows of x in A, outputs the trace of D), float16 and
+// bfloat16; the launcher runs the one args.kernel names.
 #include <map>
 #include <sstream>
 
@@ -57,6 +61,29 @@ std::string entry_value(const TcKey& k) {
 
 std::string kernel_name(const std::string& fam, size_t n) { return fam + "_tc" + std::to_string(n) + "_kernel"; }
 
+// The kernel's value factor pointers (v0, v1, ...), and its walk over units: (`count` items,
+// the head where per head, slabs of W columns), each decoded into `item`, h, f0 and head.
+void print_factors(const TcKey& k, std::ostream& o) {
+  for (size_t i = 0; i < k.factors.size(); ++i)
+    o << "  const T* v" << i << " = static_cast<const T*>(p.values[" << i << "]);  // " << (k.factors[i].first ? "[entries, heads]" : "[entries]")
+      << (k.factors[i].second ? ", null when absent" : "") << "\n";
+}
+
+void print_unit_loop(const TcKey& k, const std::string& count, const std::string& item, std::ostream& o) {
+  if (k.heads) {
+    o << "  const int64_t stride = p.heads * p.f;  // a row of x and of out: heads x f\n";
+    o << "  const int64_t units = " << count << " * p.heads * slabs;\n";
+  } else {
+    o << "  const int64_t stride = p.f;\n";
+    o << "  const int64_t units = " << count << " * slabs;\n";
+  }
+  o << "  for (int64_t u = static_cast<int64_t>(blockIdx.x) * cu::kTcWarps + warp; u < units; u += static_cast<int64_t>(gridDim.x) * cu::kTcWarps) {\n";
+  if (k.heads)
+    o << "    const int64_t " << item << " = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W, head = h * p.f;\n";
+  else
+    o << "    const int64_t " << item << " = u / slabs, f0 = u % slabs * W, head = 0;\n";
+}
+
 void print_kernel(const std::string& name, const TcKey& k, const std::vector<std::string>& about, std::ostream& o) {
   o << "// The Tensor-Core SpMM (cuda/tc_spmm.h, cuda/tc_fragments.cuh) of " << (k.heads ? "every head of " : "");
   for (size_t i = 0; i < about.size(); ++i) o << (i ? ", " : "") << about[i];
@@ -73,22 +100,9 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   o << "  T* const bt1 = reinterpret_cast<T*>(mine + A_BYTES + B_BYTES);\n";
   o << "  const T* x = static_cast<const T*>(p.x);\n";
   o << "  T* out = static_cast<T*>(p.out);\n";
-  for (size_t i = 0; i < k.factors.size(); ++i)
-    o << "  const T* v" << i << " = static_cast<const T*>(p.values[" << i << "]);  // " << (k.factors[i].first ? "[entries, heads]" : "[entries]")
-      << (k.factors[i].second ? ", null when absent" : "") << "\n";
+  print_factors(k, o);
   o << "  const bool vec = cu::tc_vector_rows<T>(x, p.f);  // B tiles by cp.async\n";
-  if (k.heads) {
-    o << "  const int64_t stride = p.heads * p.f;  // a row of x and of out: heads x f\n";
-    o << "  const int64_t units = p.windows * p.heads * slabs;\n";
-  } else {
-    o << "  const int64_t stride = p.f;\n";
-    o << "  const int64_t units = p.windows * slabs;\n";
-  }
-  o << "  for (int64_t u = static_cast<int64_t>(blockIdx.x) * cu::kTcWarps + warp; u < units; u += static_cast<int64_t>(gridDim.x) * cu::kTcWarps) {\n";
-  if (k.heads)
-    o << "    const int64_t w = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W, head = h * p.f;\n";
-  else
-    o << "    const int64_t w = u / slabs, f0 = u % slabs * W, head = 0;\n";
+  print_unit_loop(k, "p.windows", "w", o);
   o << "    float acc[NT][4];\n";
   o << "    GNNFUSE_UNROLL\n    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;\n";
   o << "    const int32_t b_begin = __ldg(p.block_ptr + w), b_end = __ldg(p.block_ptr + w + 1);\n";
@@ -140,6 +154,71 @@ void print_kernel(const std::string& name, const TcKey& k, const std::vector<std
   o << "  }\n}\n\n";
 }
 
+// Seed 004's rows kernel of the form (cuda/tc_spmm.h, the rows form; cuda/tc_fragments.cuh).
+void print_rows_kernel(const std::string& name, const TcKey& k, std::ostream& o) {
+  o << "// Seed 004's rows form of the same (TCA-SpMM: mma.m16n8k8 plus a trace; bucket 1 << LOG_B).\n";
+  o << "template <typename T, int LOG_B>\n";
+  o << "GNNFUSE_GLOBAL void __launch_bounds__(cu::kTcWarps * 32, 1) " << name << "(const cu::TcSpmmArgs p, const int64_t slabs) {\n";
+  o << "  constexpr int B = 1 << LOG_B, CH = 8 * B, NM = cu::kTcRowMmas, W = NM * (16 / B);  // entries per pass, columns per slab\n";
+  o << "  constexpr int S_BYTES = CH * cu::tc_b_ld(W / 8) * int(sizeof(T));  // a staged tile (rows padded)\n";
+  o << "  GNNFUSE_SHARED_ARRAY(uint4, tiles, cu::kTcWarps * 2 * S_BYTES / 16);\n";
+  o << "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
+  o << "  const int g = lane >> 2, m = lane & 3;\n";
+  o << "  unsigned char* mine = reinterpret_cast<unsigned char*>(tiles) + warp * 2 * S_BYTES;\n";
+  o << "  T* const s0 = reinterpret_cast<T*>(mine);  // the staged tiles of even and odd passes\n";
+  o << "  T* const s1 = reinterpret_cast<T*>(mine + S_BYTES);\n";
+  o << "  const T* x = static_cast<const T*>(p.x);\n";
+  o << "  T* out = static_cast<T*>(p.out);\n";
+  print_factors(k, o);
+  o << "  const bool vec = cu::tc_vector_rows<T>(x, p.f);  // tiles by cp.async\n";
+  o << "  const int32_t* rows = p.bucket_rows + p.bucket_first[LOG_B];\n";
+  o << "  const int64_t count = p.bucket_first[LOG_B + 1] - p.bucket_first[LOG_B];\n";
+  print_unit_loop(k, "count", "r", o);
+  o << "    const int64_t i = __ldg(rows + r);  // the row of op(A)\n";
+  o << "    const int32_t lo = __ldg(p.row_ptr + i), n = __ldg(p.row_ptr + i + 1) - lo, passes = (n + CH - 1) / CH;\n";
+  o << "    float acc[NM][4];\n";
+  o << "    GNNFUSE_UNROLL\n    for (int j = 0; j < NM; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;\n";
+  o << "    __syncwarp();  // the previous unit's tiles are read\n";
+  o << "    if (passes > 0) cu::tc_stage_b<T, CH, W>(s0, x, p.row_cols + lo, stride, head, f0, p.f, vec, lane, n < CH ? n : CH);\n";
+  o << "    gnnfuse_cp_async_commit();\n";
+  o << "    for (int32_t pass = 0; pass < passes; ++pass) {\n";
+  o << "      const bool odd = (pass & 1) != 0;\n";
+  o << "      __syncwarp();  // the previous pass's tile is read\n";
+  o << "      // The next pass's rows of x, in flight while this pass's mma run.\n";
+  o << "      if (pass + 1 < passes) {\n";
+  o << "        const int32_t next = (pass + 1) * CH;\n";
+  o << "        cu::tc_stage_b<T, CH, W>(odd ? s0 : s1, x, p.row_cols + lo + next, stride, head, f0, p.f, vec, lane, n - next < CH ? n - next : CH);\n";
+  o << "      }\n";
+  o << "      gnnfuse_cp_async_commit();\n";
+  o << "      // The B fragment: entries 8 g + 2 m (+ 1) of the pass (chunk g in column g; none past B).\n";
+  o << "      float val[2] = {0.f, 0.f};\n";
+  o << "      GNNFUSE_UNROLL\n      for (int q = 0; q < 2; ++q) {\n";
+  o << "        const int32_t t = pass * CH + 8 * g + 2 * m + q;\n";
+  o << "        if (g < B && t < n) {\n";
+  o << "          const int64_t e = p.row_src != nullptr ? __ldg(p.row_src + lo + t) : int64_t(lo) + t;\n";
+  if (k.factors.empty()) o << "          (void)e;\n";
+  o << "          val[q] = " << entry_value(k) << ";\n";
+  o << "        }\n      }\n";
+  o << "      gnnfuse_cp_async_wait<1>();  // this pass's tile has landed (the newest group is the next pass's)\n";
+  o << "      __syncwarp();\n";
+  o << "      cu::tc_rows_mma<T, B, NM>(acc, odd ? s1 : s0, cu::tc_rows_b<T>(val[0], val[1]), lane);\n";
+  o << "    }\n";
+  o << "    cu::tc_rows_store<T, B, NM>(acc, out + i * stride + head, f0, p.f, lane);\n";
+  o << "  }\n}\n\n";
+  o << "template <typename T>\nvoid " << name << "_launch(const cu::TcSpmmArgs& a, void* stream) {\n";
+  o << "  const cudaStream_t s = static_cast<cudaStream_t>(stream);\n";
+  o << "  for (int b = 0; b < cu::kTcRowBuckets; ++b) {\n";
+  o << "    const int64_t blocks = cu::tc_row_blocks(a, b), slabs = cu::tc_row_slabs(a, b);\n";
+  o << "    if (blocks == 0) continue;\n";
+  o << "    switch (b) {\n";
+  for (int b = 0; b < 4; ++b)
+    o << "      " << (b == 3 ? "default" : "case " + std::to_string(b)) << ": GNNFUSE_LAUNCH((" << name << "<T, " << b
+      << ">), static_cast<unsigned>(blocks), cu::kTcWarps * 32, 0, s, a, slabs); break;\n";
+  o << "    }\n  }\n}\n\n";
+}
+
+std::string rows_kernel_name(const std::string& fam, size_t n) { return fam + "_tc" + std::to_string(n) + "_rows_kernel"; }
+
 // The ops of a family with a form, in order, each with its kernel's index.
 std::vector<std::pair<const Compiled*, size_t>> tc_ops(const Family& f, std::vector<TcKey>& keys, std::vector<std::vector<std::string>>& about) {
   std::vector<std::pair<const Compiled*, size_t>> ops;
@@ -180,7 +259,10 @@ std::string tensor_core_kernels(const Family& f) {
   const std::string& fam = f.ops[0]->spec.name;
   std::ostringstream k;
   k << "// ---------------------------------------------------------------- Tensor-Core SpMM\nnamespace {\n\n";
-  for (size_t n = 0; n < keys.size(); ++n) print_kernel(kernel_name(fam, n), keys[n], about[n], k);
+  for (size_t n = 0; n < keys.size(); ++n) {
+    print_kernel(kernel_name(fam, n), keys[n], about[n], k);
+    print_rows_kernel(rows_kernel_name(fam, n), keys[n], k);
+  }
   k << "}  // namespace\n\n";
   for (auto& [c, n] : ops) {
     const OpSpec& s = c->spec;
@@ -188,7 +270,11 @@ std::string tensor_core_kernels(const Family& f) {
     for (DType d : s.dtypes) {
       if (tc_type(d).empty()) continue;
       k << "#if GNNFUSE_CUDA_INSTANTIATES(" << dtype_token(d) << ", Int32) || GNNFUSE_CUDA_INSTANTIATES(" << dtype_token(d) << ", Int64)\n";
-      k << "  if (type == cuda::TcType::" << tc_type(d) << ") return " << kernel_name(fam, n) << "_launch<" << cuda_device_type(d) << ">(args, stream);\n";
+      if (d == DType::Float32)
+        k << "  if (type == cuda::TcType::Float32 && args.kernel == cuda::TcKernel::Condensed) return " << kernel_name(fam, n) << "_launch<float>(args, stream);\n";
+      else
+        k << "  if (type == cuda::TcType::" << tc_type(d) << ") return args.kernel == cuda::TcKernel::Rows ? " << rows_kernel_name(fam, n) << "_launch<"
+          << cuda_device_type(d) << ">(args, stream) : " << kernel_name(fam, n) << "_launch<" << cuda_device_type(d) << ">(args, stream);\n";
       k << "#endif\n";
     }
     k << "  (void)type;\n  (void)args;\n  (void)stream;\n";

@@ -23,6 +23,8 @@
 //   gnnfuse_mma_m16n8k16_f16f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4])
 //   gnnfuse_mma_m16n8k16_bf16f32(d, a, b, c)   the same with bf16 pairs in a and b
 //   gnnfuse_mma_m16n8k8_tf32f32(d, a, b, c)    m16n8k8, one tf32 (an f32's top 19 bits) per register
+//   gnnfuse_mma_m16n8k8_f16f32(d, a, b, c)     m16n8k8 with f16 pairs: a[0..1] and b[0] read (seed 004's shape)
+//   gnnfuse_mma_m16n8k8_bf16f32(d, a, b, c)    the same with bf16 pairs
 //   gnnfuse_cvt_rna_tf32(float x) -> unsigned   x rounded to tf32 (to nearest, ties away from
 //                                               zero: cvt.rna.tf32.f32), the register of an operand
 // the fragment loads from shared memory (PTX ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16; a
@@ -74,14 +76,25 @@
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),      \
                    "f"(c[1]), "f"(c[2]), "f"(c[3]));                                                 \
   }
+// m16n8k8 with 16-bit multiplicands: two registers of A, one of B.
+#define GNNFUSE_MMA_K8_PTX(name, instruction)                                                         \
+  GNNFUSE_DEVICE void name(float d[4], const unsigned a[2], const unsigned b[1], const float c[4]) { \
+    asm volatile(instruction " {%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};\n"                \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(b[0]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));     \
+  }
 #else
 #define GNNFUSE_MMA_PTX(name, instruction)                                                            \
   GNNFUSE_DEVICE void name(float*, const unsigned*, const unsigned*, const float*) { __trap(); }
+#define GNNFUSE_MMA_K8_PTX(name, instruction) GNNFUSE_MMA_PTX(name, instruction)
 #endif
 GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k16_f16f32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
 GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k16_bf16f32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 GNNFUSE_MMA_PTX(gnnfuse_mma_m16n8k8_tf32f32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+GNNFUSE_MMA_K8_PTX(gnnfuse_mma_m16n8k8_f16f32, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")
+GNNFUSE_MMA_K8_PTX(gnnfuse_mma_m16n8k8_bf16f32, "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32")
 #undef GNNFUSE_MMA_PTX
+#undef GNNFUSE_MMA_K8_PTX
 GNNFUSE_DEVICE unsigned gnnfuse_cvt_rna_tf32(float x) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   unsigned r;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "cuda/device_runtime.cuh"
@@ -179,18 +180,18 @@ GNNFUSE_DEVICE bool tc_vector_rows(const void* x, int64_t f) {
   return reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && f % (16 / int(sizeof(T))) == 0;
 }
 
-// Stages the B tile of one block into bt (K x W of T, rows of tc_b_ld(W / 8)): row r is x's row cols[r] (-1: padding,
-// zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
+// Stages the B tile of one block into bt (K x W of T, rows of tc_b_ld(W / 8)): row r is x's row cols[r] (-1, or r
+// from n on: padding, zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
 // `stride` elements), zero from column f on. `vec` (tc_vector_rows): by 16-byte cp.async, which
 // land at the cp.async wait that covers the group the caller commits them in; else by loads now.
 template <typename T, int K, int W>
 GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t stride, int64_t head, int64_t f0, int64_t f,
-                               bool vec, int lane) {
+                               bool vec, int lane, int n = K) {
   constexpr int C = 16 / int(sizeof(T)), CHUNKS = W / C;
   static_assert(W % C == 0, "whole 16-byte chunks per row");
   for (int i = lane; i < K * CHUNKS; i += 32) {
     const int r = i / CHUNKS, c = i % CHUNKS * C;
-    const int32_t src = __ldg(cols + r);
+    const int32_t src = r < n ? __ldg(cols + r) : -1;
     T* dst = bt + r * tc_b_ld(W / 8) + c;
     const int64_t left = f - f0 - c;  // the row's columns from this chunk on
     const T* from = src >= 0 ? x + static_cast<int64_t>(src) * stride + head + f0 + c : x;
@@ -201,6 +202,76 @@ GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t s
       GNNFUSE_UNROLL
       for (int j = 0; j < C; ++j) dst[j] = src >= 0 && j < left ? __ldg(from + j) : from_acc<T>(0.f);
     }
+  }
+}
+
+// ---------------------------------------------------------------- the rows form (seed 004)
+// mma.m16n8k8 with 16-bit multiplicands (cuda/simt.cuh: A a[0] = (g, 2m | 2m+1), a[1] = (g+8,
+// 2m | 2m+1); B b[0] = (2m | 2m+1, g); C as above). For a row of op(A) in bucket B (chunks of 8
+// entries), a pass's B fragment holds the entry values, chunk u (entries 8u .. 8u+7 of the pass)
+// in column u (zero from the row's end and in columns B..7); the A fragment of mma j holds the
+// staged rows of x, A row q B + u = chunk u's rows at output column j (16 / B) + q. So
+// D[q B + u][u] is chunk u's part of output column q, and the other elements of D are not used
+// (an inf or NaN of x there reaches no output; padding is zero in both fragments).
+
+// The bits of a 16-bit value (T: __half or __nv_bfloat16), for packing fragments.
+template <typename T>
+GNNFUSE_DEVICE unsigned tc_bits(T v) {
+  unsigned short r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+}
+
+// The B fragment of a pass: the values (in float) of the entries 8 g + 2 m and 8 g + 2 m + 1 of
+// the pass (zero where absent), rounded once to T.
+template <typename T>
+GNNFUSE_DEVICE unsigned tc_rows_b(float lo, float hi) {
+  return tc_bits<T>(from_acc<T>(lo)) | (tc_bits<T>(from_acc<T>(hi)) << 16);
+}
+
+// acc[j] += the mma of the staged tile s (8 B rows of x, row r = the pass's entry r; NM * 16 / B
+// columns, rows of tc_b_ld(NM * 16 / B / 8) elements) by the pass's B fragment bf.
+template <typename T, int B, int NM>
+GNNFUSE_DEVICE void tc_rows_mma(float (&acc)[NM][4], const T* s, unsigned bf, int lane) {
+  static_assert(!std::is_same_v<T, float>, "the rows form has 16-bit multiplicands");
+  constexpr int CPM = 16 / B, LD = tc_b_ld(NM * CPM / 8);
+  const int g = lane >> 2, m = lane & 3;
+  // the A rows g and g + 8: (output column q, chunk u) each; the lane's columns 2m, 2m+1 are
+  // the chunk's entries 2m, 2m+1, i.e. staged rows 8u + 2m, 8u + 2m + 1
+  const T* r0 = s + (8 * (g % B) + 2 * m) * LD + g / B;
+  const T* r1 = s + (8 * ((g + 8) % B) + 2 * m) * LD + (g + 8) / B;
+  const unsigned b[1] = {bf};
+  GNNFUSE_UNROLL
+  for (int j = 0; j < NM; ++j) {
+    unsigned a[2];
+    a[0] = tc_bits<T>(r0[j * CPM]) | (tc_bits<T>(r0[j * CPM + LD]) << 16);
+    a[1] = tc_bits<T>(r1[j * CPM]) | (tc_bits<T>(r1[j * CPM + LD]) << 16);
+    if constexpr (std::is_same_v<T, __half>)
+      gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b, acc[j]);
+    else
+      gnnfuse_mma_m16n8k8_bf16f32(acc[j], a, b, acc[j]);
+  }
+}
+
+// The trace: output column q of mma j is the sum over u < B of D[q B + u][u] (held by lane
+// 4 ((q B + u) % 8) + u / 2, register u % 2, + 2 in the lower half), gathered by shuffles in
+// ascending u; lanes q < 16 / B store columns f0 + j (16 / B) + q of the row (those below f).
+template <typename T, int B, int NM>
+GNNFUSE_DEVICE void tc_rows_store(const float (&acc)[NM][4], T* row, int64_t f0, int64_t f, int lane) {
+  constexpr int CPM = 16 / B;
+  const int q = lane % CPM;
+  GNNFUSE_UNROLL
+  for (int j = 0; j < NM; ++j) {
+    float sum = 0.f;
+    GNNFUSE_UNROLL
+    for (int u = 0; u < B; ++u) {
+      const int r = q * B + u, src = 4 * (r & 7) + u / 2;
+      const float top = __shfl_sync(0xffffffffu, acc[j][u & 1], src);
+      const float bottom = __shfl_sync(0xffffffffu, acc[j][2 + (u & 1)], src);
+      sum += r < 8 ? top : bottom;
+    }
+    const int64_t c = f0 + j * CPM + q;
+    if (lane < CPM && c < f) row[c] = from_acc<T>(sum);
   }
 }
 

@@ -120,11 +120,11 @@ def call_with(fn: str, backend: Optional[str], call: Callable[[], T]) -> T:
 
 
 # ---------------------------------------------------------------- Tensor Cores
-TENSOR_CORE_MODES = ("auto", "on", "off")
+TENSOR_CORE_MODES = ("auto", "on", "off", "rows")
 
 
 def get_cuda_tensor_cores() -> str:
-    """The Tensor-Core SpMM's mode: ``"auto"`` (the default), ``"on"`` or ``"off"``."""
+    """The Tensor-Core SpMM's mode: ``"auto"`` (the default), ``"on"``, ``"off"`` or ``"rows"``."""
     if not hasattr(torch.ops.gnnfuse, "_cuda_tensor_cores"):
         return "off"
     return str(torch.ops.gnnfuse._cuda_tensor_cores())
@@ -142,7 +142,12 @@ def set_cuda_tensor_cores(mode: str) -> str:
       1.5 of its edges on average); elsewhere the CUDA-core kernels, which gather per edge;
     - ``"on"``: wherever the Tensor-Core kernel can run (float32 as tf32 even where PyTorch does not
       allow tf32; never float64);
-    - ``"off"``: never.
+    - ``"off"``: never;
+    - ``"rows"``: seed 004's kernel instead (TCA-SpMM: each node's row of the graph as
+      ``mma.m16n8k8`` plus a trace, rows in buckets by degree, warps per row in proportion; no
+      view of row windows, so no reuse needed) wherever it can run, float16 and bfloat16 only
+      (float32 runs the CUDA-core kernels). ``"auto"`` never takes it: at most 1/8 of each mma is
+      useful work, and no GPU has yet shown it winning (``bench/gpu``).
 
     ``GNNFUSE_CUDA_TENSOR_CORES`` sets it at start-up. Read at every call, forward and backward.
     Both paths agree within the dtype's rounding; an inf or NaN in ``x`` lands in the same output
@@ -156,7 +161,7 @@ def set_cuda_tensor_cores(mode: str) -> str:
     if torch.compiler.is_compiling():
         raise RuntimeError("gnnfuse.set_cuda_tensor_cores: call it outside the compiled region (the setting is process-wide)")
     if not hasattr(torch.ops.gnnfuse, "_cuda_set_tensor_cores"):
-        if mode == "on":
+        if mode in ("on", "rows"):
             raise RuntimeError("gnnfuse.set_cuda_tensor_cores: this build of gnnfuse has no CUDA kernels")
         return "off"
     return str(torch.ops.gnnfuse._cuda_set_tensor_cores(mode))

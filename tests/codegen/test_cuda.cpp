@@ -525,9 +525,23 @@ spmm_heads_grad_x_grad_grad: spmm heads h values(Wh) GDX
   EXPECT_EQ(text.find("spmm_tc2_kernel"), std::string::npos);
   EXPECT_NE(text.find("v += (v0 != nullptr ? cu::to_acc(v0[e]) : 1.f);"), std::string::npos);
   EXPECT_NE(text.find("v += cu::to_acc(v0[e]);"), std::string::npos);
-  EXPECT_NE(text.find("if (type == cuda::TcType::BFloat16) return spmm_tc0_kernel_launch<__nv_bfloat16>(args, stream);"), std::string::npos);
+  EXPECT_NE(text.find("if (type == cuda::TcType::BFloat16) return args.kernel == cuda::TcKernel::Rows ? "
+                      "spmm_tc0_rows_kernel_launch<__nv_bfloat16>(args, stream) : spmm_tc0_kernel_launch<__nv_bfloat16>(args, stream);"),
+            std::string::npos);
+  EXPECT_NE(text.find("if (type == cuda::TcType::Float32 && args.kernel == cuda::TcKernel::Condensed) return spmm_tc0_kernel_launch<float>(args, stream);"),
+            std::string::npos);
+  // seed 004's rows kernel beside each: per bucket (1 << LOG_B chunks of 8 entries) a launch, the
+  // pass's entry values (their CSR index through row_src for A^T) in the B fragment, the trace stored
+  EXPECT_NE(text.find("spmm_tc0_rows_kernel(const cu::TcSpmmArgs p"), std::string::npos);
+  EXPECT_NE(text.find("spmm_tc1_rows_kernel(const cu::TcSpmmArgs p"), std::string::npos);
+  EXPECT_NE(text.find("GNNFUSE_LAUNCH((spmm_tc0_rows_kernel<T, 3>)"), std::string::npos);
+  EXPECT_NE(text.find("val[q] = (v0 != nullptr ? cu::to_acc(v0[e]) : 1.f);"), std::string::npos);
+  EXPECT_NE(text.find("p.row_src != nullptr ? __ldg(p.row_src + lo + t) : int64_t(lo) + t"), std::string::npos);
+  EXPECT_LT(text.find("cu::tc_rows_mma<T, B, NM>("), text.find("cu::tc_rows_store<T, B, NM>(acc, out + i * stride + head, f0, p.f, lane);"));
   const std::string h = emit_op_cuda(family("spmm_heads"))[1].text;
   EXPECT_NE(h.find("v += cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);
+  EXPECT_NE(h.find("val[q] = cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);
+  EXPECT_NE(h.find("const int64_t r = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W, head = h * p.f;"), std::string::npos);
   EXPECT_NE(h.find("const int64_t w = u / (p.heads * slabs), h = u / slabs % p.heads, f0 = u % slabs * W, head = h * p.f;"), std::string::npos);
   EXPECT_NE(h.find("cu::tc_stage_b<T, K, W>(odd ? bt0 : bt1, x, p.block_cols + static_cast<int64_t>(b + 1) * K, stride, head, f0, p.f, vec, lane);"),
             std::string::npos);

@@ -365,21 +365,25 @@ double rel_err(const at::Tensor& got, const at::Tensor& want) {
 // Forced: forward (windows of the rows) and the gradient of x (windows of the columns, the
 // transposed view) in float16, bfloat16 and float32 as tf32, each within a few ulps of the dtype
 // of float64 (fp32 accumulation; the emulator's mma follows the PTX ISA's layouts, SimtMma).
-TEST(CudaAdapters, TensorCoreSpmmForwardAndTransposed) {
-  const ScopedTensorCores on(ca::TensorCores::On);
+namespace {
+
+// Under `mode`: spmm and the gradient of x in each dtype, both on Tensor Cores (launches counted
+// as "<op> tensor_cores <kind>"), within 4 ulps of the dtype of float64.
+void check_spmm_both_directions(ca::TensorCores mode, std::initializer_list<at::ScalarType> dtypes, const std::string& kind) {
+  const ScopedTensorCores scoped(mode);
   for (auto itype : {at::kInt, at::kLong}) {
     const Graph g = graph(itype);
-    for (auto dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
+    for (auto dtype : dtypes) {
       const double eps = dtype == at::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
       for (int64_t f : {1, 20, 129}) {
         const at::Tensor w = g.weight.to(dtype);
         const at::Tensor x = at::randn({g.cols, f}, at::kDouble).to(dtype).requires_grad_();
         const at::Tensor gy = at::randn({7, f}, at::kDouble).to(dtype);
-        const int64_t fwd = launches("spmm tensor_cores "), bwd = launches("spmm_grad_x tensor_cores ");
+        const int64_t fwd = launches("spmm tensor_cores " + kind), bwd = launches("spmm_grad_x tensor_cores " + kind);
         const at::Tensor y = gnnfuse::spmm(g.rowptr, g.col, w, x);
         y.backward(gy);
-        EXPECT_EQ(launches("spmm tensor_cores "), fwd + 1);
-        EXPECT_EQ(launches("spmm_grad_x tensor_cores "), bwd + 1);
+        EXPECT_EQ(launches("spmm tensor_cores " + kind), fwd + 1);
+        EXPECT_EQ(launches("spmm_grad_x tensor_cores " + kind), bwd + 1);
         const at::Tensor a = dense(g, w.to(at::kDouble));
         EXPECT_EQ(y.scalar_type(), dtype);
         EXPECT_LE(rel_err(y, at::mm(a, x.detach().to(at::kDouble))), 4 * eps) << dtype << " f=" << f;
@@ -387,6 +391,12 @@ TEST(CudaAdapters, TensorCoreSpmmForwardAndTransposed) {
       }
     }
   }
+}
+
+}  // namespace
+
+TEST(CudaAdapters, TensorCoreSpmmForwardAndTransposed) {
+  check_spmm_both_directions(ca::TensorCores::On, {at::kHalf, at::kBFloat16, at::kFloat}, "");
 }
 
 // Forced, per head: spmm_heads (each head an SpMM of its own weights) and the gradient of its
@@ -414,6 +424,21 @@ TEST(CudaAdapters, TensorCoreSpmmPerHead) {
         }
       }
   }
+}
+
+// The rows mode (seed 004's kernel, float16 and bfloat16): forward and the gradient of x (op(A) =
+// A^T: the view's rows are A's columns, each entry with its CSR index) against float64, the rows
+// kernel's launches counted; float32 in the rows mode runs the CUDA-core kernels.
+TEST(CudaAdapters, TensorCoreSpmmRowsForm) {
+  EXPECT_EQ(ca::to_string(ca::parse_tensor_cores("rows")), "rows");
+  check_spmm_both_directions(ca::TensorCores::Rows, {at::kHalf, at::kBFloat16}, "rows ");
+  const ScopedTensorCores rows(ca::TensorCores::Rows);
+  const Graph g = graph();
+  const int64_t before = launches("spmm tensor_cores ");
+  const at::Tensor x = at::randn({g.cols, 40}, at::kFloat);
+  const at::Tensor y = gnnfuse::spmm(g.rowptr, g.col, g.weight.to(at::kFloat), x);
+  EXPECT_EQ(launches("spmm tensor_cores "), before);
+  EXPECT_LE(rel_err(y, at::mm(dense(g, g.weight.to(at::kDouble)), x.to(at::kDouble))), 1e-6);
 }
 
 // auto: not for float64, not below 32 columns, not for float32 unless tf32 is allowed; off: never.

@@ -181,19 +181,22 @@ def test_ops_device_dry_run_tensor_core_rows(tmp_path):
     out = tmp_path / "ops.json"
     cmd = [sys.executable, str(ROOT / "bench" / "bench_ops_device.py"), "--dry-run", "--graphs", "rmat-7-4", "reddit-like",
            "--features", "8", "128", "--ops", "spmm", "--impls", "gnnfuse[tc-bf16]", "gnnfuse[tc-bf16,graph]", "cusparse[cached]",
-           "--first-calls", "2", "--min-reps", "1", "--min-time", "0", "--out", str(out)]
+           "gnnfuse[tc-rows-bf16]", "--first-calls", "2", "--min-reps", "1", "--min-time", "0", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env(GNNFUSE_LIBRARY=_emulated_library()))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())
     rows = {(r["graph"], r["F"], r["impl"]): r for r in data["results"]}
     graphs = {"rmat-7-4", "reddit-like-1000-20"}  # reddit-like at the dry run's scale
-    assert set(rows) == {(g, f, i) for g in graphs for f in (8, 128) for i in ("gnnfuse[tc-bf16]", "gnnfuse[tc-bf16,graph]", "cusparse[cached]")}
+    assert set(rows) == {(g, f, i) for g in graphs for f in (8, 128)
+                         for i in ("gnnfuse[tc-bf16]", "gnnfuse[tc-bf16,graph]", "cusparse[cached]", "gnnfuse[tc-rows-bf16]")}
     for (g, f, impl), r in rows.items():
         assert "error" not in r and r["ms"] > 0, r
         assert r["rel_err"] <= (1e-2 if "tc" in impl else 1e-4)
         if impl == "gnnfuse[tc-bf16]":  # two first calls, each on a fresh copy: one view built each
             assert len(r["first_ms_all"]) == 2 and r["first_call_views_built"] == [1, 1]
             assert r["first_ms"] == pytest.approx(float(np.median(r["first_ms_all"])))
+        elif impl == "gnnfuse[tc-rows-bf16]":  # seed 004's rows kernel (set_cuda_tensor_cores("rows"))
+            assert "cuda_graph" not in r
         else:
             assert r["cuda_graph"] is False and r["capture_errors"] == []
     s = data["issue26"]["spmm"]
@@ -207,6 +210,7 @@ def test_ops_device_dry_run_tensor_core_rows(tmp_path):
     assert [p["graph"] for p in graph_row["reddit_like"]] == ["reddit-like-1000-20"]
     assert s["targets"]["reddit-like >= 1.8x"] is None  # reduced scale: never the target's verdict
     assert "# issue 26 targets, spmm: gnnfuse[tc-bf16,graph] vs cusparse[cached]" in proc.stdout
+    assert "spmm gnnfuse[tc-rows-bf16] vs gnnfuse[tc-bf16]" in data["summary"], data["summary"]
     assert "(reduced scale: not the target's graph)" in proc.stdout
 
 
@@ -352,7 +356,8 @@ def test_torch_gpu_issue26_dry_run(tmp_path):
     assert "issue26: stages ops spgemm attention" in proc.stdout
     ops = json.loads((out / "ops.json").read_text())
     assert {r["F"] for r in ops["results"]} == {128, 256} and {r["op"] for r in ops["results"]} == {"spmm"}
-    assert {r["impl"] for r in ops["results"]} == {"gnnfuse[tc-bf16]", "gnnfuse[tc-bf16,graph]", "cusparse[cached]", "gnnfuse[cusparse]"}
+    assert {r["impl"] for r in ops["results"]} == {"gnnfuse[tc-bf16]", "gnnfuse[tc-bf16,graph]", "cusparse[cached]", "gnnfuse[cusparse]",
+                                                 "gnnfuse[tc-rows-bf16]"}
     assert {r["graph"] for r in ops["results"]} == {"rmat-7-4", "reddit-like-1000-20"}
     spg = json.loads((out / "spgemm.json").read_text())
     assert {r["graph"] for r in spg["rows"]} == {"rmat-7-4", "reddit-like-1000-20", "products-like-2000-12"}
@@ -387,6 +392,8 @@ def test_tc_error_script_through_the_emulator(tmp_path):
     for r in rows.values():
         assert r["tensor-cores"]["tensor_core_launches"] >= 2 and r["cuda-cores"]["tensor_core_launches"] == 0
     bf, tf = rows["bfloat16"], rows["tf32"]
+    assert bf["tensor-cores-rows"]["tensor_core_launches"] >= 2 and "tensor-cores-rows" not in tf  # (seed 004's kernel: 16-bit only)
     for part in ("forward", "grad_x"):
         assert 1e-4 < bf["tensor-cores"][part]["max"] < 4 * max(bf["cuda-cores"][part]["max"], 2.0 ** -9)
+        assert 1e-4 < bf["tensor-cores-rows"][part]["max"] < 4 * max(bf["cuda-cores"][part]["max"], 2.0 ** -9)
         assert 1e-5 < tf["tensor-cores"][part]["max"] < 2e-3 and tf["cuda-cores"][part]["max"] < 1e-5

@@ -181,6 +181,10 @@ RUNS = [
      CUSPARSE_SUBSET[:5] + ["test_ops.py::test_results_independent_of_thread_count"], "not int32"),
     ("tensor-cores", {"GNNFUSE_CUDA_TENSOR_CORES": "on"}, False, TENSOR_CORE_SUBSET,
      "spmm_sum or sddmm_dot or GCNConv or gat_edge_tensors or GATConv or TransformerConv"),
+    # seed 004's rows kernel (GNNFUSE_CUDA_TENSOR_CORES=rows: mma.m16n8k8 plus a trace, rows in
+    # buckets by degree), its SpMM forms and the layers, in a random thread order
+    ("tensor-cores-rows", {"GNNFUSE_CUDA_TENSOR_CORES": "rows", "GNNFUSE_SIMT_ORDER": "random:17"}, False, TENSOR_CORE_SUBSET,
+     "spmm_sum or GCNConv or GATConv or TransformerConv"),
     ("spgemm-coarsen", {}, True, SPGEMM_SUBSET, ""),
     ("spgemm-coarsen-chunks-random", {"GNNFUSE_CUDA_PATTERN_BUDGET": "16", "GNNFUSE_CUDA_PATTERN_BINS": "0,0,0", "GNNFUSE_SIMT_ORDER": "random:13"},
      False, SPGEMM_CHUNKED, ""),

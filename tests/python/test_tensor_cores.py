@@ -7,7 +7,8 @@ the edge-case graphs (empty rows, isolated nodes, self-loops, duplicate edges, p
 unsorted columns, row counts that are not a multiple of 16) at F in {1, 3, 32, 129}, float16,
 bfloat16 and float32 (tf32), with edge weights and scaled_spmm's two factors, forward and the
 gradient of the features (the transposed view); the per-head form (spmm_heads, the gradients of
-sddmm_heads' inputs) at 1 to 4 heads; the choice of auto; the cache of views; capture.
+sddmm_heads' inputs) at 1 to 4 heads; the choice of auto; the cache of views; capture. The same
+battery in the "rows" mode (seed 004's kernel, float16 and bfloat16), with rows at every bucket edge.
 The op battery under the forced mode runs in test_cuda_emulated.py (its "tensor-cores" run).
 """
 
@@ -56,7 +57,11 @@ _FORCED = _COMMON + r"""
 torch.manual_seed(0)
 from gnnfuse import backends
 EPS = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 2.0 ** -11}  # tf32 keeps 10 bits
-assert gnnfuse.backends.set_cuda_tensor_cores("on") == "auto"
+MODE = "@MODE@"  # "on": the condensed kernels; "rows": seed 004's (float16 and bfloat16 only)
+TYPES = (torch.float16, torch.bfloat16, torch.float32) if MODE == "on" else (torch.float16, torch.bfloat16)
+assert gnnfuse.backends.set_cuda_tensor_cores(MODE) == "auto"
+def kernels(op):  # the Tensor-Core kernels op ran: {"8", "16", ..., "rows"}
+    return {k.split(" ")[2] for k in counts() if k.startswith(op + " tensor_cores ")}
 # unsorted columns in a row, a duplicate edge and 37 rows (not a multiple of 16)
 extra = [("unsorted", torch.tensor([0, 3, 3, 6] + [6] * 34), torch.tensor([5, 1, 3, 5, 0, 5]), 37, 7)]
 names = ["empty_rows_isolated", "self_loops_duplicates", "power_law", "uniform"]
@@ -70,7 +75,7 @@ for name, rowptr, col, n, m in extra:
     for index in (torch.int64, torch.int32):
         rp, cl = rowptr.to(index), col.to(index)
         g = gnnfuse.Graph(rp, cl, n, m)
-        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for dtype in TYPES:
             for F in (1, 3, 32, 129):
                 w = (torch.rand(cl.numel(), dtype=torch.float64) + 0.5).to(dtype)
                 x = torch.randn(m, F, dtype=torch.float64).to(dtype).requires_grad_()
@@ -102,27 +107,30 @@ for dtype in (torch.bfloat16, torch.float16):
 # SpMM of its own entry values over the same view, x and out [rows, H, F]
 def dense_heads(rowptr, col, n, m, w):
     return torch.stack([dense_of(rowptr, col, n, m, w[:, h]) for h in range(w.size(1))])  # [H, n, m]
+def check_heads(rp, cl, n, m, dtype, H, F, what):  # spmm_heads and its feature gradient, both on Tensor Cores, against float64
+    w = (torch.rand(cl.numel(), H, dtype=torch.float64) + 0.5).to(dtype).requires_grad_()
+    x = torch.randn(m, H, F, dtype=torch.float64).to(dtype).requires_grad_()
+    gy = torch.randn(n, H, F, dtype=torch.float64).to(dtype)
+    before = (tc("spmm_heads"), tc("spmm_heads_grad_x"))
+    y = torch.ops.gnnfuse.spmm_heads(rp, cl, w, x)
+    y.backward(gy)
+    assert tc("spmm_heads") == before[0] + 1 and tc("spmm_heads_grad_x") == before[1] + 1, (what, dtype, H, F, counts())
+    a = dense_heads(rp, cl, n, m, w.detach())
+    want = torch.einsum("hnm,mhf->nhf", a, x.detach().double())
+    want_gx = torch.einsum("hnm,nhf->mhf", a, gy.double())
+    assert y.shape == (n, H, F) and y.dtype == dtype
+    assert rel(y, want) <= 4 * EPS[dtype], (what, dtype, H, F, rel(y, want))
+    assert rel(x.grad, want_gx) <= 4 * EPS[dtype], (what, dtype, H, F, rel(x.grad, want_gx))
+    return y
 for name in ("self_loops_duplicates", "power_law", "empty_rows_isolated"):
     case = CASES[name]
     rowptr, col, perm = ref_csr(case.edge_index, case.num_nodes)
     n, m = case.num_nodes, case.num_src_nodes
     for index in (torch.int64, torch.int32):
         rp, cl = rowptr.to(index), col.to(index)
-        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for dtype in TYPES:
             for H, F in ((1, 3), (4, 16), (3, 40)):
-                w = (torch.rand(cl.numel(), H, dtype=torch.float64) + 0.5).to(dtype).requires_grad_()
-                x = torch.randn(m, H, F, dtype=torch.float64).to(dtype).requires_grad_()
-                gy = torch.randn(n, H, F, dtype=torch.float64).to(dtype)
-                before = (tc("spmm_heads"), tc("spmm_heads_grad_x"))
-                y = torch.ops.gnnfuse.spmm_heads(rp, cl, w, x)
-                y.backward(gy)
-                assert tc("spmm_heads") == before[0] + 1 and tc("spmm_heads_grad_x") == before[1] + 1, (name, dtype, H, F, counts())
-                a = dense_heads(rp, cl, n, m, w.detach())
-                want = torch.einsum("hnm,mhf->nhf", a, x.detach().double())
-                want_gx = torch.einsum("hnm,nhf->mhf", a, gy.double())
-                assert y.shape == (n, H, F) and y.dtype == dtype
-                assert rel(y, want) <= 4 * EPS[dtype], (name, dtype, H, F, rel(y, want))
-                assert rel(x.grad, want_gx) <= 4 * EPS[dtype], (name, dtype, H, F, rel(x.grad, want_gx))
+                check_heads(rp, cl, n, m, dtype, H, F, name)
                 checked += 1
             # sddmm_heads: the gradients of u (op(A) = A) and v (A^T) per head
             H, D = 2, 24
@@ -161,7 +169,7 @@ assert (n + 15) // 16 * 3 > 4 * 4, n  # more units than the warps of one block
 for grid in ("1", None):
     if grid:
         os.environ["GNNFUSE_CUDA_TC_GRID"] = grid
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in TYPES[1:]:
         for H, F in ((1, 129), (3, 40)):
             w = (torch.rand(col.numel(), H, dtype=torch.float64) + 0.5).to(dtype)
             base = torch.randn(m * H * F + 1, dtype=torch.float64).to(dtype)
@@ -182,7 +190,7 @@ for grid in ("1", None):
     os.environ.pop("GNNFUSE_CUDA_TC_GRID", None)
 # an inf or NaN in x reaches exactly the rows the CUDA-core kernels give it (the rows with an edge
 # from it; a dense tile product alone would spread it over the window), finite rows equal
-for dtype in (torch.float16, torch.bfloat16, torch.float32):
+for dtype in TYPES:
     for H, F in ((1, 40), (2, 16)):
         w = (torch.rand(col.numel(), H, dtype=torch.float64) + 0.5).to(dtype)
         w[::7] = 0  # explicit zero weights: 0 * inf is NaN on both paths
@@ -199,6 +207,27 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32):
         fin = torch.isfinite(want)
         assert rel(y[fin], want[fin].double()) <= 4 * EPS[dtype], (dtype, H, F)
         checked += 1
+# every bucket edge of the rows form (rows of 0, 1, 7, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129 and
+# 300 entries, duplicates among them; the transposed view's columns likewise skewed), at F across
+# the slab widths (64, 32, 16, 8 columns per warp) and per head
+degrees = [0, 1, 7, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 300, 5, 0, 40]
+rr = torch.cat([torch.full((d,), i) for i, d in enumerate(degrees)])
+cc = torch.cat([torch.randint(0, 9 if i % 3 == 0 else 400, (d,)) for i, d in enumerate(degrees)])  # small ranges: duplicates
+rp, cl = csr(rr, cc, len(degrees))
+n, m = len(degrees), 400
+for dtype in TYPES:
+    for H, F in ((1, 1), (1, 7), (1, 70), (2, 33), (3, 129)):
+        y = check_heads(rp, cl, n, m, dtype, H, F, "bucket edges")
+        assert (y[0] == 0).all() and (y[15] == 0).all()  # the empty rows
+        checked += 1
+if MODE == "rows":
+    assert kernels("spmm") == {"rows"} and kernels("spmm_heads_grad_x") == {"rows"}, counts()
+    # float32 is not the rows form's: the CUDA-core kernels
+    before = tc("spmm")
+    gnnfuse.spmm(gnnfuse.Graph(rp, cl, n, m), torch.randn(m, 32))
+    assert tc("spmm") == before
+else:
+    assert "rows" not in kernels("spmm") and kernels("spmm"), counts()
 # the tiles' padded rows: no ldmatrix of any form (NT 2, 4, 8; A and B tiles) met a bank conflict
 assert torch.ops.gnnfuse._cuda_emu_ldmatrix_bank_conflicts() == conflicts, torch.ops.gnnfuse._cuda_emu_ldmatrix_bank_conflicts() - conflicts
 print("OK", checked)
@@ -206,8 +235,10 @@ print("OK", checked)
 
 
 @needs_emu
-def test_forced_tensor_cores_against_float64():
-    proc = subprocess.run([sys.executable, "-c", _FORCED], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=900)
+@pytest.mark.parametrize("mode", ["on", "rows"])
+def test_forced_tensor_cores_against_float64(mode):
+    proc = subprocess.run([sys.executable, "-c", _FORCED.replace("@MODE@", mode)], cwd=_HERE, env=_env({}), capture_output=True, text=True,
+                          timeout=900)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -491,7 +522,7 @@ def test_bad_environment_value_names_the_variable():
     probe = "import torch, gnnfuse\nprint(torch.ops.gnnfuse._cuda_tensor_cores())"
     proc = subprocess.run([sys.executable, "-c", probe], cwd=_HERE, env=_env({"GNNFUSE_CUDA_TENSOR_CORES": "yes"}),
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0 and "GNNFUSE_CUDA_TENSOR_CORES" in proc.stderr and "auto, on or off" in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode != 0 and "GNNFUSE_CUDA_TENSOR_CORES" in proc.stderr and "auto, on, off or rows" in proc.stderr, proc.stderr[-2000:]
     proc = subprocess.run([sys.executable, "-c", probe], cwd=_HERE, env=_env({"GNNFUSE_CUDA_TENSOR_CORES": "on"}),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "on", proc.stderr[-2000:]

@@ -312,7 +312,8 @@ inline void launch_low_precision(int blocks, int threads, int n, const __half* a
 }
 
 // ---------------------------------------------------------------- Tensor Cores
-// variant 0: gnnfuse_mma_m16n8k16_f16f32, 1: _bf16f32, 2: gnnfuse_mma_m16n8k8_tf32f32. Thread i
+// variant 0: gnnfuse_mma_m16n8k16_f16f32, 1: _bf16f32, 2: gnnfuse_mma_m16n8k8_tf32f32,
+// 3: gnnfuse_mma_m16n8k8_f16f32, 4: _bf16f32 (these read a[0..1] and b[0] only). Thread i
 // (warp w, lane l) takes its fragment registers a[4i..4i+3], b[2i..2i+1], c[4i..4i+3] as they
 // are (the test lays the matrices out), accumulates `repeats` products into its c in place
 // (D = C + repeats A B) and writes d[4i..4i+3]. Lanes from `lanes` on return first.
@@ -334,8 +335,12 @@ GNNFUSE_GLOBAL void mma_fragments(int variant, int lanes, int repeats, const uns
       gnnfuse_mma_m16n8k16_f16f32(acc, ra, rb, acc);
     else if (variant == 1)
       gnnfuse_mma_m16n8k16_bf16f32(acc, ra, rb, acc);
-    else
+    else if (variant == 2)
       gnnfuse_mma_m16n8k8_tf32f32(acc, ra, rb, acc);
+    else if (variant == 3)
+      gnnfuse_mma_m16n8k8_f16f32(acc, ra, rb, acc);
+    else
+      gnnfuse_mma_m16n8k8_bf16f32(acc, ra, rb, acc);
   }
   GNNFUSE_UNROLL
   for (int r = 0; r < 4; ++r) d[4 * i + r] = acc[r];

@@ -94,7 +94,8 @@ bool is_shuffle(Collective k) {
 
 bool is_mma(Collective k) {
   return k == Collective::mma_m16n8k16_f16f32 || k == Collective::mma_m16n8k16_bf16f32 ||
-         k == Collective::mma_m16n8k8_tf32f32;
+         k == Collective::mma_m16n8k8_tf32f32 || k == Collective::mma_m16n8k8_f16f32 ||
+         k == Collective::mma_m16n8k8_bf16f32;
 }
 
 bool is_ldmatrix(Collective k) { return k == Collective::ldmatrix_x4 || k == Collective::ldmatrix_x4_trans; }
@@ -114,6 +115,8 @@ const char* collective_name(Collective k) {
     case Collective::mma_m16n8k16_f16f32: return "gnnfuse_mma_m16n8k16_f16f32";
     case Collective::mma_m16n8k16_bf16f32: return "gnnfuse_mma_m16n8k16_bf16f32";
     case Collective::mma_m16n8k8_tf32f32: return "gnnfuse_mma_m16n8k8_tf32f32";
+    case Collective::mma_m16n8k8_f16f32: return "gnnfuse_mma_m16n8k8_f16f32";
+    case Collective::mma_m16n8k8_bf16f32: return "gnnfuse_mma_m16n8k8_bf16f32";
     case Collective::ldmatrix_x4: return "gnnfuse_ldmatrix_x4";
     case Collective::ldmatrix_x4_trans: return "gnnfuse_ldmatrix_x4_trans";
   }

@@ -51,6 +51,19 @@ void gather_m16n8k16(const MmaOperands* const operands[32], float (&a)[16][16], 
   }
 }
 
+// m16n8k8 with f16 or bf16 multiplicands ("Matrix Fragments for mma.m16n8k8", .f16/.bf16): A
+// a0..a3 (two per register, a[0] and a[1] only): row groupID for a0, a1, else groupID + 8; column
+// 2 threadID_in_group + (i & 1). B b0, b1 (one register, b[0] only): row 2 threadID_in_group + i;
+// column groupID.
+template <float (*Widen)(unsigned short)>
+void gather_m16n8k8_16bit(const MmaOperands* const operands[32], float (&a)[16][16], float (&b)[16][8]) {
+  for (int lane = 0; lane < 32; ++lane) {
+    const int group = lane >> 2, member = lane % 4;
+    for (int i = 0; i < 4; ++i) a[group + (i >= 2 ? 8 : 0)][2 * member + (i & 1)] = Widen(half_of(operands[lane]->a, i));
+    for (int i = 0; i < 2; ++i) b[2 * member + i][group] = Widen(half_of(operands[lane]->b, i));
+  }
+}
+
 // m16n8k8 with tf32 multiplicands (one per register). A a0..a3: row groupID for a0, a2, else
 // groupID + 8; column threadID_in_group for a0, a1, + 4 for a2, a3. B b0, b1: row
 // threadID_in_group, + 4 for b1; column groupID.
@@ -72,6 +85,14 @@ void warp_mma(Collective kind, const MmaOperands* const operands[32], float* con
     case Collective::mma_m16n8k16_bf16f32: gather_m16n8k16<bf16_to_float>(operands, a, b); break;
     case Collective::mma_m16n8k8_tf32f32:
       gather_m16n8k8_tf32(operands, a, b);
+      k_dim = 8;
+      break;
+    case Collective::mma_m16n8k8_f16f32:
+      gather_m16n8k8_16bit<f16_to_float>(operands, a, b);
+      k_dim = 8;
+      break;
+    case Collective::mma_m16n8k8_bf16f32:
+      gather_m16n8k8_16bit<bf16_to_float>(operands, a, b);
       k_dim = 8;
       break;
     default: return;

@@ -158,7 +158,7 @@ int barrier(BarrierKind kind, int predicate, const char* file, int line);
 enum class Collective : unsigned char {
   syncwarp, ballot, any, all, shfl_idx, shfl_up, shfl_down, shfl_xor, activemask, match_any,
   // Tensor-Core mma.sync (gnnfuse_mma_*): the whole warp, at one call site (.aligned).
-  mma_m16n8k16_f16f32, mma_m16n8k16_bf16f32, mma_m16n8k8_tf32f32,
+  mma_m16n8k16_f16f32, mma_m16n8k16_bf16f32, mma_m16n8k8_tf32f32, mma_m16n8k8_f16f32, mma_m16n8k8_bf16f32,
   // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (gnnfuse_ldmatrix_x4[_trans]): likewise.
   ldmatrix_x4, ldmatrix_x4_trans
 };
@@ -186,8 +186,8 @@ void atomic_point();
 // in the lane's frame while it waits, and the warp's D is computed from every lane's A, B and C
 // before any lane's d is written (d may be c).
 struct MmaOperands {
-  const unsigned* a;  // 4 registers
-  const unsigned* b;  // 2 registers
+  const unsigned* a;  // 4 registers (m16n8k8 with 16-bit types: 2)
+  const unsigned* b;  // 2 registers (m16n8k8 with 16-bit types: 1)
   const float* c;     // 4 accumulators
 };
 // The warp's D = A B + C of an mma collective from its lanes' operands (mma.cpp).

@@ -126,6 +126,8 @@ GNNFUSE_SIMT_SHUFFLES(__nv_bfloat162)
 GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k16_f16f32, mma_m16n8k16_f16f32)
 GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k16_bf16f32, mma_m16n8k16_bf16f32)
 GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k8_tf32f32, mma_m16n8k8_tf32f32)
+GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k8_f16f32, mma_m16n8k8_f16f32)  // (a[0..1] and b[0] read)
+GNNFUSE_SIMT_MMA(gnnfuse_mma_m16n8k8_bf16f32, mma_m16n8k8_bf16f32)
 #undef GNNFUSE_SIMT_MMA
 
 // ldmatrix (a collective of the whole warp at one call site, as mma) and cp.async (per thread:

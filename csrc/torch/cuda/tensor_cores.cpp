@@ -48,6 +48,10 @@ struct View {
 #endif
   // Entries per condensed column: how many times a row of x gathered once is used.
   double reuse() const { return pairs == 0 ? 0.0 : double(nnz) / double(pairs); }
+  // The rows form's view instead (seed 004; cuda/tc_spmm.h): op(A) as a CSR (row_src undefined
+  // where op(A) = A: the entries' own order) and its rows by bucket.
+  at::Tensor row_ptr, row_cols, row_src, bucket_rows;
+  int64_t bucket_first[cuda::kTcRowBuckets + 1] = {};
 };
 
 // The views built last, keyed by the identity (held weakly), data and version of both CSR
@@ -58,6 +62,21 @@ cache::WeakKeyedCache<std::shared_ptr<const View>>& views() {
   return cache;
 }
 std::atomic<int64_t> views_built{0};
+
+// A view just built: complete before any stream reads it (a later call may run on another
+// stream), and the stream it was built on recorded.
+std::shared_ptr<const View> built_on_stream(std::shared_ptr<View> v, const at::Tensor& rowptr) {
+#if !defined(GNNFUSE_CUDA_EMULATED)
+  if (rowptr.is_cuda()) {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(rowptr.device().index());
+    stream.synchronize();
+    v->stream = stream.id();
+  }
+#else
+  (void)rowptr;
+#endif
+  return v;
+}
 
 // The memory of the pattern tensors callers marked as converted for one call
 // (mark_transient_pattern): auto builds no view where the row pointers or the columns lie in
@@ -363,14 +382,52 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
   v->entry_ptr = at::cat({at::zeros({1}, i64), at::bincount(entry_block, {}, v->blocks).cumsum(0)}).to(at::kInt);
   v->block_ptr = block_ptr.to(at::kInt);
   v->block_cols = block_cols;
-#if !defined(GNNFUSE_CUDA_EMULATED)
-  // Complete before any stream reads it (a later call may run on another stream).
-  if (rowptr.is_cuda()) {
-    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(rowptr.device().index());
-    stream.synchronize();
-    v->stream = stream.id();
+  return built_on_stream(v, rowptr);
+}
+
+// The rows form's view (seed 004): op(A)'s rows (for A^T the entries stably sorted by column, each
+// with its CSR index) and their buckets by entries (<= 8, <= 16, <= 32, more), by ATen ops on the
+// operands' device (one host synchronisation: the bucket sizes). The arrays are copies: a cached
+// view must not hold the tensors that key it.
+std::shared_ptr<const View> build_rows_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols) {
+  auto v = std::make_shared<View>();
+  const int64_t nnz = col.size(0), out_rows = transpose ? cols : rows;
+  v->nnz = nnz;
+  const at::Tensor ptr = rowptr.to(at::kLong);
+  at::Tensor degree;
+  if (!transpose) {
+    v->row_ptr = rowptr.to(at::kInt, /*non_blocking=*/false, /*copy=*/true);
+    v->row_cols = col.to(at::kInt, /*non_blocking=*/false, /*copy=*/true);
+    degree = ptr.slice(0, 1) - ptr.slice(0, 0, rows);
+  } else {
+    const at::Tensor c = col.to(at::kLong);
+    const at::Tensor row_of = at::repeat_interleave(at::arange(rows, ptr.options()), ptr.slice(0, 1) - ptr.slice(0, 0, rows),
+                                                    /*dim=*/0, std::optional<int64_t>(nnz));
+    auto [sorted, order] = c.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+    degree = at::bincount(c, {}, cols);
+    v->row_ptr = at::cat({at::zeros({1}, ptr.options()), degree.cumsum(0)}).to(at::kInt);
+    v->row_cols = row_of.index_select(0, order).to(at::kInt);
+    v->row_src = order.to(at::kInt);
   }
-#endif
+  const at::Tensor bucket = degree.gt(8).to(at::kLong) + degree.gt(16).to(at::kLong) + degree.gt(32).to(at::kLong);
+  auto [sb, by_bucket] = bucket.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+  v->bucket_rows = by_bucket.to(at::kInt);
+  const at::Tensor first = at::bincount(bucket, {}, cuda::kTcRowBuckets).cumsum(0).cpu();
+  for (int b = 0; b < cuda::kTcRowBuckets; ++b) v->bucket_first[b + 1] = first[b].item<int64_t>();
+  TORCH_INTERNAL_ASSERT(v->bucket_first[cuda::kTcRowBuckets] == out_rows);
+  return built_on_stream(v, rowptr);
+}
+
+// The rows form's view: cached by the tensors' identity (where they can key a cache), else built;
+// under capture only a cached one.
+std::shared_ptr<const View> cached_rows_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols) {
+  const bool capturing = checks::capturing(rowptr);
+  const std::vector<int64_t> ints{rows, cols, transpose ? 1 : 0};
+  if (auto hit = views().lookup("tc_rows_view", {rowptr, col}, ints, /*pin=*/capturing)) return *hit;
+  if (capturing) return nullptr;
+  auto v = build_rows_view(rowptr, col, transpose, rows, cols);
+  ++views_built;
+  views().store("tc_rows_view", {rowptr, col}, ints, v);
   return v;
 }
 
@@ -453,6 +510,7 @@ std::string to_string(TensorCores mode) {
     case TensorCores::Auto: return "auto";
     case TensorCores::On: return "on";
     case TensorCores::Off: return "off";
+    case TensorCores::Rows: return "rows";
   }
   return "auto";
 }
@@ -461,7 +519,8 @@ TensorCores parse_tensor_cores(const std::string& name) {
   if (name == "auto") return TensorCores::Auto;
   if (name == "on") return TensorCores::On;
   if (name == "off") return TensorCores::Off;
-  throw std::invalid_argument("the Tensor-Core mode must be auto, on or off, got '" + name + "'");
+  if (name == "rows") return TensorCores::Rows;
+  throw std::invalid_argument("the Tensor-Core mode must be auto, on, off or rows, got '" + name + "'");
 }
 
 int64_t tensor_core_views_built() {
@@ -504,7 +563,9 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
   if (mode == TensorCores::Off) return false;
   const auto type = tc_type(x.scalar_type());
   if (!type) return false;
-  const bool forced = mode == TensorCores::On;
+  const bool rows_form = mode == TensorCores::Rows;  // seed 004's kernel: float16 and bfloat16 only
+  if (rows_form && *type == cuda::TcType::Float32) return false;
+  const bool forced = mode == TensorCores::On || rows_form;
   if (*type == cuda::TcType::Float32 && !forced && !at::globalContext().allowTF32CuBLAS()) return false;
   // x: [in_rows, F] or, per head, [in_rows, H, F] (the op's checks have held the extents).
   if (x.dim() != 2 && x.dim() != 3) return false;
@@ -530,13 +591,13 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
   if (!forced && !(cache::keyable(rowptr) && cache::keyable(col))) return false;
   std::shared_ptr<const View> view;
   try {
-    view = cached_view(rowptr, col, transpose, rows, cols, k, forced);
+    view = rows_form ? cached_rows_view(rowptr, col, transpose, rows, cols) : cached_view(rowptr, col, transpose, rows, cols, k, forced);
   } catch (const c10::OutOfMemoryError&) {
     if (forced) throw;
     return false;
   }
   if (!view) return false;
-  if (!forced && view->reuse() < kTcMinReuse) return false;
+  if (!rows_form && !forced && view->reuse() < kTcMinReuse) return false;
   if (out.numel() == 0) return true;
   if (nnz == 0 || in_rows == 0) {
     out.zero_();
@@ -548,11 +609,20 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
   a.in_rows = in_rows;
   a.windows = view->windows;
   a.heads = heads;
-  a.block_ptr = view->block_ptr.const_data_ptr<int32_t>();
-  a.block_cols = view->block_cols.const_data_ptr<int32_t>();
-  a.entry_ptr = view->entry_ptr.const_data_ptr<int32_t>();
-  a.entry_place = view->entry_place.const_data_ptr<uint8_t>();
-  a.entry_src = view->entry_src.const_data_ptr<int32_t>();
+  if (rows_form) {
+    a.kernel = cuda::TcKernel::Rows;
+    a.row_ptr = view->row_ptr.const_data_ptr<int32_t>();
+    a.row_cols = view->row_cols.const_data_ptr<int32_t>();
+    a.row_src = view->row_src.defined() ? view->row_src.const_data_ptr<int32_t>() : nullptr;
+    a.bucket_rows = view->bucket_rows.const_data_ptr<int32_t>();
+    for (int b = 0; b <= cuda::kTcRowBuckets; ++b) a.bucket_first[b] = view->bucket_first[b];
+  } else {
+    a.block_ptr = view->block_ptr.const_data_ptr<int32_t>();
+    a.block_cols = view->block_cols.const_data_ptr<int32_t>();
+    a.entry_ptr = view->entry_ptr.const_data_ptr<int32_t>();
+    a.entry_place = view->entry_place.const_data_ptr<uint8_t>();
+    a.entry_src = view->entry_src.const_data_ptr<int32_t>();
+  }
   for (int i = 0; i < cuda::kTcMaxFactors; ++i) a.values[i] = factors[i];
   a.x = x.const_data_ptr();
   a.out = out.mutable_data_ptr();
@@ -563,14 +633,15 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(x.device().index());
   void* stream = current.stream();
   if (current.id() != view->stream)  // its memory not reused before this stream's kernel has read it
-    for (const at::Tensor& t : {view->block_ptr, view->block_cols, view->entry_ptr, view->entry_place, view->entry_src})
-      if (t.numel() > 0) t.record_stream(current);
+    for (const at::Tensor& t : {view->block_ptr, view->block_cols, view->entry_ptr, view->entry_place, view->entry_src, view->row_ptr,
+                                view->row_cols, view->row_src, view->bucket_rows})
+      if (t.defined() && t.numel() > 0) t.record_stream(current);
 #endif
   launch(*type, a, stream);
 #if !defined(GNNFUSE_CUDA_EMULATED)
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 #endif
-  count_launch(std::string(op) + " tensor_cores " + std::to_string(cuda::tc_spmm_tiles(f) * 8) + " 0");
+  count_launch(std::string(op) + " tensor_cores " + (rows_form ? std::string("rows") : std::to_string(cuda::tc_spmm_tiles(f) * 8)) + " 0");
   return true;
 }
 

@@ -6,7 +6,7 @@
 // (fp32 accumulation), and in float32 as tf32 where PyTorch allows tf32 for matrix products
 // (torch.backends.cuda.matmul.allow_tf32).
 //
-// Mode (process-wide, read at every call; GNNFUSE_CUDA_TENSOR_CORES=auto|on|off at first use, or
+// Mode (process-wide, read at every call; GNNFUSE_CUDA_TENSOR_CORES=auto|on|off|rows at first use, or
 // set_tensor_cores / the op gnnfuse::_cuda_set_tensor_cores / gnnfuse.backends.set_cuda_tensor_cores):
 //   auto  where it is expected to win: 16-bit (or tf32-allowed float32) operands, F (per head)
 //         of at least kTcMinF, and a condensed view whose columns are read by at least kTcMinReuse entries on
@@ -17,7 +17,11 @@
 //         the pattern is remembered by contents with its views, and later calls with equal
 //         contents use them (a compiled model's per-call CSR, not marked, likewise);
 //   on    wherever it can run (any F, float32 as tf32 even where PyTorch does not allow tf32);
-//   off   never.
+//   off   never;
+//   rows  seed 004's kernel (TCA-SpMM: each row's dot products as mma.m16n8k8 plus a trace, rows
+//         in buckets by entries; cuda/tc_spmm.h) wherever it can run, float16 and bfloat16 only
+//         (float32 runs the CUDA-core kernels); auto never takes it (the seed's digest: at most
+//         1/8 of each mma is used; a GPU has to show it winning first, issue 27).
 // It cannot run on float64, with value factors of another dtype than x, or past int32 extents.
 //
 // The condensed view is built once per sparse pattern and direction (sorts and scans with ATen on
@@ -36,12 +40,12 @@
 
 namespace gnnfuse::cuda_adapter {
 
-enum class TensorCores { Auto, On, Off };
+enum class TensorCores { Auto, On, Off, Rows };
 TensorCores tensor_cores();
 // Returns the previous mode.
 TensorCores set_tensor_cores(TensorCores mode);
 std::string to_string(TensorCores mode);
-// "auto", "on" or "off"; raises (std::invalid_argument) for anything else.
+// "auto", "on", "off" or "rows"; raises (std::invalid_argument) for anything else.
 TensorCores parse_tensor_cores(const std::string& name);
 
 // The thresholds of auto (issue 27 tunes them on a GPU).
