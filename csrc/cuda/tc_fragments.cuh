@@ -51,6 +51,42 @@ GNNFUSE_DEVICE int tc_a_index(int place) {
   return place / TcMma<T>::K * TcMma<T>::A_LD + place % TcMma<T>::K;
 }
 
+// Entry values float16 cannot hold as float does: a product of value factors (or a sum of
+// duplicates) past float16's range (inf where the CUDA-core kernels, in float, stay finite) or
+// below its normal range and inexact there (a product of two small gradients rounding to a few
+// bits or to zero). A block (condensed) or pass (rows) with one runs on scalar products of its
+// entries' values in float (tc_entry_scalar, tc_rows_entry_scalar) instead of the mma. bfloat16 and
+// tf32 have float's range: never.
+template <typename T>
+constexpr bool kTcNarrow = std::is_same_v<T, __half>;
+template <typename T>
+GNNFUSE_DEVICE bool tc_inexact(float v) {
+  if constexpr (!kTcNarrow<T>) {
+    return false;
+  } else {
+    const float a = fabsf(v);
+    if (a > 65504.f) return a != INFINITY;  // (finite in float: inf in float16; inf and NaN stay what they are)
+    return a < 6.103515625e-05f && a != 0.f && to_acc(from_acc<T>(v)) != v;  // (2^-14: float16's smallest normal)
+  }
+}
+
+// acc += v x (the lane's columns of b_row, a row of the B tile), in the rows `lower` (g + 8) or g.
+template <typename T, int NT>
+GNNFUSE_DEVICE void tc_entry_scalar(float (&acc)[NT][4], float v, const T* b_row, bool lower, int lane) {
+  const int m = lane & 3;
+  GNNFUSE_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    const float b0 = to_acc(b_row[t * 8 + 2 * m]), b1 = to_acc(b_row[t * 8 + 2 * m + 1]);
+    if (lower) {
+      acc[t][2] += v * b0;
+      acc[t][3] += v * b1;
+    } else {
+      acc[t][0] += v * b0;
+      acc[t][1] += v * b1;
+    }
+  }
+}
+
 // Non-finite rows of x: a dense tile product multiplies every B element by the whole A column,
 // absent entries (zeros) included, so an inf or NaN in x would reach every row of the window
 // (0 * inf = NaN) where the CUDA-core kernels keep it to the rows with that edge. So the A tile
@@ -180,11 +216,11 @@ GNNFUSE_DEVICE bool tc_vector_rows(const void* x, int64_t f) {
   return reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && f % (16 / int(sizeof(T))) == 0;
 }
 
-// Stages the B tile of one block into bt (K x W of T, rows of tc_b_ld(W / 8)): row r is x's row cols[r] (-1, or r
-// from n on: padding, zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
+// Stages the B tile of one block into bt (K x W of T, rows of LD elements, by default tc_b_ld(W / 8);
+// SWIZZLE: row r in the row slot tc_rows_slot(r)): row r is x's row cols[r] (-1, or r from n on: padding, zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
 // `stride` elements), zero from column f on. `vec` (tc_vector_rows): by 16-byte cp.async, which
 // land at the cp.async wait that covers the group the caller commits them in; else by loads now.
-template <typename T, int K, int W>
+template <typename T, int K, int W, int LD = tc_b_ld(W / 8), bool SWIZZLE = false>
 GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t stride, int64_t head, int64_t f0, int64_t f,
                                bool vec, int lane, int n = K) {
   constexpr int C = 16 / int(sizeof(T)), CHUNKS = W / C;
@@ -192,7 +228,7 @@ GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t s
   for (int i = lane; i < K * CHUNKS; i += 32) {
     const int r = i / CHUNKS, c = i % CHUNKS * C;
     const int32_t src = r < n ? __ldg(cols + r) : -1;
-    T* dst = bt + r * tc_b_ld(W / 8) + c;
+    T* dst = bt + (SWIZZLE ? r ^ ((r >> 3) & 7) : r) * LD + c;  // (SWIZZLE: tc_rows_slot)
     const int64_t left = f - f0 - c;  // the row's columns from this chunk on
     const T* from = src >= 0 ? x + static_cast<int64_t>(src) * stride + head + f0 + c : x;
     if (vec) {
@@ -229,27 +265,86 @@ GNNFUSE_DEVICE unsigned tc_rows_b(float lo, float hi) {
   return tc_bits<T>(from_acc<T>(lo)) | (tc_bits<T>(from_acc<T>(hi)) << 16);
 }
 
-// acc[j] += the mma of the staged tile s (8 B rows of x, row r = the pass's entry r; NM * 16 / B
-// columns, rows of tc_b_ld(NM * 16 / B / 8) elements) by the pass's B fragment bf.
+// The staged tile of a pass (8 B rows of x, row r = the pass's entry r; W = NM * 16 / B columns).
+// B < 8: rows of tc_b_ld(W / 8) elements (padded by 16 bytes); the lanes read elements. B = 8
+// (W = 8: one 16-byte row): unpadded rows in swizzled slots, r ^ ((r / 8) % 8), and each lane reads
+// its two rows (8 g + 2 m, + 1) whole by 16-byte loads: the 8 lanes of each quarter of the warp then
+// read 8 distinct slots modulo 8, all 32 banks (the padded rows put the 32 lanes' rows in two banks).
+// 16 bytes of shared memory (16-byte aligned) by one load (the emulator: a copy, no aliasing).
+GNNFUSE_DEVICE uint4 tc_load16(const void* p) {
+#if defined(GNNFUSE_SIMT_EMU)
+  uint4 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+#else
+  return *static_cast<const uint4*>(p);
+#endif
+}
+
+template <int B, int W>
+struct TcRowsTile {
+  static constexpr bool kSwizzled = B == 8;
+  static constexpr int kLd = kSwizzled ? W : tc_b_ld(W / 8);
+  static GNNFUSE_DEVICE int slot(int r) { return kSwizzled ? r ^ ((r >> 3) & 7) : r; }
+};
+
+// acc[j] += the mma of the staged tile s (TcRowsTile) by the pass's B fragment bf.
 template <typename T, int B, int NM>
 GNNFUSE_DEVICE void tc_rows_mma(float (&acc)[NM][4], const T* s, unsigned bf, int lane) {
   static_assert(!std::is_same_v<T, float>, "the rows form has 16-bit multiplicands");
-  constexpr int CPM = 16 / B, LD = tc_b_ld(NM * CPM / 8);
+  constexpr int CPM = 16 / B, LD = TcRowsTile<B, NM * CPM>::kLd;
   const int g = lane >> 2, m = lane & 3;
+  const unsigned b1[1] = {bf};
+  if constexpr (B == 8) {
+    static_assert(NM * CPM == 8, "one 16-byte row");
+    // A rows g and g + 8 are chunk g at output columns 0 and 1 of each mma: the lane's two staged
+    // rows hold them all (column 2 j and 2 j + 1: the low and high half of word j)
+    using Tile = TcRowsTile<B, NM * CPM>;
+    const uint4 r0 = tc_load16(s + Tile::slot(8 * g + 2 * m) * LD);
+    const uint4 r1 = tc_load16(s + Tile::slot(8 * g + 2 * m + 1) * LD);
+    const unsigned w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
+    GNNFUSE_UNROLL
+    for (int j = 0; j < NM; ++j) {
+      const unsigned a[2] = {(w0[j] & 0xffffu) | (w1[j] << 16), (w0[j] >> 16) | (w1[j] & 0xffff0000u)};
+      if constexpr (std::is_same_v<T, __half>)
+        gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b1, acc[j]);
+      else
+        gnnfuse_mma_m16n8k8_bf16f32(acc[j], a, b1, acc[j]);
+    }
+    return;
+  }
   // the A rows g and g + 8: (output column q, chunk u) each; the lane's columns 2m, 2m+1 are
   // the chunk's entries 2m, 2m+1, i.e. staged rows 8u + 2m, 8u + 2m + 1
   const T* r0 = s + (8 * (g % B) + 2 * m) * LD + g / B;
   const T* r1 = s + (8 * ((g + 8) % B) + 2 * m) * LD + (g + 8) / B;
-  const unsigned b[1] = {bf};
   GNNFUSE_UNROLL
   for (int j = 0; j < NM; ++j) {
     unsigned a[2];
     a[0] = tc_bits<T>(r0[j * CPM]) | (tc_bits<T>(r0[j * CPM + LD]) << 16);
     a[1] = tc_bits<T>(r1[j * CPM]) | (tc_bits<T>(r1[j * CPM + LD]) << 16);
     if constexpr (std::is_same_v<T, __half>)
-      gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b, acc[j]);
+      gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b1, acc[j]);
     else
-      gnnfuse_mma_m16n8k8_bf16f32(acc[j], a, b, acc[j]);
+      gnnfuse_mma_m16n8k8_bf16f32(acc[j], a, b1, acc[j]);
+  }
+}
+
+// acc[j][c] += v x s_col[j (16 / B)]: an entry's part of the lane's accumulator c of every mma by a
+// scalar product (s_col: the entry's staged row of x at the accumulator's output column q).
+// (C: a constant once the caller's loop is unrolled; the branches keep acc in registers)
+template <typename T, int B, int NM>
+GNNFUSE_DEVICE void tc_rows_entry_scalar(float (&acc)[NM][4], int c, float v, const T* s_col) {
+  GNNFUSE_UNROLL
+  for (int j = 0; j < NM; ++j) {
+    const float d = v * to_acc(s_col[j * (16 / B)]);
+    if (c == 0)
+      acc[j][0] += d;
+    else if (c == 1)
+      acc[j][1] += d;
+    else if (c == 2)
+      acc[j][2] += d;
+    else
+      acc[j][3] += d;
   }
 }
 

@@ -538,6 +538,14 @@ spmm_heads_grad_x_grad_grad: spmm heads h values(Wh) GDX
   EXPECT_NE(text.find("val[q] = (v0 != nullptr ? cu::to_acc(v0[e]) : 1.f);"), std::string::npos);
   EXPECT_NE(text.find("p.row_src != nullptr ? __ldg(p.row_src + lo + t) : int64_t(lo) + t"), std::string::npos);
   EXPECT_LT(text.find("cu::tc_rows_mma<T, B, NM>("), text.find("cu::tc_rows_store<T, B, NM>(acc, out + i * stride + head, f0, p.f, lane);"));
+  // float16 values the mma operands cannot hold: a warp vote, then scalar products in float (both kernels)
+  EXPECT_NE(text.find("cu::tc_entry_scalar<T, NT>(acc, (v0 != nullptr ? cu::to_acc(v0[e]) : 1.f), bt + place % K * cu::tc_b_ld(NT), in_window >= 8, lane);"),
+            std::string::npos);
+  EXPECT_NE(text.find("cu::tc_rows_entry_scalar<T, B, NM>(acc, c, (v0 != nullptr ? cu::to_acc(v0[e]) : 1.f), s + Tile::slot(8 * u + k) * Tile::kLd + q);"),
+            std::string::npos);
+  EXPECT_LT(text.find("if (cu::kTcNarrow<T> && __any_sync(0xffffffffu, narrow)) {"),
+            text.rfind("if (cu::kTcNarrow<T> && __any_sync(0xffffffffu, narrow)) {"));  // (in each kernel)
+  EXPECT_NE(text.find("cu::tc_stage_b<T, CH, W, Tile::kLd, Tile::kSwizzled>(s0, x, p.row_cols + lo, stride"), std::string::npos);
   const std::string h = emit_op_cuda(family("spmm_heads"))[1].text;
   EXPECT_NE(h.find("v += cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);
   EXPECT_NE(h.find("val[q] = cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);

@@ -220,6 +220,28 @@ for dtype in TYPES:
         y = check_heads(rp, cl, n, m, dtype, H, F, "bucket edges")
         assert (y[0] == 0).all() and (y[15] == 0).all()  # the empty rows
         checked += 1
+# float16 entry values its mma operand cannot hold as float does (a product of two factors past its
+# range, or below its normal range: scaled_spmm's a * s, sddmm's gradients w * gy) take scalar products
+# in float as the CUDA-core kernels do (before: inf, or zeros); rows of 5, 12, 50 and 80 entries
+rp1 = torch.tensor([0, 5, 17, 67, 147]); cl1 = torch.cat([torch.arange(67) % 60, torch.arange(80) % 60]); n1, m1 = 4, 60
+H16 = torch.float16
+for scale, xs in ((1e-4, 1e4), (300.0, 1e-3), (1.0, 1.0)):
+    a = ((torch.rand(cl1.numel(), dtype=torch.float64) + 0.5) * scale).to(H16)
+    s_ = ((torch.rand(cl1.numel(), dtype=torch.float64) + 0.5) * scale).to(H16)
+    xx = (torch.randn(m1, 40, dtype=torch.float64) * xs).to(H16)
+    before = tc("scaled_spmm")
+    y = torch.ops.gnnfuse.scaled_spmm(rp1, cl1, a, s_, xx)
+    assert tc("scaled_spmm") == before + 1, counts()
+    want = dense_of(rp1, cl1, n1, m1, a.double() * s_.double()) @ xx.double()
+    assert torch.isfinite(y).all() and rel(y, want) <= 4 * EPS[H16], (scale, rel(y, want))
+    u = (torch.randn(n1, 40, dtype=torch.float64) * xs).to(H16).requires_grad_()
+    v = (torch.randn(m1, 40, dtype=torch.float64) * xs).to(H16).requires_grad_()
+    before = (tc("sddmm_grad_u"), tc("sddmm_grad_v"))
+    torch.ops.gnnfuse.sddmm(rp1, cl1, a, u, v).backward(s_)  # gradients: the entry values a * s_
+    assert (tc("sddmm_grad_u"), tc("sddmm_grad_v")) == (before[0] + 1, before[1] + 1), counts()
+    assert rel(u.grad, want_u := dense_of(rp1, cl1, n1, m1, a.double() * s_.double()) @ v.detach().double()) <= 4 * EPS[H16], scale
+    assert rel(v.grad, dense_of(rp1, cl1, n1, m1, a.double() * s_.double()).t() @ u.detach().double()) <= 4 * EPS[H16], scale
+    checked += 1
 if MODE == "rows":
     assert kernels("spmm") == {"rows"} and kernels("spmm_heads_grad_x") == {"rows"}, counts()
     # float32 is not the rows form's: the CUDA-core kernels

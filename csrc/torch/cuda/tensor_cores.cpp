@@ -387,7 +387,7 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
 
 // The rows form's view (seed 004): op(A)'s rows (for A^T the entries stably sorted by column, each
 // with its CSR index) and their buckets by entries (<= 8, <= 16, <= 32, more), by ATen ops on the
-// operands' device (one host synchronisation: the bucket sizes). The arrays are copies: a cached
+// operands' device (a few host synchronisations: the bucket sizes, and bincount's on a GPU). The arrays are copies: a cached
 // view must not hold the tensors that key it.
 std::shared_ptr<const View> build_rows_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols) {
   auto v = std::make_shared<View>();
