@@ -149,7 +149,7 @@ def test_ops_device_dry_run(tmp_path):
     rows = {(r["op"], r["impl"]): r for r in data["results"]}
     assert set(rows) == {("spmm", "gnnfuse"), ("spmm", "gnnfuse[cusparse]"), ("spmm", "torch.sparse"), ("spmm", "pyg"),
                          ("spmm", "gnnfuse[bf16]"), ("spmm", "gnnfuse[tc-bf16]"), ("spmm", "gnnfuse[tc-tf32]"),
-                         ("spmm", "gnnfuse[tc-bf16,graph]"), ("spmm", "cusparse[cached]"),
+                         ("spmm", "gnnfuse[tc-bf16,graph]"), ("spmm", "gnnfuse[tc-rows-bf16]"), ("spmm", "cusparse[cached]"),
                          ("sddmm", "gnnfuse"), ("sddmm", "gnnfuse[cusparse]"), ("sddmm", "pyg")}
     # the cached cuSPARSE baseline: on CPU tensors the plain call of what a GPU run captures
     cached = rows[("spmm", "cusparse[cached]")]
