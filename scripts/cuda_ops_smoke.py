@@ -344,14 +344,16 @@ def main():
                 print(f"{'ok  ' if ok else 'FAIL'} tensor cores tf32 spmm: relative error {err:.2e}")
         # seed 004's rows kernel forced (set_cuda_tensor_cores("rows"): mma.m16n8k8 with 16-bit
         # fragments, a trace by shuffles, rows bucketed by degree): the same forms, float16 and bfloat16
+        def rows_launches():
+            return sum(int(l.rsplit(" ", 1)[1]) for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines() if " tensor_cores rows " in l)
         with gnnfuse.backends.cuda_tensor_cores("rows"):
-            before = sum(int(l.rsplit(" ", 1)[1]) for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines() if " tensor_cores rows " in l)
+            before = rows_launches()
             for s in specs:
                 if s["op"] not in ("spmm", "scaled_spmm", "spmm_heads", "sddmm_heads"):
                     continue
                 for dt in ("float16", "bfloat16"):
                     failed += check_op(s, dt, opts.device, "tensor cores (rows) ")
-            after = sum(int(l.rsplit(" ", 1)[1]) for l in torch.ops.gnnfuse._cuda_launch_counts().splitlines() if " tensor_cores rows " in l)
+            after = rows_launches()
             ok = after > before
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} tensor cores rows kernel ran: {after - before} launches")

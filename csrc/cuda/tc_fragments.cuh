@@ -295,33 +295,30 @@ GNNFUSE_DEVICE void tc_rows_mma(float (&acc)[NM][4], const T* s, unsigned bf, in
   constexpr int CPM = 16 / B, LD = TcRowsTile<B, NM * CPM>::kLd;
   const int g = lane >> 2, m = lane & 3;
   const unsigned b1[1] = {bf};
+  // B = 8: A rows g and g + 8 are chunk g at output columns 0 and 1 of each mma, so the lane's two
+  // staged rows hold them all (column 2 j and 2 j + 1: the low and high half of word j). Else the
+  // A rows g and g + 8 are (output column q, chunk u) each; the lane's columns 2m, 2m+1 are the
+  // chunk's entries 2m, 2m+1, i.e. staged rows 8u + 2m, 8u + 2m + 1, read element by element.
+  using Tile = TcRowsTile<B, NM * CPM>;
+  unsigned w0[4] = {}, w1[4] = {};
   if constexpr (B == 8) {
     static_assert(NM * CPM == 8, "one 16-byte row");
-    // A rows g and g + 8 are chunk g at output columns 0 and 1 of each mma: the lane's two staged
-    // rows hold them all (column 2 j and 2 j + 1: the low and high half of word j)
-    using Tile = TcRowsTile<B, NM * CPM>;
-    const uint4 r0 = tc_load16(s + Tile::slot(8 * g + 2 * m) * LD);
-    const uint4 r1 = tc_load16(s + Tile::slot(8 * g + 2 * m + 1) * LD);
-    const unsigned w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
-    GNNFUSE_UNROLL
-    for (int j = 0; j < NM; ++j) {
-      const unsigned a[2] = {(w0[j] & 0xffffu) | (w1[j] << 16), (w0[j] >> 16) | (w1[j] & 0xffff0000u)};
-      if constexpr (std::is_same_v<T, __half>)
-        gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b1, acc[j]);
-      else
-        gnnfuse_mma_m16n8k8_bf16f32(acc[j], a, b1, acc[j]);
-    }
-    return;
+    const uint4 v0 = tc_load16(s + Tile::slot(8 * g + 2 * m) * LD), v1 = tc_load16(s + Tile::slot(8 * g + 2 * m + 1) * LD);
+    w0[0] = v0.x, w0[1] = v0.y, w0[2] = v0.z, w0[3] = v0.w;
+    w1[0] = v1.x, w1[1] = v1.y, w1[2] = v1.z, w1[3] = v1.w;
   }
-  // the A rows g and g + 8: (output column q, chunk u) each; the lane's columns 2m, 2m+1 are
-  // the chunk's entries 2m, 2m+1, i.e. staged rows 8u + 2m, 8u + 2m + 1
   const T* r0 = s + (8 * (g % B) + 2 * m) * LD + g / B;
   const T* r1 = s + (8 * ((g + 8) % B) + 2 * m) * LD + (g + 8) / B;
   GNNFUSE_UNROLL
   for (int j = 0; j < NM; ++j) {
     unsigned a[2];
-    a[0] = tc_bits<T>(r0[j * CPM]) | (tc_bits<T>(r0[j * CPM + LD]) << 16);
-    a[1] = tc_bits<T>(r1[j * CPM]) | (tc_bits<T>(r1[j * CPM + LD]) << 16);
+    if constexpr (B == 8) {
+      a[0] = (w0[j] & 0xffffu) | (w1[j] << 16);
+      a[1] = (w0[j] >> 16) | (w1[j] & 0xffff0000u);
+    } else {
+      a[0] = tc_bits<T>(r0[j * CPM]) | (tc_bits<T>(r0[j * CPM + LD]) << 16);
+      a[1] = tc_bits<T>(r1[j * CPM]) | (tc_bits<T>(r1[j * CPM + LD]) << 16);
+    }
     if constexpr (std::is_same_v<T, __half>)
       gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b1, acc[j]);
     else

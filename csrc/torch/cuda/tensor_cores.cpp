@@ -23,6 +23,7 @@
 #endif
 
 #include "cuda/tc_spmm.h"
+#include "gnnfuse/graph.h"
 #include "torch/checks.h"
 #include "torch/cuda/adapter.h"
 #include "torch/weak_cache.h"
@@ -387,8 +388,8 @@ std::shared_ptr<const View> build_view(const at::Tensor& rowptr, const at::Tenso
 
 // The rows form's view (seed 004): op(A)'s rows (for A^T the entries stably sorted by column, each
 // with its CSR index) and their buckets by entries (<= 8, <= 16, <= 32, more), by ATen ops on the
-// operands' device (a few host synchronisations: the bucket sizes, and bincount's on a GPU). The arrays are copies: a cached
-// view must not hold the tensors that key it.
+// operands' device (a few host synchronisations: the bucket sizes, csr_transpose's checks). The
+// arrays are copies: a cached view must not hold the tensors that key it.
 std::shared_ptr<const View> build_rows_view(const at::Tensor& rowptr, const at::Tensor& col, bool transpose, int64_t rows, int64_t cols) {
   auto v = std::make_shared<View>();
   const int64_t nnz = col.size(0), out_rows = transpose ? cols : rows;
@@ -399,15 +400,13 @@ std::shared_ptr<const View> build_rows_view(const at::Tensor& rowptr, const at::
     v->row_ptr = rowptr.to(at::kInt, /*non_blocking=*/false, /*copy=*/true);
     v->row_cols = col.to(at::kInt, /*non_blocking=*/false, /*copy=*/true);
     degree = ptr.slice(0, 1) - ptr.slice(0, 0, rows);
-  } else {
-    const at::Tensor c = col.to(at::kLong);
-    const at::Tensor row_of = at::repeat_interleave(at::arange(rows, ptr.options()), ptr.slice(0, 1) - ptr.slice(0, 0, rows),
-                                                    /*dim=*/0, std::optional<int64_t>(nnz));
-    auto [sorted, order] = c.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
-    degree = at::bincount(c, {}, cols);
-    v->row_ptr = at::cat({at::zeros({1}, ptr.options()), degree.cumsum(0)}).to(at::kInt);
-    v->row_cols = row_of.index_select(0, order).to(at::kInt);
-    v->row_src = order.to(at::kInt);
+  } else {  // A^T: the CSC view (rows ascending within a column, each entry's CSR position)
+    const auto [colptr, row, perm] = gnnfuse::csr_transpose(rowptr, col, cols);
+    const at::Tensor cptr = colptr.to(at::kLong);
+    degree = cptr.slice(0, 1) - cptr.slice(0, 0, cols);
+    v->row_ptr = colptr.to(at::kInt);
+    v->row_cols = row.to(at::kInt);
+    v->row_src = perm.to(at::kInt);
   }
   const at::Tensor bucket = degree.gt(8).to(at::kLong) + degree.gt(16).to(at::kLong) + degree.gt(32).to(at::kLong);
   auto [sb, by_bucket] = bucket.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
@@ -597,7 +596,7 @@ bool tensor_core_spmm(const char* op, cuda::TcLaunch launch, const at::Tensor& r
     return false;
   }
   if (!view) return false;
-  if (!rows_form && !forced && view->reuse() < kTcMinReuse) return false;
+  if (!forced && view->reuse() < kTcMinReuse) return false;
   if (out.numel() == 0) return true;
   if (nnz == 0 || in_rows == 0) {
     out.zero_();
