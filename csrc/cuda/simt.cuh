@@ -41,6 +41,11 @@
 //   gnnfuse_cp_async16(void* smem, const void* gmem, int src_bytes)
 //   gnnfuse_cp_async_commit()       the thread's copies since the last commit become a group
 //   gnnfuse_cp_async_wait<N>()      every group but the newest N has landed
+// and the plain loads of shared memory a cp.async may have staged (a load on a GPU; the emulator
+// checks that no queued copy and no copy another thread landed without a barrier since covers
+// the bytes read, which would be a race on a GPU):
+//   gnnfuse_ld_staged(const T* p) -> T        one element
+//   gnnfuse_ld_staged16(const void* p) -> uint4   16 bytes (16-byte aligned)
 // `__shared__` itself is never spelled: g++ would read it as nothing (one array per thread);
 // the emulator makes it a compile error. docs/SIMT.md has the rest (semantics, limits).
 #pragma once
@@ -144,6 +149,11 @@ GNNFUSE_DEVICE void gnnfuse_cp_async_wait() {
   __trap();
 #endif
 }
+template <typename T>
+GNNFUSE_DEVICE T gnnfuse_ld_staged(const T* p) {
+  return *p;
+}
+GNNFUSE_DEVICE uint4 gnnfuse_ld_staged16(const void* p) { return *static_cast<const uint4*>(p); }
 
 #elif defined(GNNFUSE_SIMT_EMU)
 

@@ -11,7 +11,8 @@
 // A warp's tiles in shared memory: the A tile (16 x K of T: the entry values of one block of the
 // view, summed in float and rounded once) and two B tiles (K x NT * 8 of T: a block's rows of x),
 // the next block's staged by cp.async while the mma of this one runs; fragments by ldmatrix
-// (16-bit types); the accumulators acc[NT][4] (fp32) in registers. Rows are padded by 16 bytes
+// (16-bit types), any other read of a staged tile by gnnfuse_ld_staged[16] (a plain load, which
+// the emulator checks against the copies in flight and unpublished); the accumulators acc[NT][4] (fp32) in registers. Rows are padded by 16 bytes
 // (A: TcMma<T>::A_LD elements per row) and 8 elements (B: tc_b_ld(NT)) so that the 8 rows one
 // ldmatrix phase (or one scalar tf32 load) reads fall in distinct banks: unpadded, a B row of
 // 128 bytes (bf16, NT 8) puts all 8 rows in the same 4 banks (an 8-way conflict), an A row of
@@ -76,7 +77,7 @@ GNNFUSE_DEVICE void tc_entry_scalar(float (&acc)[NT][4], float v, const T* b_row
   const int m = lane & 3;
   GNNFUSE_UNROLL
   for (int t = 0; t < NT; ++t) {
-    const float b0 = to_acc(b_row[t * 8 + 2 * m]), b1 = to_acc(b_row[t * 8 + 2 * m + 1]);
+    const float b0 = to_acc(gnnfuse_ld_staged(b_row + t * 8 + 2 * m)), b1 = to_acc(gnnfuse_ld_staged(b_row + t * 8 + 2 * m + 1));
     if (lower) {
       acc[t][2] += v * b0;
       acc[t][3] += v * b1;
@@ -124,7 +125,7 @@ GNNFUSE_DEVICE void tc_tiles_scalar(float (&acc)[NT][4], const T* at, const T* b
       for (int k = 0; k < K; ++k) {
         const float a = to_acc(at[row * A_LD + k]);
         if (tc_absent(a)) continue;
-        const float b = to_acc(bt[k * B_LD + col]);
+        const float b = to_acc(gnnfuse_ld_staged(bt + k * B_LD + col));
         if constexpr (std::is_same_v<T, float>)
           s += __uint_as_float(gnnfuse_cvt_rna_tf32(a)) * __uint_as_float(gnnfuse_cvt_rna_tf32(b));
         else
@@ -182,8 +183,8 @@ GNNFUSE_DEVICE void tc_block_mma_tf32(float (&acc)[NT][4], const float* at, cons
   for (int t = 0; t < NT; ++t) {
     const int c = t * 8 + g;
     unsigned b[2];
-    b[0] = gnnfuse_cvt_rna_tf32(bt[m * B_LD + c]);
-    b[1] = gnnfuse_cvt_rna_tf32(bt[(m + 4) * B_LD + c]);
+    b[0] = gnnfuse_cvt_rna_tf32(gnnfuse_ld_staged(bt + m * B_LD + c));
+    b[1] = gnnfuse_cvt_rna_tf32(gnnfuse_ld_staged(bt + (m + 4) * B_LD + c));
     if (__any_sync(0xffffffffu, tc_nonfinite(b[0]) || tc_nonfinite(b[1]))) {  // an inf or NaN in x (see tc_entry)
       tc_tiles_scalar<float, NT>(acc, at, bt, t, 1, lane);
       continue;
@@ -270,17 +271,6 @@ GNNFUSE_DEVICE unsigned tc_rows_b(float lo, float hi) {
 // (W = 8: one 16-byte row): unpadded rows in swizzled slots, r ^ ((r / 8) % 8), and each lane reads
 // its two rows (8 g + 2 m, + 1) whole by 16-byte loads: the 8 lanes of each quarter of the warp then
 // read 8 distinct slots modulo 8, all 32 banks (the padded rows put the 32 lanes' rows in two banks).
-// 16 bytes of shared memory (16-byte aligned) by one load (the emulator: a copy, no aliasing).
-GNNFUSE_DEVICE uint4 tc_load16(const void* p) {
-#if defined(GNNFUSE_SIMT_EMU)
-  uint4 v;
-  memcpy(&v, p, sizeof v);
-  return v;
-#else
-  return *static_cast<const uint4*>(p);
-#endif
-}
-
 template <int B, int W>
 struct TcRowsTile {
   static constexpr bool kSwizzled = B == 8;
@@ -303,7 +293,7 @@ GNNFUSE_DEVICE void tc_rows_mma(float (&acc)[NM][4], const T* s, unsigned bf, in
   unsigned w0[4] = {}, w1[4] = {};
   if constexpr (B == 8) {
     static_assert(NM * CPM == 8, "one 16-byte row");
-    const uint4 v0 = tc_load16(s + Tile::slot(8 * g + 2 * m) * LD), v1 = tc_load16(s + Tile::slot(8 * g + 2 * m + 1) * LD);
+    const uint4 v0 = gnnfuse_ld_staged16(s + Tile::slot(8 * g + 2 * m) * LD), v1 = gnnfuse_ld_staged16(s + Tile::slot(8 * g + 2 * m + 1) * LD);
     w0[0] = v0.x, w0[1] = v0.y, w0[2] = v0.z, w0[3] = v0.w;
     w1[0] = v1.x, w1[1] = v1.y, w1[2] = v1.z, w1[3] = v1.w;
   }
@@ -316,8 +306,8 @@ GNNFUSE_DEVICE void tc_rows_mma(float (&acc)[NM][4], const T* s, unsigned bf, in
       a[0] = (w0[j] & 0xffffu) | (w1[j] << 16);
       a[1] = (w0[j] >> 16) | (w1[j] & 0xffff0000u);
     } else {
-      a[0] = tc_bits<T>(r0[j * CPM]) | (tc_bits<T>(r0[j * CPM + LD]) << 16);
-      a[1] = tc_bits<T>(r1[j * CPM]) | (tc_bits<T>(r1[j * CPM + LD]) << 16);
+      a[0] = tc_bits<T>(gnnfuse_ld_staged(r0 + j * CPM)) | (tc_bits<T>(gnnfuse_ld_staged(r0 + j * CPM + LD)) << 16);
+      a[1] = tc_bits<T>(gnnfuse_ld_staged(r1 + j * CPM)) | (tc_bits<T>(gnnfuse_ld_staged(r1 + j * CPM + LD)) << 16);
     }
     if constexpr (std::is_same_v<T, __half>)
       gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b1, acc[j]);
@@ -333,7 +323,7 @@ template <typename T, int B, int NM>
 GNNFUSE_DEVICE void tc_rows_entry_scalar(float (&acc)[NM][4], int c, float v, const T* s_col) {
   GNNFUSE_UNROLL
   for (int j = 0; j < NM; ++j) {
-    const float d = v * to_acc(s_col[j * (16 / B)]);
+    const float d = v * to_acc(gnnfuse_ld_staged(s_col + j * (16 / B)));
     if (c == 0)
       acc[j][0] += d;
     else if (c == 1)

@@ -459,6 +459,33 @@ inline void launch_cp_async_ldmatrix(int barrier, const unsigned short* in, unsi
   GNNFUSE_LAUNCH(cp_async_ldmatrix, 1, 32, 0, 0, barrier, in, out);
 }
 
+// cp.async, then plain loads of the staged slots (gnnfuse_ld_staged[16]): lane l copies in[4 l ..
+// 4 l + 4) into shared slot l, then by `mode`: 0 waits, __syncwarp, reads slot l + 1 (mod 32) whole;
+// 1 waits, reads slot l + 1 with no barrier (another lane's unpublished copy); 2 waits, reads its
+// own slot with no barrier (its wait shows it its own copy); 3 reads its own slot before any wait
+// (the copy still queued); 4 waits, __syncthreads, reads word 1 of slot l + 1 alone. The words
+// read go to out[4 l ..].
+GNNFUSE_GLOBAL void cp_async_staged_load(int mode, const unsigned* in, unsigned* out) {
+  GNNFUSE_SHARED_ARRAY(uint4, slots, 32);
+  const int l = static_cast<int>(threadIdx.x);
+  gnnfuse_cp_async16(slots + l, in + 4 * l, 16);
+  gnnfuse_cp_async_commit();
+  if (mode != 3) gnnfuse_cp_async_wait<0>();
+  if (mode == 0) __syncwarp();
+  if (mode == 4) __syncthreads();
+  const int from = mode == 2 || mode == 3 ? l : (l + 1) % 32;
+  if (mode == 4) {
+    out[4 * l + 1] = gnnfuse_ld_staged(reinterpret_cast<const unsigned*>(slots + from) + 1);
+    return;
+  }
+  const uint4 v = gnnfuse_ld_staged16(slots + from);
+  out[4 * l] = v.x, out[4 * l + 1] = v.y, out[4 * l + 2] = v.z, out[4 * l + 3] = v.w;
+  if (mode == 3) gnnfuse_cp_async_wait<0>();
+}
+inline void launch_cp_async_staged_load(int mode, const unsigned* in, unsigned* out) {
+  GNNFUSE_LAUNCH(cp_async_staged_load, 1, 32, 0, 0, mode, in, out);
+}
+
 // ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
 // Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's
 // nonzeros for a tile of T features, the partial sums reduced by a __shfl_down_sync tree over

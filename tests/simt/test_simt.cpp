@@ -937,6 +937,33 @@ TEST(SimtCpAsync, LdmatrixReadsCopiesOnlyAfterABarrier) {
   }
 }
 
+// Plain loads of staged slots (gnnfuse_ld_staged[16]) are checked as ldmatrix rows are: after the
+// wait and a barrier they read the copies; a thread's own copy needs its wait only; another lane's
+// copy with no barrier since its wait, or any copy still queued (no wait yet), is an UnpublishedRead.
+TEST(SimtCpAsync, StagedLoadsReadCopiesOnlyWhenPublished) {
+  alignas(16) unsigned in[128];
+  for (unsigned e = 0; e < 128; ++e) in[e] = 0x5000u + e;
+  for (simt::Order order : kOrders) {
+    OrderScope scope(order, 7);
+    for (int mode : {0, 2, 4}) {
+      std::vector<unsigned> out(128, 0);
+      launch_cp_async_staged_load(mode, in, out.data());
+      for (int l = 0; l < 32; ++l) {
+        const int from = mode == 2 ? l : (l + 1) % 32;
+        for (int i = 0; i < 4; ++i) {
+          if (mode == 4 && i != 1) continue;  // (mode 4 reads word 1 alone)
+          ASSERT_EQ(out[4 * l + i], in[4 * from + i]) << "mode " << mode << " lane " << l << " word " << i;
+        }
+      }
+    }
+    std::vector<unsigned> out(128, 0);
+    expect_error_naming<simt::UnpublishedRead>([&] { launch_cp_async_staged_load(1, in, out.data()); },
+                                               {"gnnfuse_ld_staged16", "cp.async at", "no __syncwarp naming it or __syncthreads"});
+    expect_error_naming<simt::UnpublishedRead>([&] { launch_cp_async_staged_load(3, in, out.data()); },
+                                               {"gnnfuse_ld_staged16", "cp.async at", "no wait of that thread covers its group yet"});
+  }
+}
+
 TEST(SimtCpAsync, AddressesAndSizesAreChecked) {
   alignas(16) unsigned src[256] = {};
   std::vector<unsigned> out(32 * 12);

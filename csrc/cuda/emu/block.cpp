@@ -25,7 +25,9 @@ void land_copies(Fiber& f, unsigned last) {
     if (c.group != 0 && c.group <= last) {
       if (c.bytes > 0) std::memcpy(c.dst, c.src, std::size_t(c.bytes));
       std::memset(c.dst + c.bytes, 0, std::size_t(16 - c.bytes));
-      f.worker->unpublished.push_back({c.dst, f.linear, c.file, c.line});
+      Worker& w = *f.worker;
+      w.unpublished.push_back({c.dst, f.linear, c.file, c.line});
+      w.chunk_state[std::size_t(c.dst - w.smem_base) / 16] = std::int32_t(f.linear) + 1;
     } else {
       f.copies[kept++] = c;
     }
@@ -193,6 +195,36 @@ template <class E>
   const uint3 b = w.block.block_idx, t = f.info.thread_idx;
   throw E(where(w, f) + ": " + what, w.job->name, dim3(b.x, b.y, b.z), dim3(t.x, t.y, t.z));
 }
+
+// f's read of [p, p + bytes) of shared memory (what: "<op> at <site>: its row / load"): an
+// UnpublishedRead if a copy still queued, or one landed by a thread other than `self` (-1: any)
+// and not published since, covers a byte of it.
+void check_staged(const Worker& w, const Fiber& f, const void* p, unsigned bytes, int self, const std::string& what) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  if (!w.chunks_dirty || b < w.smem_base || b + bytes > w.smem_base + kSharedMemoryLimit || bytes == 0) return;
+  const std::size_t first = std::size_t(b - w.smem_base) / 16, last = (std::size_t(b - w.smem_base) + bytes - 1) / 16;
+  for (std::size_t c = first; c <= last; ++c) {
+    const std::int32_t state = w.chunk_state[c];
+    if (state == 0 || state == self + 1) continue;
+    const unsigned thread = unsigned(state < 0 ? -state - 1 : state - 1);
+    const unsigned char* chunk = w.smem_base + 16 * c;
+    const char* file = nullptr;
+    int line = 0;
+    if (state < 0) {
+      for (const Fiber::Copy& q : w.fibers[thread]->copies)
+        if (q.dst == chunk) file = q.file, line = q.line;
+    } else {
+      for (const Worker::Landed& u : w.unpublished)
+        if (u.dst == chunk && u.thread == thread) file = u.file, line = u.line;
+    }
+    const uint3 t = w.fibers[thread]->info.thread_idx;
+    fail<UnpublishedRead>(w, f, what + " reads shared memory that thread " + dim_string(dim3(t.x, t.y, t.z)) + "'s cp.async at " +
+                                    site_string(file, line) +
+                                    (state < 0 ? " will write: no wait of that thread covers its group yet"
+                                               : " landed at that thread's wait, with no __syncwarp naming it or __syncthreads since") +
+                                    " (a GPU may show the old bytes)");
+  }
+}
 }  // namespace
 
 // ---------------------------------------------------------------- the block
@@ -200,6 +232,12 @@ Worker::Worker() {
   smem.reset(new unsigned char[kSharedMemoryLimit + 64]);
   const auto address = reinterpret_cast<std::uintptr_t>(smem.get());
   smem_base = smem.get() + ((64 - address % 64) % 64);
+  chunk_state.assign(kSharedMemoryLimit / 16, 0);
+}
+
+void Worker::publish(const Landed& u) {
+  std::int32_t& s = chunk_state[std::size_t(u.dst - smem_base) / 16];
+  if (s == std::int32_t(u.thread) + 1) s = 0;
 }
 
 void Worker::prepare(std::uint64_t linear) {
@@ -237,6 +275,8 @@ void Worker::prepare(std::uint64_t linear) {
   at_barrier = 0;
   failed = false;
   unpublished.clear();
+  if (chunks_dirty) std::fill(chunk_state.begin(), chunk_state.end(), 0);
+  chunks_dirty = false;
   rng = Rng(job->seed ^ (linear + 1) * 0x9e3779b97f4a7c15ull);
   reset_shared();
 }
@@ -327,17 +367,8 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
     for (unsigned l = 0; l < 32; ++l) {
       rows[l] = *static_cast<const void* const*>(lanes(l).call.value);
       r[l] = static_cast<unsigned*>(lanes(l).call.result);
-      const auto* row = static_cast<const unsigned char*>(rows[l]);
-      for (const Landed& u : unpublished)
-        if (u.dst < row + 16 && row < u.dst + 16) {
-          const uint3 t = fibers[u.thread]->info.thread_idx;
-          fail<UnpublishedRead>(*this, lanes(l),
-                                std::string(collective_name(kind)) + " at " + site_string(first.call.file, first.call.line) +
-                                    ": its row reads shared memory that thread " + dim_string(dim3(t.x, t.y, t.z)) + "'s cp.async at " +
-                                    site_string(u.file, u.line) +
-                                    " landed at that thread's wait, with no __syncwarp naming it or __syncthreads since (a GPU may "
-                                    "show the old bytes)");
-        }
+      check_staged(*this, lanes(l), rows[l], 16, -1, std::string(collective_name(kind)) + " at " +
+                                                            site_string(first.call.file, first.call.line) + ": its row");
     }
     count_bank_conflicts(smem_base, rows);
     warp_ldmatrix(kind == Collective::ldmatrix_x4_trans, rows, r);
@@ -345,7 +376,10 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
   if (kind == Collective::syncwarp && !unpublished.empty()) {  // the lanes' landed copies are visible to the warp
     std::size_t kept = 0;
     for (const Landed& u : unpublished)
-      if (!(u.thread / 32 == warp && mask >> (u.thread % 32) & 1)) unpublished[kept++] = u;
+      if (!(u.thread / 32 == warp && mask >> (u.thread % 32) & 1))
+        unpublished[kept++] = u;
+      else
+        publish(u);
     unpublished.resize(kept);
   }
   for (unsigned m = mask; m; m &= m - 1) {
@@ -378,6 +412,7 @@ bool Worker::resolve() {
       fibers[i]->state = State::ready;
     }
     at_barrier = 0;
+    for (const Landed& u : unpublished) publish(u);
     unpublished.clear();  // every thread's landed copies are visible to the block
     return true;
   }
@@ -625,6 +660,9 @@ void cp_async(void* smem, const void* gmem, int src_bytes, const char* file, int
   if (src_bytes > 0 && reinterpret_cast<std::uintptr_t>(gmem) % 16 != 0)
     fail<MisalignedAddress>(w, f, "gnnfuse_cp_async16 at " + site_string(file, line) + ": source address not 16-byte aligned");
   f.copies.push_back({static_cast<unsigned char*>(smem), static_cast<const unsigned char*>(gmem), src_bytes, 0u, file, line});
+  Worker& writer = *f.worker;
+  writer.chunk_state[std::size_t(static_cast<unsigned char*>(smem) - writer.smem_base) / 16] = -(std::int32_t(f.linear) + 1);
+  writer.chunks_dirty = true;
 }
 
 void cp_async_commit() {
@@ -637,6 +675,12 @@ void cp_async_commit() {
 void cp_async_wait(int n) {
   Fiber& f = running_fiber("gnnfuse_cp_async_wait");
   if (f.groups > unsigned(n)) land_copies(f, f.groups - unsigned(n));
+}
+
+void staged_read(const void* p, unsigned bytes, const char* file, int line) {
+  Fiber& f = running_fiber("gnnfuse_ld_staged");
+  check_staged(*f.worker, f, p, bytes, int(f.linear), std::string(bytes == 16 ? "gnnfuse_ld_staged16" : "gnnfuse_ld_staged") + " at " +
+                                                          site_string(file, line) + ": its load");
 }
 
 }  // namespace gnnfuse::simt::detail

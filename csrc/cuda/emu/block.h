@@ -121,6 +121,12 @@ struct Worker {
     int line;
   };
   std::vector<Landed> unpublished;
+  // Per 16 bytes of shared memory (a cp.async's destination): 0 nothing pending; t + 1 a copy
+  // thread t landed, unpublished (in `unpublished`); -(t + 1) a copy thread t queued, not landed.
+  // What ldmatrix and gnnfuse_ld_staged[16] check their bytes against. `chunks_dirty`: not all 0.
+  std::vector<std::int32_t> chunk_state;
+  bool chunks_dirty = false;
+  void publish(const Landed& u);  // its chunk back to 0 (unless queued again since)
 
   Worker();
   ~Worker();

@@ -102,9 +102,11 @@ class Deadlock : public Error {
 class MisalignedAddress : public Error {
   using Error::Error;
 };
-// An ldmatrix row reads shared memory a cp.async landed (at its thread's wait) that no barrier
-// of that thread (__syncwarp over it, __syncthreads) has published since: on a GPU another lane
-// may read the old bytes.
+// An ldmatrix row or a staged load (gnnfuse_ld_staged[16]) reads shared memory that a cp.async
+// still queued (no wait of its thread covers its group yet) will write, or that one landed (at its
+// thread's wait) that no barrier of that thread (__syncwarp over it, __syncthreads) has published
+// since: on a GPU the read may show the old bytes (a staged load of the issuing thread's own
+// landed copy is fine).
 class UnpublishedRead : public Error {
   using Error::Error;
 };
@@ -203,6 +205,10 @@ void warp_ldmatrix(bool trans, const void* const rows[32], unsigned* const r[32]
 void cp_async(void* smem, const void* gmem, int src_bytes, const char* file, int line);
 void cp_async_commit();
 void cp_async_wait(int n);
+// gnnfuse_ld_staged[16]: the calling thread reads `bytes` of shared memory at p; an
+// UnpublishedRead if a queued cp.async (not landed yet) or one another thread landed with no
+// barrier of that thread since covers them.
+void staged_read(const void* p, unsigned bytes, const char* file, int line);
 
 template <class T>
 T shuffle(Collective kind, unsigned mask, const T& value, int operand, int width, const char* file,

@@ -148,6 +148,21 @@ inline void gnnfuse_cp_async_wait() {
   static_assert(N >= 0, "cp.async.wait_group takes a non-negative count");
   ::gnnfuse::simt::detail::cp_async_wait(N);
 }
+// A plain load of shared memory a cp.async may have staged: checked that no copy still queued
+// (any thread's) and no copy another thread landed without a barrier since covers its bytes.
+template <class T>
+inline T gnnfuse_ld_staged(const T* p, GNNFUSE_SIMT_SITE) {
+  ::gnnfuse::simt::detail::staged_read(p, sizeof(T), GNNFUSE_SIMT_AT);
+  T v;
+  std::memcpy(static_cast<void*>(&v), static_cast<const void*>(p), sizeof(T));
+  return v;
+}
+inline uint4 gnnfuse_ld_staged16(const void* p, GNNFUSE_SIMT_SITE) {
+  ::gnnfuse::simt::detail::staged_read(p, 16, GNNFUSE_SIMT_AT);
+  uint4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 
 // ---------------------------------------------------------------- memory
 template <class T>
