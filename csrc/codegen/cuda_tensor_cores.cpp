@@ -175,7 +175,7 @@ void print_rows_kernel(const std::string& name, const TcKey& k, std::ostream& o)
   o << "template <typename T, int LOG_B>\n";
   o << "GNNFUSE_GLOBAL void __launch_bounds__(cu::kTcWarps * 32, 1) " << name << "(const cu::TcSpmmArgs p, const int64_t slabs) {\n";
   o << "  constexpr int B = 1 << LOG_B, CH = 8 * B, NM = cu::kTcRowMmas, W = NM * (16 / B);  // entries per pass, columns per slab\n";
-  o << "  using Tile = cu::TcRowsTile<B, W>;  // the staged tiles' rows (padded, or swizzled for B = 8)\n";
+  o << "  using Tile = cu::TcRowsTile<B, W>;  // the staged tiles' rows (slots, padding)\n";
   o << "  constexpr int S_BYTES = CH * Tile::kLd * int(sizeof(T));\n";
   o << "  GNNFUSE_SHARED_ARRAY(uint4, tiles, cu::kTcWarps * 2 * S_BYTES / 16);\n";
   o << "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
@@ -195,7 +195,7 @@ void print_rows_kernel(const std::string& name, const TcKey& k, std::ostream& o)
   o << "    float acc[NM][4];\n";
   o << "    GNNFUSE_UNROLL\n    for (int j = 0; j < NM; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;\n";
   o << "    __syncwarp();  // the previous unit's tiles are read\n";
-  o << "    if (passes > 0) cu::tc_stage_b<T, CH, W, Tile::kLd, Tile::kSwizzled>(s0, x, p.row_cols + lo, stride, head, f0, p.f, vec, lane, n < CH ? n : CH);\n";
+  o << "    if (passes > 0) cu::tc_stage_b<T, CH, W, Tile::kLd, Tile::kSwizzle>(s0, x, p.row_cols + lo, stride, head, f0, p.f, vec, lane, n < CH ? n : CH);\n";
   o << "    gnnfuse_cp_async_commit();\n";
   o << "    for (int32_t pass = 0; pass < passes; ++pass) {\n";
   o << "      const bool odd = (pass & 1) != 0;\n";
@@ -203,7 +203,7 @@ void print_rows_kernel(const std::string& name, const TcKey& k, std::ostream& o)
   o << "      // The next pass's rows of x, in flight while this pass's mma run.\n";
   o << "      if (pass + 1 < passes) {\n";
   o << "        const int32_t next = (pass + 1) * CH;\n";
-  o << "        cu::tc_stage_b<T, CH, W, Tile::kLd, Tile::kSwizzled>(odd ? s0 : s1, x, p.row_cols + lo + next, stride, head, f0, p.f, vec, lane, n - next < CH ? n - next : CH);\n";
+  o << "        cu::tc_stage_b<T, CH, W, Tile::kLd, Tile::kSwizzle>(odd ? s0 : s1, x, p.row_cols + lo + next, stride, head, f0, p.f, vec, lane, n - next < CH ? n - next : CH);\n";
   o << "      }\n";
   o << "      gnnfuse_cp_async_commit();\n";
   o << "      // The B fragment: entries 8 g + 2 m (+ 1) of the pass (chunk g in column g; none past B).\n";

@@ -218,10 +218,10 @@ GNNFUSE_DEVICE bool tc_vector_rows(const void* x, int64_t f) {
 }
 
 // Stages the B tile of one block into bt (K x W of T, rows of LD elements, by default tc_b_ld(W / 8);
-// SWIZZLE: row r in the row slot tc_rows_slot(r)): row r is x's row cols[r] (-1, or r from n on: padding, zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
+// SWIZZLE: row r in the row slot r ^ ((r / 8) & SWIZZLE), TcRowsTile::slot): row r is x's row cols[r] (-1, or r from n on: padding, zeros) at the columns f0 .. f0 + W of the head (`head`: the head's first element in a row of
 // `stride` elements), zero from column f on. `vec` (tc_vector_rows): by 16-byte cp.async, which
 // land at the cp.async wait that covers the group the caller commits them in; else by loads now.
-template <typename T, int K, int W, int LD = tc_b_ld(W / 8), bool SWIZZLE = false>
+template <typename T, int K, int W, int LD = tc_b_ld(W / 8), int SWIZZLE = 0>
 GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t stride, int64_t head, int64_t f0, int64_t f,
                                bool vec, int lane, int n = K) {
   constexpr int C = 16 / int(sizeof(T)), CHUNKS = W / C;
@@ -229,7 +229,7 @@ GNNFUSE_DEVICE void tc_stage_b(T* bt, const T* x, const int32_t* cols, int64_t s
   for (int i = lane; i < K * CHUNKS; i += 32) {
     const int r = i / CHUNKS, c = i % CHUNKS * C;
     const int32_t src = r < n ? __ldg(cols + r) : -1;
-    T* dst = bt + (SWIZZLE ? r ^ ((r >> 3) & 7) : r) * LD + c;  // (SWIZZLE: tc_rows_slot)
+    T* dst = bt + (r ^ ((r >> 3) & SWIZZLE)) * LD + c;  // (TcRowsTile::slot)
     const int64_t left = f - f0 - c;  // the row's columns from this chunk on
     const T* from = src >= 0 ? x + static_cast<int64_t>(src) * stride + head + f0 + c : x;
     if (vec) {
@@ -266,16 +266,20 @@ GNNFUSE_DEVICE unsigned tc_rows_b(float lo, float hi) {
   return tc_bits<T>(from_acc<T>(lo)) | (tc_bits<T>(from_acc<T>(hi)) << 16);
 }
 
-// The staged tile of a pass (8 B rows of x, row r = the pass's entry r; W = NM * 16 / B columns).
-// B < 8: rows of tc_b_ld(W / 8) elements (padded by 16 bytes); the lanes read elements. B = 8
-// (W = 8: one 16-byte row): unpadded rows in swizzled slots, r ^ ((r / 8) % 8), and each lane reads
+// The staged tile of a pass (8 B rows of x, row r = the pass's entry r; W = NM * 16 / B columns),
+// row r in slot r ^ ((r / 8) & kSwizzle). B < 8: rows of tc_b_ld(W / 8) elements (padded by 16
+// bytes), the lanes reading elements: one load reads a column of the rows 8 a + 2 m (a < B, m < 4;
+// or those + 1), whose padded starts fall in 4 of every 8 possible banks (rows 8 apart are 32 words
+// apart); the slot r ^ (r / 8 & 1) moves odd a's rows by one, into the other 4 (B = 2: no conflict,
+// 2-way before; B = 4: 2-way, 4-way before, the least for 16 rows whose starts are multiples of 16
+// bytes). B = 8 (W = 8: one 16-byte row): unpadded rows, slot r ^ (r / 8 % 8), and each lane reads
 // its two rows (8 g + 2 m, + 1) whole by 16-byte loads: the 8 lanes of each quarter of the warp then
 // read 8 distinct slots modulo 8, all 32 banks (the padded rows put the 32 lanes' rows in two banks).
 template <int B, int W>
 struct TcRowsTile {
-  static constexpr bool kSwizzled = B == 8;
-  static constexpr int kLd = kSwizzled ? W : tc_b_ld(W / 8);
-  static GNNFUSE_DEVICE int slot(int r) { return kSwizzled ? r ^ ((r >> 3) & 7) : r; }
+  static constexpr int kSwizzle = B == 8 ? 7 : 1;
+  static constexpr int kLd = B == 8 ? W : tc_b_ld(W / 8);
+  static GNNFUSE_DEVICE int slot(int r) { return r ^ ((r >> 3) & kSwizzle); }
 };
 
 // acc[j] += the mma of the staged tile s (TcRowsTile) by the pass's B fragment bf.
@@ -297,8 +301,11 @@ GNNFUSE_DEVICE void tc_rows_mma(float (&acc)[NM][4], const T* s, unsigned bf, in
     w0[0] = v0.x, w0[1] = v0.y, w0[2] = v0.z, w0[3] = v0.w;
     w1[0] = v1.x, w1[1] = v1.y, w1[2] = v1.z, w1[3] = v1.w;
   }
-  const T* r0 = s + (8 * (g % B) + 2 * m) * LD + g / B;
-  const T* r1 = s + (8 * ((g + 8) % B) + 2 * m) * LD + (g + 8) / B;
+  const int q0 = 8 * (g % B) + 2 * m, q1 = 8 * ((g + 8) % B) + 2 * m;  // the rows (and + 1) of A rows g, g + 8
+  const T* r0 = s + Tile::slot(q0) * LD + g / B;
+  const T* r0n = s + Tile::slot(q0 + 1) * LD + g / B;
+  const T* r1 = s + Tile::slot(q1) * LD + (g + 8) / B;
+  const T* r1n = s + Tile::slot(q1 + 1) * LD + (g + 8) / B;
   GNNFUSE_UNROLL
   for (int j = 0; j < NM; ++j) {
     unsigned a[2];
@@ -306,8 +313,8 @@ GNNFUSE_DEVICE void tc_rows_mma(float (&acc)[NM][4], const T* s, unsigned bf, in
       a[0] = (w0[j] & 0xffffu) | (w1[j] << 16);
       a[1] = (w0[j] >> 16) | (w1[j] & 0xffff0000u);
     } else {
-      a[0] = tc_bits<T>(gnnfuse_ld_staged(r0 + j * CPM)) | (tc_bits<T>(gnnfuse_ld_staged(r0 + j * CPM + LD)) << 16);
-      a[1] = tc_bits<T>(gnnfuse_ld_staged(r1 + j * CPM)) | (tc_bits<T>(gnnfuse_ld_staged(r1 + j * CPM + LD)) << 16);
+      a[0] = tc_bits<T>(gnnfuse_ld_staged(r0 + j * CPM)) | (tc_bits<T>(gnnfuse_ld_staged(r0n + j * CPM)) << 16);
+      a[1] = tc_bits<T>(gnnfuse_ld_staged(r1 + j * CPM)) | (tc_bits<T>(gnnfuse_ld_staged(r1n + j * CPM)) << 16);
     }
     if constexpr (std::is_same_v<T, __half>)
       gnnfuse_mma_m16n8k8_f16f32(acc[j], a, b1, acc[j]);

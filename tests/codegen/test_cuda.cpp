@@ -545,7 +545,7 @@ spmm_heads_grad_x_grad_grad: spmm heads h values(Wh) GDX
             std::string::npos);
   EXPECT_LT(text.find("if (cu::kTcNarrow<T> && __any_sync(0xffffffffu, narrow)) {"),
             text.rfind("if (cu::kTcNarrow<T> && __any_sync(0xffffffffu, narrow)) {"));  // (in each kernel)
-  EXPECT_NE(text.find("cu::tc_stage_b<T, CH, W, Tile::kLd, Tile::kSwizzled>(s0, x, p.row_cols + lo, stride"), std::string::npos);
+  EXPECT_NE(text.find("cu::tc_stage_b<T, CH, W, Tile::kLd, Tile::kSwizzle>(s0, x, p.row_cols + lo, stride"), std::string::npos);
   const std::string h = emit_op_cuda(family("spmm_heads"))[1].text;
   EXPECT_NE(h.find("v += cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);
   EXPECT_NE(h.find("val[q] = cu::to_acc(v0[e * p.heads + h]);"), std::string::npos);

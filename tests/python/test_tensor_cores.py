@@ -264,6 +264,38 @@ def test_forced_tensor_cores_against_float64(mode):
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+_ROWS_BANKS = _COMMON + r"""
+torch.manual_seed(2)
+assert gnnfuse.backends.set_cuda_tensor_cores("rows") == "auto"
+n = 48
+for degree, bucket, ways in ((5, 1, 1), (12, 2, 1), (24, 4, 2), (40, 8, 1)):  # each graph's rows all in one bucket
+    rowptr = torch.arange(0, n * degree + 1, degree)
+    col = torch.randint(0, n, (n * degree,))
+    g = gnnfuse.Graph(rowptr, col, n, n)
+    x = torch.randn(n, 64, dtype=torch.float64).to(torch.bfloat16)
+    w = (torch.rand(col.numel(), dtype=torch.float64) + 0.5).to(torch.bfloat16)
+    loads, extra = torch.ops.gnnfuse._cuda_emu_staged_load_stats()
+    before = tc("spmm")
+    y = gnnfuse.spmm(g, x, w)
+    assert tc("spmm") == before + 1 and counts().get("spmm tensor_cores rows 0"), counts()
+    loads, extra = (a - b for a, b in zip(torch.ops.gnnfuse._cuda_emu_staged_load_stats(), (loads, extra)))
+    assert rel(y, dense_of(rowptr, col, n, n, w) @ x.double()) <= 4 * 2.0 ** -8
+    # every staged load of the tiles (element loads for B < 8, 16-byte loads for B = 8) in `ways`
+    # wavefronts: B = 2 free and B = 4 two-way in the slots r ^ (r / 8 & 1) (plain slots: 2- and 4-way)
+    assert loads > 0 and extra == (ways - 1) * loads, (bucket, loads, extra)
+print("OK")
+"""
+
+
+@needs_emu
+def test_rows_kernel_tiles_bank_conflicts():
+    """The rows kernel's staged tiles, counted by the emulator's model of shared-memory banks (its
+    staged loads grouped into warp instructions): no bank conflict in buckets 1, 2 and 8, two-way
+    in bucket 4 (the least for its reads: 16 rows that start at multiples of 16 bytes)."""
+    proc = subprocess.run([sys.executable, "-c", _ROWS_BANKS], cwd=_HERE, env=_env({}), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
 _AUTO = _COMMON + r"""
 torch.manual_seed(1)
 from gnnfuse import backends

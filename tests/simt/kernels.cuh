@@ -486,6 +486,18 @@ inline void launch_cp_async_staged_load(int mode, const unsigned* in, unsigned* 
   GNNFUSE_LAUNCH(cp_async_staged_load, 1, 32, 0, 0, mode, in, out);
 }
 
+// One staged load per lane of a warp, for the bank-conflict count: `wide` 0: lane l loads the
+// word at l * stride (4-byte words); 1: the 16 bytes at slot l * stride (16-byte slots).
+GNNFUSE_GLOBAL void staged_strided(int wide, int stride, unsigned* out) {
+  GNNFUSE_SHARED_ARRAY(uint4, slots, 32 * 32);
+  const int l = static_cast<int>(threadIdx.x);
+  if (wide)
+    out[l] = gnnfuse_ld_staged16(slots + l * stride).x;
+  else
+    out[l] = gnnfuse_ld_staged(reinterpret_cast<const unsigned*>(slots) + l * stride);
+}
+inline void launch_staged_strided(int wide, int stride, unsigned* out) { GNNFUSE_LAUNCH(staged_strided, 1, 32, 0, 0, wide, stride, out); }
+
 // ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
 // Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's
 // nonzeros for a tile of T features, the partial sums reduced by a __shfl_down_sync tree over

@@ -964,6 +964,20 @@ TEST(SimtCpAsync, StagedLoadsReadCopiesOnlyWhenPublished) {
   }
 }
 
+// Staged loads are counted as warp instructions with their bank conflicts: 4-byte words 1 apart
+// are free, 2 apart two-way, 32 apart 32-way (one 32-lane phase); 16-byte slots 1 apart are free
+// (four 8-lane phases over all banks), 2 apart two-way in each phase.
+TEST(SimtCpAsync, StagedLoadBankConflictsAreCounted) {
+  std::vector<unsigned> out(32);
+  for (auto [wide, stride, extra] : {std::tuple{0, 1, 0}, std::tuple{0, 2, 1}, std::tuple{0, 32, 31}, std::tuple{1, 1, 0}, std::tuple{1, 2, 4}}) {
+    const simt::StagedLoadStats before = simt::staged_load_stats();
+    launch_staged_strided(wide, stride, out.data());
+    const simt::StagedLoadStats after = simt::staged_load_stats();
+    EXPECT_EQ(after.loads - before.loads, 1u) << "wide " << wide << " stride " << stride;
+    EXPECT_EQ(after.extra_wavefronts - before.extra_wavefronts, std::uint64_t(extra)) << "wide " << wide << " stride " << stride;
+  }
+}
+
 TEST(SimtCpAsync, AddressesAndSizesAreChecked) {
   alignas(16) unsigned src[256] = {};
   std::vector<unsigned> out(32 * 12);

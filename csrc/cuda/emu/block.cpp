@@ -36,6 +36,7 @@ void land_copies(Fiber& f, unsigned last) {
 }
 
 std::atomic<std::uint64_t> bank_conflicts{0};
+std::atomic<std::uint64_t> staged_loads{0}, staged_extra{0};
 
 // The extra wavefronts of an ldmatrix's four matrices (simt_emu.h: ldmatrix_bank_conflicts).
 void count_bank_conflicts(const unsigned char* base, const void* const rows[32]) {
@@ -235,6 +236,37 @@ Worker::Worker() {
   chunk_state.assign(kSharedMemoryLimit / 16, 0);
 }
 
+void Worker::count_staged_groups() {
+  std::uint64_t loads = 0, extra = 0;
+  for (const auto& [key, g] : staged_groups) {
+    ++loads;
+    const unsigned per_phase = g.bytes >= 16 ? 8 : g.bytes >= 8 ? 16 : 32;  // lanes per 128-byte phase
+    for (unsigned first = 0; first < 32; first += per_phase) {
+      std::size_t words[32][32];  // per bank, the distinct words the phase's lanes read there
+      int count[32] = {};
+      bool any = false;
+      for (unsigned l = first; l < first + per_phase; ++l) {
+        if (!(g.lanes >> l & 1)) continue;
+        any = true;
+        const std::size_t begin = std::size_t(g.address[l] - smem_base) / 4, end = (std::size_t(g.address[l] - smem_base) + g.bytes - 1) / 4;
+        for (std::size_t word = begin; word <= end; ++word) {
+          const std::size_t bank = word % 32;
+          bool seen = false;
+          for (int k = 0; k < count[bank]; ++k) seen = seen || words[bank][k] == word;
+          if (!seen) words[bank][count[bank]++] = word;  // (at most 32: a phase reads 32 words)
+        }
+      }
+      if (!any) continue;
+      int most = 1;
+      for (int b = 0; b < 32; ++b) most = count[b] > most ? count[b] : most;
+      extra += std::uint64_t(most - 1);
+    }
+  }
+  staged_groups.clear();
+  if (loads) staged_loads.fetch_add(loads, std::memory_order_relaxed);
+  if (extra) staged_extra.fetch_add(extra, std::memory_order_relaxed);
+}
+
 void Worker::publish(const Landed& u) {
   std::int32_t& s = chunk_state[std::size_t(u.dst - smem_base) / 16];
   if (s == std::int32_t(u.thread) + 1) s = 0;
@@ -269,6 +301,7 @@ void Worker::prepare(std::uint64_t linear) {
     f.error = nullptr;
     f.copies.clear();
     f.groups = 0;
+    f.staged_calls.clear();
     make_context(f.ctx, f.stack, &fiber_main, &f);
   }
   live = threads;
@@ -277,6 +310,7 @@ void Worker::prepare(std::uint64_t linear) {
   unpublished.clear();
   if (chunks_dirty) std::fill(chunk_state.begin(), chunk_state.end(), 0);
   chunks_dirty = false;
+  staged_groups.clear();
   rng = Rng(job->seed ^ (linear + 1) * 0x9e3779b97f4a7c15ull);
   reset_shared();
 }
@@ -572,6 +606,7 @@ void Worker::run_block(Job& j, std::uint64_t linear) {
     }
   }
   cancel();  // unwinds the fibers still waiting (an error, or the launch stopping)
+  count_staged_groups();
   current.block = nullptr;
   release_shared();
   job = nullptr;
@@ -679,12 +714,31 @@ void cp_async_wait(int n) {
 
 void staged_read(const void* p, unsigned bytes, const char* file, int line) {
   Fiber& f = running_fiber("gnnfuse_ld_staged");
-  check_staged(*f.worker, f, p, bytes, int(f.linear), std::string(bytes == 16 ? "gnnfuse_ld_staged16" : "gnnfuse_ld_staged") + " at " +
-                                                          site_string(file, line) + ": its load");
+  Worker& w = *f.worker;
+  check_staged(w, f, p, bytes, int(f.linear), std::string(bytes == 16 ? "gnnfuse_ld_staged16" : "gnnfuse_ld_staged") + " at " +
+                                                  site_string(file, line) + ": its load");
+  const auto* b = static_cast<const unsigned char*>(p);
+  if (b < w.smem_base || b + bytes > w.smem_base + kSharedMemoryLimit) return;  // (not shared memory: no banks)
+  unsigned seq = 0;  // this lane's calls at the site so far
+  bool found = false;
+  for (auto& [site, calls] : f.staged_calls)
+    if (site.first == file && site.second == line) {
+      seq = calls++;
+      found = true;
+      break;
+    }
+  if (!found) f.staged_calls.push_back({{file, line}, 1u});
+  Worker::StagedGroup& g = w.staged_groups[Worker::StagedKey{f.warp, file, line, seq}];
+  g.bytes = bytes;
+  g.lanes |= 1u << f.lane;
+  g.address[f.lane] = b;
 }
 
 }  // namespace gnnfuse::simt::detail
 
 namespace gnnfuse::simt {
 std::uint64_t ldmatrix_bank_conflicts() { return detail::bank_conflicts.load(std::memory_order_relaxed); }
+StagedLoadStats staged_load_stats() {
+  return {detail::staged_loads.load(std::memory_order_relaxed), detail::staged_extra.load(std::memory_order_relaxed)};
+}
 }  // namespace gnnfuse::simt

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda/emu/context.h"
@@ -83,6 +84,8 @@ struct Fiber {
   };
   std::vector<Copy> copies;
   unsigned groups = 0;
+  // Staged loads: its calls so far per call site (Worker::staged_groups' seq).
+  std::vector<std::pair<std::pair<const char*, int>, unsigned>> staged_calls;
 };
 
 // Thrown at a synchronisation point of a fiber whose block is abandoned (an error elsewhere):
@@ -127,6 +130,28 @@ struct Worker {
   std::vector<std::int32_t> chunk_state;
   bool chunks_dirty = false;
   void publish(const Landed& u);  // its chunk back to 0 (unless queued again since)
+  // Staged loads grouped into warp instructions (simt_emu.h: staged_load_stats): per (warp,
+  // call site, the lane's count of calls there so far), each lane's address; counted and
+  // cleared when the block ends.
+  struct StagedGroup {
+    unsigned bytes = 0, lanes = 0;  // lanes: the mask of lanes that loaded
+    const unsigned char* address[32] = {};
+  };
+  struct StagedKey {
+    unsigned warp;
+    const char* file;
+    int line;
+    unsigned seq;
+    bool operator==(const StagedKey& o) const { return warp == o.warp && file == o.file && line == o.line && seq == o.seq; }
+  };
+  struct StagedKeyHash {
+    std::size_t operator()(const StagedKey& k) const {
+      return std::hash<const void*>()(k.file) ^ (std::size_t(k.line) * 0x9e3779b97f4a7c15ull) ^ (std::size_t(k.warp) << 40) ^
+             (std::size_t(k.seq) * 0xff51afd7ed558ccdull);
+    }
+  };
+  std::unordered_map<StagedKey, StagedGroup, StagedKeyHash> staged_groups;
+  void count_staged_groups();  // adds the groups to the counts, clears them
 
   Worker();
   ~Worker();

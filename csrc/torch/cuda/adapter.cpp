@@ -33,6 +33,10 @@
 #if defined(GNNFUSE_CUDA_EMULATED)
 namespace gnnfuse::simt {
 std::uint64_t ldmatrix_bank_conflicts();  // cuda/emu/simt_emu.h (not included here: its GNNFUSE_UNROLL is the emulator's)
+struct StagedLoadStats {
+  std::uint64_t loads = 0, extra_wavefronts = 0;
+};
+StagedLoadStats staged_load_stats();
 }
 #endif
 
@@ -578,6 +582,12 @@ void set_autotune_op(bool on) { gnnfuse::cuda_adapter::set_autotune(on); }
 void simulate_capture_op(bool on) { gnnfuse::cuda_adapter::simulated_capture.store(on); }
 // Tests: the emulator's ldmatrix bank conflicts so far (simt::ldmatrix_bank_conflicts).
 int64_t ldmatrix_bank_conflicts_op() { return static_cast<int64_t>(gnnfuse::simt::ldmatrix_bank_conflicts()); }
+// Tests: the emulator's staged loads so far, (warp load instructions, extra wavefronts of their bank
+// conflicts) (simt::staged_load_stats).
+std::tuple<int64_t, int64_t> staged_load_stats_op() {
+  const auto s = gnnfuse::simt::staged_load_stats();
+  return {static_cast<int64_t>(s.loads), static_cast<int64_t>(s.extra_wavefronts)};
+}
 #endif
 
 }  // namespace
@@ -590,5 +600,6 @@ TORCH_LIBRARY_FRAGMENT(gnnfuse, m) {
 #if defined(GNNFUSE_CUDA_EMULATED)
   m.def("_cuda_simulate_capture(bool on) -> ()", &simulate_capture_op);
   m.def("_cuda_emu_ldmatrix_bank_conflicts() -> int", &ldmatrix_bank_conflicts_op);
+  m.def("_cuda_emu_staged_load_stats() -> (int, int)", &staged_load_stats_op);
 #endif
 }
