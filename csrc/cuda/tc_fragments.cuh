@@ -269,8 +269,8 @@ GNNFUSE_DEVICE unsigned tc_rows_b(float lo, float hi) {
 // The staged tile of a pass (8 B rows of x, row r = the pass's entry r; W = NM * 16 / B columns),
 // row r in slot r ^ ((r / 8) & kSwizzle). B < 8: rows of tc_b_ld(W / 8) elements (padded by 16
 // bytes), the lanes reading elements: one load reads a column of the rows 8 a + 2 m (a < B, m < 4;
-// or those + 1), whose padded starts fall in 4 of every 8 possible banks (rows 8 apart are 32 words
-// apart); the slot r ^ (r / 8 & 1) moves odd a's rows by one, into the other 4 (B = 2: no conflict,
+// or those + 1), whose padded starts fall in 4 of the 8 bank positions a 16-byte-aligned row can
+// take (rows 8 apart are a multiple of 32 words apart); the slot r ^ (r / 8 & 1) moves odd a's rows by one, into the other 4 (B = 2: no conflict,
 // 2-way before; B = 4: 2-way, 4-way before, the least for 16 rows whose starts are multiples of 16
 // bytes). B = 8 (W = 8: one 16-byte row): unpadded rows, slot r ^ (r / 8 % 8), and each lane reads
 // its two rows (8 g + 2 m, + 1) whole by 16-byte loads: the 8 lanes of each quarter of the warp then

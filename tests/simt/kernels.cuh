@@ -463,24 +463,30 @@ inline void launch_cp_async_ldmatrix(int barrier, const unsigned short* in, unsi
 // 4 l + 4) into shared slot l, then by `mode`: 0 waits, __syncwarp, reads slot l + 1 (mod 32) whole;
 // 1 waits, reads slot l + 1 with no barrier (another lane's unpublished copy); 2 waits, reads its
 // own slot with no barrier (its wait shows it its own copy); 3 reads its own slot before any wait
-// (the copy still queued); 4 waits, __syncthreads, reads word 1 of slot l + 1 alone. The words
-// read go to out[4 l ..].
+// (the copy still queued); 4 waits, __syncthreads, reads word 1 of slot l + 1 alone; 5 queues a
+// second copy to its slot in a second group, waits for the first only and reads its own slot
+// (the second copy still queued there). The words read go to out[4 l ..].
 GNNFUSE_GLOBAL void cp_async_staged_load(int mode, const unsigned* in, unsigned* out) {
   GNNFUSE_SHARED_ARRAY(uint4, slots, 32);
   const int l = static_cast<int>(threadIdx.x);
   gnnfuse_cp_async16(slots + l, in + 4 * l, 16);
   gnnfuse_cp_async_commit();
-  if (mode != 3) gnnfuse_cp_async_wait<0>();
+  if (mode == 5) {
+    gnnfuse_cp_async16(slots + l, in + 4 * ((l + 1) % 32), 16);
+    gnnfuse_cp_async_commit();
+    gnnfuse_cp_async_wait<1>();
+  }
+  if (mode != 3 && mode != 5) gnnfuse_cp_async_wait<0>();
   if (mode == 0) __syncwarp();
   if (mode == 4) __syncthreads();
-  const int from = mode == 2 || mode == 3 ? l : (l + 1) % 32;
+  const int from = mode == 2 || mode == 3 || mode == 5 ? l : (l + 1) % 32;
   if (mode == 4) {
     out[4 * l + 1] = gnnfuse_ld_staged(reinterpret_cast<const unsigned*>(slots + from) + 1);
     return;
   }
   const uint4 v = gnnfuse_ld_staged16(slots + from);
   out[4 * l] = v.x, out[4 * l + 1] = v.y, out[4 * l + 2] = v.z, out[4 * l + 3] = v.w;
-  if (mode == 3) gnnfuse_cp_async_wait<0>();
+  if (mode == 3 || mode == 5) gnnfuse_cp_async_wait<0>();
 }
 inline void launch_cp_async_staged_load(int mode, const unsigned* in, unsigned* out) {
   GNNFUSE_LAUNCH(cp_async_staged_load, 1, 32, 0, 0, mode, in, out);
@@ -497,6 +503,18 @@ GNNFUSE_GLOBAL void staged_strided(int wide, int stride, unsigned* out) {
     out[l] = gnnfuse_ld_staged(reinterpret_cast<const unsigned*>(slots) + l * stride);
 }
 inline void launch_staged_strided(int wide, int stride, unsigned* out) { GNNFUSE_LAUNCH(staged_strided, 1, 32, 0, 0, wide, stride, out); }
+
+// Staged loads at bad addresses: `bad` 0: 16 bytes at a 4-byte offset into shared memory; 1: a
+// word of global memory (`out`).
+GNNFUSE_GLOBAL void staged_misaligned(int bad, unsigned* out) {
+  GNNFUSE_SHARED_ARRAY(uint4, slots, 4);
+  const int l = static_cast<int>(threadIdx.x);
+  if (bad == 0)
+    out[l] = gnnfuse_ld_staged16(reinterpret_cast<const unsigned*>(slots) + 1).x;
+  else
+    out[l] = gnnfuse_ld_staged(out + 31 - l);
+}
+inline void launch_staged_misaligned(int bad, unsigned* out) { GNNFUSE_LAUNCH(staged_misaligned, 1, 32, 0, 0, bad, out); }
 
 // ---------------------------------------------------------------- SpMM: Y = A X, A in CSR
 // Row-split: groups of G lanes per row (G divides 32), each lane a strided share of the row's

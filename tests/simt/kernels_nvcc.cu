@@ -33,6 +33,7 @@ void* launchers[] = {
     reinterpret_cast<void*>(&launch_cp_async_ldmatrix),
     reinterpret_cast<void*>(&launch_cp_async_staged_load),
     reinterpret_cast<void*>(&launch_staged_strided),
+    reinterpret_cast<void*>(&launch_staged_misaligned),
     reinterpret_cast<void*>(&launch_ldmatrix_strided),
     reinterpret_cast<void*>(&launch_low_precision),
     reinterpret_cast<void*>(&launch_mma_fragments),

@@ -939,7 +939,8 @@ TEST(SimtCpAsync, LdmatrixReadsCopiesOnlyAfterABarrier) {
 
 // Plain loads of staged slots (gnnfuse_ld_staged[16]) are checked as ldmatrix rows are: after the
 // wait and a barrier they read the copies; a thread's own copy needs its wait only; another lane's
-// copy with no barrier since its wait, or any copy still queued (no wait yet), is an UnpublishedRead.
+// copy with no barrier since its wait, or any copy still queued (no wait yet, or a later copy to
+// the same slot after a wait for the first), is an UnpublishedRead.
 TEST(SimtCpAsync, StagedLoadsReadCopiesOnlyWhenPublished) {
   alignas(16) unsigned in[128];
   for (unsigned e = 0; e < 128; ++e) in[e] = 0x5000u + e;
@@ -961,6 +962,9 @@ TEST(SimtCpAsync, StagedLoadsReadCopiesOnlyWhenPublished) {
                                                {"gnnfuse_ld_staged16", "cp.async at", "no __syncwarp naming it or __syncthreads"});
     expect_error_naming<simt::UnpublishedRead>([&] { launch_cp_async_staged_load(3, in, out.data()); },
                                                {"gnnfuse_ld_staged16", "cp.async at", "no wait of that thread covers its group yet"});
+    // its own first copy landed, but a second one to the same slot is still queued
+    expect_error_naming<simt::UnpublishedRead>([&] { launch_cp_async_staged_load(5, in, out.data()); },
+                                               {"gnnfuse_ld_staged16", "cp.async at", "no wait of that thread covers its group yet"});
   }
 }
 
@@ -976,6 +980,16 @@ TEST(SimtCpAsync, StagedLoadBankConflictsAreCounted) {
     EXPECT_EQ(after.loads - before.loads, 1u) << "wide " << wide << " stride " << stride;
     EXPECT_EQ(after.extra_wavefronts - before.extra_wavefronts, std::uint64_t(extra)) << "wide " << wide << " stride " << stride;
   }
+}
+
+// A staged load is checked as a GPU load would fault: in the block's shared memory, aligned to
+// its size.
+TEST(SimtCpAsync, StagedLoadAddressesAreChecked) {
+  std::vector<unsigned> out(32);
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_staged_misaligned(0, out.data()); },
+                                               {"gnnfuse_ld_staged16", "address not aligned to its 16 bytes"});
+  expect_error_naming<simt::MisalignedAddress>([&] { launch_staged_misaligned(1, out.data()); },
+                                               {"gnnfuse_ld_staged", "address outside the block's shared memory"});
 }
 
 TEST(SimtCpAsync, AddressesAndSizesAreChecked) {

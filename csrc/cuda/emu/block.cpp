@@ -25,14 +25,24 @@ void land_copies(Fiber& f, unsigned last) {
     if (c.group != 0 && c.group <= last) {
       if (c.bytes > 0) std::memcpy(c.dst, c.src, std::size_t(c.bytes));
       std::memset(c.dst + c.bytes, 0, std::size_t(16 - c.bytes));
-      Worker& w = *f.worker;
-      w.unpublished.push_back({c.dst, f.linear, c.file, c.line});
-      w.chunk_state[std::size_t(c.dst - w.smem_base) / 16] = std::int32_t(f.linear) + 1;
+      f.worker->unpublished.push_back({c.dst, f.linear, c.file, c.line});
     } else {
       f.copies[kept++] = c;
     }
   }
   f.copies.resize(kept);
+  // The landed chunks: landed by f, unpublished, unless a copy still queued (f's, of a later
+  // group, or another thread's) will write them again.
+  Worker& w = *f.worker;
+  const std::int32_t queued = -(std::int32_t(f.linear) + 1);
+  for (std::size_t i = w.unpublished.size(); i-- > 0 && w.unpublished[i].thread == f.linear;) {
+    const unsigned char* dst = w.unpublished[i].dst;
+    std::int32_t& state = w.chunk_state[std::size_t(dst - w.smem_base) / 16];
+    if (state != queued) continue;  // (another thread's copy queued there since)
+    bool again = false;
+    for (const Fiber::Copy& c : f.copies) again = again || c.dst == dst;
+    if (!again) state = std::int32_t(f.linear) + 1;
+  }
 }
 
 std::atomic<std::uint64_t> bank_conflicts{0};
@@ -197,10 +207,11 @@ template <class E>
   throw E(where(w, f) + ": " + what, w.job->name, dim3(b.x, b.y, b.z), dim3(t.x, t.y, t.z));
 }
 
-// f's read of [p, p + bytes) of shared memory (what: "<op> at <site>: its row / load"): an
-// UnpublishedRead if a copy still queued, or one landed by a thread other than `self` (-1: any)
-// and not published since, covers a byte of it.
-void check_staged(const Worker& w, const Fiber& f, const void* p, unsigned bytes, int self, const std::string& what) {
+// f's read of [p, p + bytes) of shared memory by `op` at file:line (`what`: "its row", "its
+// load"): an UnpublishedRead if a copy still queued, or one landed by a thread other than `self`
+// (-1: any) and not published since, covers a byte of it.
+void check_staged(const Worker& w, const Fiber& f, const void* p, unsigned bytes, int self, const char* op, const char* site_file, int site_line,
+                  const char* what) {
   const auto* b = static_cast<const unsigned char*>(p);
   if (!w.chunks_dirty || b < w.smem_base || b + bytes > w.smem_base + kSharedMemoryLimit || bytes == 0) return;
   const std::size_t first = std::size_t(b - w.smem_base) / 16, last = (std::size_t(b - w.smem_base) + bytes - 1) / 16;
@@ -219,7 +230,8 @@ void check_staged(const Worker& w, const Fiber& f, const void* p, unsigned bytes
         if (u.dst == chunk && u.thread == thread) file = u.file, line = u.line;
     }
     const uint3 t = w.fibers[thread]->info.thread_idx;
-    fail<UnpublishedRead>(w, f, what + " reads shared memory that thread " + dim_string(dim3(t.x, t.y, t.z)) + "'s cp.async at " +
+    fail<UnpublishedRead>(w, f, std::string(op) + " at " + site_string(site_file, site_line) + ": " + what + " reads shared memory that thread " +
+                                    dim_string(dim3(t.x, t.y, t.z)) + "'s cp.async at " +
                                     site_string(file, line) +
                                     (state < 0 ? " will write: no wait of that thread covers its group yet"
                                                : " landed at that thread's wait, with no __syncwarp naming it or __syncthreads since") +
@@ -236,35 +248,36 @@ Worker::Worker() {
   chunk_state.assign(kSharedMemoryLimit / 16, 0);
 }
 
-void Worker::count_staged_groups() {
-  std::uint64_t loads = 0, extra = 0;
-  for (const auto& [key, g] : staged_groups) {
-    ++loads;
-    const unsigned per_phase = g.bytes >= 16 ? 8 : g.bytes >= 8 ? 16 : 32;  // lanes per 128-byte phase
-    for (unsigned first = 0; first < 32; first += per_phase) {
-      std::size_t words[32][32];  // per bank, the distinct words the phase's lanes read there
-      int count[32] = {};
-      bool any = false;
-      for (unsigned l = first; l < first + per_phase; ++l) {
-        if (!(g.lanes >> l & 1)) continue;
-        any = true;
-        const std::size_t begin = std::size_t(g.address[l] - smem_base) / 4, end = (std::size_t(g.address[l] - smem_base) + g.bytes - 1) / 4;
-        for (std::size_t word = begin; word <= end; ++word) {
-          const std::size_t bank = word % 32;
-          bool seen = false;
-          for (int k = 0; k < count[bank]; ++k) seen = seen || words[bank][k] == word;
-          if (!seen) words[bank][count[bank]++] = word;  // (at most 32: a phase reads 32 words)
-        }
+void Worker::count_staged_group(const StagedGroup& g) {
+  std::uint64_t extra = 0;
+  const unsigned per_phase = g.bytes >= 16 ? 8 : g.bytes >= 8 ? 16 : 32;  // lanes per 128-byte phase
+  for (unsigned first = 0; first < 32; first += per_phase) {
+    std::size_t words[32][32];  // per bank, the distinct words the phase's lanes read there
+    int count[32] = {};
+    bool any = false;
+    for (unsigned l = first; l < first + per_phase; ++l) {
+      if (!(g.lanes >> l & 1)) continue;
+      any = true;
+      const std::size_t begin = std::size_t(g.address[l] - smem_base) / 4, end = (std::size_t(g.address[l] - smem_base) + g.bytes - 1) / 4;
+      for (std::size_t word = begin; word <= end; ++word) {
+        const std::size_t bank = word % 32;
+        bool seen = false;
+        for (int k = 0; k < count[bank]; ++k) seen = seen || words[bank][k] == word;
+        if (!seen) words[bank][count[bank]++] = word;  // (at most 32: a phase reads 128 bytes, sizes 1..16 aligned)
       }
-      if (!any) continue;
-      int most = 1;
-      for (int b = 0; b < 32; ++b) most = count[b] > most ? count[b] : most;
-      extra += std::uint64_t(most - 1);
     }
+    if (!any) continue;
+    int most = 1;
+    for (int b = 0; b < 32; ++b) most = count[b] > most ? count[b] : most;
+    extra += std::uint64_t(most - 1);
   }
-  staged_groups.clear();
-  if (loads) staged_loads.fetch_add(loads, std::memory_order_relaxed);
+  staged_loads.fetch_add(1, std::memory_order_relaxed);
   if (extra) staged_extra.fetch_add(extra, std::memory_order_relaxed);
+}
+
+void Worker::count_staged_groups() {
+  for (const auto& [key, g] : staged_groups) count_staged_group(g);
+  staged_groups.clear();
 }
 
 void Worker::publish(const Landed& u) {
@@ -401,8 +414,7 @@ void Worker::resolve_group(unsigned warp, unsigned mask) {
     for (unsigned l = 0; l < 32; ++l) {
       rows[l] = *static_cast<const void* const*>(lanes(l).call.value);
       r[l] = static_cast<unsigned*>(lanes(l).call.result);
-      check_staged(*this, lanes(l), rows[l], 16, -1, std::string(collective_name(kind)) + " at " +
-                                                            site_string(first.call.file, first.call.line) + ": its row");
+      check_staged(*this, lanes(l), rows[l], 16, -1, collective_name(kind), first.call.file, first.call.line, "its row");
     }
     count_bank_conflicts(smem_base, rows);
     warp_ldmatrix(kind == Collective::ldmatrix_x4_trans, rows, r);
@@ -713,12 +725,15 @@ void cp_async_wait(int n) {
 }
 
 void staged_read(const void* p, unsigned bytes, const char* file, int line) {
-  Fiber& f = running_fiber("gnnfuse_ld_staged");
+  const char* op = bytes == 16 ? "gnnfuse_ld_staged16" : "gnnfuse_ld_staged";
+  Fiber& f = running_fiber(op);
   Worker& w = *f.worker;
-  check_staged(w, f, p, bytes, int(f.linear), std::string(bytes == 16 ? "gnnfuse_ld_staged16" : "gnnfuse_ld_staged") + " at " +
-                                                  site_string(file, line) + ": its load");
   const auto* b = static_cast<const unsigned char*>(p);
-  if (b < w.smem_base || b + bytes > w.smem_base + kSharedMemoryLimit) return;  // (not shared memory: no banks)
+  const bool inside = w.smem_base != nullptr && b >= w.smem_base && b + bytes <= w.smem_base + w.smem_used;
+  if (!inside || reinterpret_cast<std::uintptr_t>(p) % bytes != 0)
+    fail<MisalignedAddress>(w, f, std::string(op) + " at " + site_string(file, line) + ": " +
+                                      (inside ? "address not aligned to its " + std::to_string(bytes) + " bytes" : "address outside the block's shared memory"));
+  check_staged(w, f, p, bytes, int(f.linear), op, file, line, "its load");
   unsigned seq = 0;  // this lane's calls at the site so far
   bool found = false;
   for (auto& [site, calls] : f.staged_calls)
@@ -728,10 +743,15 @@ void staged_read(const void* p, unsigned bytes, const char* file, int line) {
       break;
     }
   if (!found) f.staged_calls.push_back({{file, line}, 1u});
-  Worker::StagedGroup& g = w.staged_groups[Worker::StagedKey{f.warp, file, line, seq}];
+  const Worker::StagedKey key{f.warp, file, line, seq};
+  Worker::StagedGroup& g = w.staged_groups[key];
   g.bytes = bytes;
   g.lanes |= 1u << f.lane;
   g.address[f.lane] = b;
+  if (g.lanes == existing_lanes(w.threads, f.warp)) {  // every lane of the warp loaded: counted now
+    w.count_staged_group(g);
+    w.staged_groups.erase(key);
+  }
 }
 
 }  // namespace gnnfuse::simt::detail

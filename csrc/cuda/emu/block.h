@@ -115,8 +115,8 @@ struct Worker {
   };
   std::vector<Site> sites;
   // cp.async copies landed (at their thread's wait, or its exit) that no barrier of that thread
-  // has published since (a __syncwarp naming it, a __syncthreads): an ldmatrix row reading one
-  // is an UnpublishedRead.
+  // has published since (a __syncwarp naming it, a __syncthreads): an ldmatrix row reading one,
+  // or a staged load of another thread's, is an UnpublishedRead (chunk_state below).
   struct Landed {
     const unsigned char* dst;  // 16 bytes
     unsigned thread;           // linear
@@ -131,8 +131,8 @@ struct Worker {
   bool chunks_dirty = false;
   void publish(const Landed& u);  // its chunk back to 0 (unless queued again since)
   // Staged loads grouped into warp instructions (simt_emu.h: staged_load_stats): per (warp,
-  // call site, the lane's count of calls there so far), each lane's address; counted and
-  // cleared when the block ends.
+  // call site, the lane's count of calls there so far), each lane's address; counted once every
+  // lane of the warp has loaded, or when the block ends.
   struct StagedGroup {
     unsigned bytes = 0, lanes = 0;  // lanes: the mask of lanes that loaded
     const unsigned char* address[32] = {};
@@ -151,7 +151,8 @@ struct Worker {
     }
   };
   std::unordered_map<StagedKey, StagedGroup, StagedKeyHash> staged_groups;
-  void count_staged_groups();  // adds the groups to the counts, clears them
+  void count_staged_group(const StagedGroup& g);  // adds one instruction to the counts
+  void count_staged_groups();                     // the groups left (lanes that diverged), then clears them
 
   Worker();
   ~Worker();

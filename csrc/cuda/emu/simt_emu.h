@@ -25,6 +25,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "cuda/emu/stats.h"
+
 namespace gnnfuse::simt {
 
 // ---------------------------------------------------------------- configuration
@@ -51,21 +53,7 @@ unsigned threads();
 void set_stack_size(std::size_t bytes);
 std::size_t stack_size();
 
-// Shared-memory bank conflicts of ldmatrix since the library loaded (a performance fact, not an
-// error; tests assert a kernel's tiles are laid out without them): for each 8 x 8 matrix (8 rows
-// of 16 bytes, one 128-byte wavefront when free of conflicts), the wavefronts its rows need
-// beyond one, i.e. the most distinct 4-byte words one of the 32 banks (word offset in the
-// block's shared memory mod 32) holds, minus 1. Plain loads and stores are not seen.
-std::uint64_t ldmatrix_bank_conflicts();
-// The same for the staged loads (gnnfuse_ld_staged[16]) since the library loaded: {load
-// instructions, extra wavefronts}. An instruction is the k-th call at one call site of the lanes
-// of one warp (lanes that diverge there make it several); its lanes are served in phases of
-// 128 bytes (32 lanes of up to 4 bytes, 8 of 16), each needing as many wavefronts as the most
-// distinct words one bank holds among its lanes' bytes.
-struct StagedLoadStats {
-  std::uint64_t loads = 0, extra_wavefronts = 0;
-};
-StagedLoadStats staged_load_stats();
+// The emulator's counts of shared-memory bank conflicts: cuda/emu/stats.h (included above).
 
 // Shared memory per block, static and dynamic together (the sm_90 limit: 227 KiB).
 inline constexpr std::size_t kSharedMemoryLimit = 227 * 1024;

@@ -148,10 +148,13 @@ inline void gnnfuse_cp_async_wait() {
   static_assert(N >= 0, "cp.async.wait_group takes a non-negative count");
   ::gnnfuse::simt::detail::cp_async_wait(N);
 }
-// A plain load of shared memory a cp.async may have staged: checked that no copy still queued
-// (any thread's) and no copy another thread landed without a barrier since covers its bytes.
+// A plain load of shared memory a cp.async may have staged: checked in the block's shared memory
+// and aligned to its size (MisalignedAddress), and that no copy still queued (any thread's) and
+// no copy another thread landed without a barrier since covers its bytes (UnpublishedRead).
 template <class T>
 inline T gnnfuse_ld_staged(const T* p, GNNFUSE_SIMT_SITE) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                "gnnfuse_ld_staged: a load of 1, 2, 4, 8 or 16 bytes");
   ::gnnfuse::simt::detail::staged_read(p, sizeof(T), GNNFUSE_SIMT_AT);
   T v;
   std::memcpy(static_cast<void*>(&v), static_cast<const void*>(p), sizeof(T));

@@ -31,13 +31,7 @@
 #include "torch/weak_cache.h"
 
 #if defined(GNNFUSE_CUDA_EMULATED)
-namespace gnnfuse::simt {
-std::uint64_t ldmatrix_bank_conflicts();  // cuda/emu/simt_emu.h (not included here: its GNNFUSE_UNROLL is the emulator's)
-struct StagedLoadStats {
-  std::uint64_t loads = 0, extra_wavefronts = 0;
-};
-StagedLoadStats staged_load_stats();
-}
+#include "cuda/emu/stats.h"  // (not cuda/emu/simt_emu.h: its GNNFUSE_UNROLL is the emulator's)
 #endif
 
 namespace gnnfuse::cuda_adapter {
