@@ -48,24 +48,37 @@ void land_copies(Fiber& f, unsigned last) {
 std::atomic<std::uint64_t> bank_conflicts{0};
 std::atomic<std::uint64_t> staged_loads{0}, staged_extra{0};
 
+// The wavefronts one phase of a shared-memory access needs (128 bytes at most): as many as the
+// most distinct 4-byte words one of the 32 banks holds among the words added.
+class BankTally {
+ public:
+  void add(std::size_t word) {
+    const std::size_t bank = word % 32;
+    for (int k = 0; k < count_[bank]; ++k)
+      if (words_[bank][k] == word) return;
+    words_[bank][count_[bank]++] = word;  // (at most 32 per bank: a phase reads 128 bytes)
+  }
+  int wavefronts() const {
+    int most = 1;
+    for (int b = 0; b < 32; ++b) most = count_[b] > most ? count_[b] : most;
+    return most;
+  }
+
+ private:
+  std::size_t words_[32][32];
+  int count_[32] = {};
+};
+
 // The extra wavefronts of an ldmatrix's four matrices (simt_emu.h: ldmatrix_bank_conflicts).
 void count_bank_conflicts(const unsigned char* base, const void* const rows[32]) {
   std::uint64_t extra = 0;
   for (int i = 0; i < 4; ++i) {
-    std::size_t words[32][8];  // per bank, the distinct words the matrix's rows read there
-    int count[32] = {};
+    BankTally tally;
     for (int row = 0; row < 8; ++row) {
       const std::size_t first = std::size_t(static_cast<const unsigned char*>(rows[8 * i + row]) - base) / 4;
-      for (std::size_t word = first; word < first + 4; ++word) {
-        const std::size_t bank = word % 32;
-        bool seen = false;
-        for (int k = 0; k < count[bank]; ++k) seen = seen || words[bank][k] == word;
-        if (!seen) words[bank][count[bank]++] = word;
-      }
+      for (std::size_t word = first; word < first + 4; ++word) tally.add(word);
     }
-    int most = 1;
-    for (int b = 0; b < 32; ++b) most = count[b] > most ? count[b] : most;
-    extra += std::uint64_t(most - 1);
+    extra += std::uint64_t(tally.wavefronts() - 1);
   }
   if (extra) bank_conflicts.fetch_add(extra, std::memory_order_relaxed);
 }
@@ -252,24 +265,15 @@ void Worker::count_staged_group(const StagedGroup& g) {
   std::uint64_t extra = 0;
   const unsigned per_phase = g.bytes >= 16 ? 8 : g.bytes >= 8 ? 16 : 32;  // lanes per 128-byte phase
   for (unsigned first = 0; first < 32; first += per_phase) {
-    std::size_t words[32][32];  // per bank, the distinct words the phase's lanes read there
-    int count[32] = {};
+    BankTally tally;
     bool any = false;
     for (unsigned l = first; l < first + per_phase; ++l) {
       if (!(g.lanes >> l & 1)) continue;
       any = true;
       const std::size_t begin = std::size_t(g.address[l] - smem_base) / 4, end = (std::size_t(g.address[l] - smem_base) + g.bytes - 1) / 4;
-      for (std::size_t word = begin; word <= end; ++word) {
-        const std::size_t bank = word % 32;
-        bool seen = false;
-        for (int k = 0; k < count[bank]; ++k) seen = seen || words[bank][k] == word;
-        if (!seen) words[bank][count[bank]++] = word;  // (at most 32: a phase reads 128 bytes, sizes 1..16 aligned)
-      }
+      for (std::size_t word = begin; word <= end; ++word) tally.add(word);
     }
-    if (!any) continue;
-    int most = 1;
-    for (int b = 0; b < 32; ++b) most = count[b] > most ? count[b] : most;
-    extra += std::uint64_t(most - 1);
+    if (any) extra += std::uint64_t(tally.wavefronts() - 1);
   }
   staged_loads.fetch_add(1, std::memory_order_relaxed);
   if (extra) staged_extra.fetch_add(extra, std::memory_order_relaxed);
